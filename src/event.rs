@@ -1,0 +1,381 @@
+//! The streaming contract: events a parser emits, and the result folded from them.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::fmt;
+
+/// The shared vocabulary of error kinds; each format's spec says which ones it uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// Arguments are not valid JSON (or not a JSON object).
+    InvalidJson,
+    /// Arguments are empty or whitespace only.
+    EmptyArguments,
+    /// A call has no function name.
+    MissingName,
+    /// A call names a tool that the tool definitions do not declare.
+    UnknownTool,
+    /// Arguments do not validate against the tool's JSON Schema.
+    SchemaViolation,
+    /// Markup is out of place or ill-formed.
+    MalformedMarkup,
+    /// The stream ended inside a construct that needed an end.
+    Unterminated,
+    /// The bytes are not valid UTF-8.
+    InvalidUtf8,
+    /// An SSE or provider delta stream violates its protocol.
+    InvalidStream,
+    /// An explicit size or nesting limit was exceeded.
+    LimitExceeded,
+    /// A turn that had to contain a tool call contained none.
+    NoToolBlocks,
+    /// A session reached its limit of consecutive mistakes.
+    MaxMistakes,
+}
+
+impl ErrorKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [ErrorKind; 12] = [
+        ErrorKind::InvalidJson,
+        ErrorKind::EmptyArguments,
+        ErrorKind::MissingName,
+        ErrorKind::UnknownTool,
+        ErrorKind::SchemaViolation,
+        ErrorKind::MalformedMarkup,
+        ErrorKind::Unterminated,
+        ErrorKind::InvalidUtf8,
+        ErrorKind::InvalidStream,
+        ErrorKind::LimitExceeded,
+        ErrorKind::NoToolBlocks,
+        ErrorKind::MaxMistakes,
+    ];
+
+    /// The snake_case name used in specs, expectations and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidJson => "invalid_json",
+            ErrorKind::EmptyArguments => "empty_arguments",
+            ErrorKind::MissingName => "missing_name",
+            ErrorKind::UnknownTool => "unknown_tool",
+            ErrorKind::SchemaViolation => "schema_violation",
+            ErrorKind::MalformedMarkup => "malformed_markup",
+            ErrorKind::Unterminated => "unterminated",
+            ErrorKind::InvalidUtf8 => "invalid_utf8",
+            ErrorKind::InvalidStream => "invalid_stream",
+            ErrorKind::LimitExceeded => "limit_exceeded",
+            ErrorKind::NoToolBlocks => "no_tool_blocks",
+            ErrorKind::MaxMistakes => "max_mistakes",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One thing a streaming parser observed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// Visible text, outside tool markup.
+    Text { text: String },
+    /// A tool call begins; `index` counts from 0 in stream order.
+    CallStart {
+        index: usize,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
+        name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        server: Option<String>,
+    },
+    /// The next fragment of a call's arguments, as JSON text.
+    ArgsDelta { index: usize, json: String },
+    /// The call is complete; its concatenated deltas are its arguments.
+    CallEnd { index: usize },
+    /// The input deviated from the spec but was recovered; `kind` names the leniency option.
+    Warning { kind: String, message: String },
+    /// The input violates the spec.
+    Error { kind: ErrorKind, message: String },
+}
+
+impl Event {
+    /// Shorthand for a `Text` event.
+    pub fn text(s: impl Into<String>) -> Event {
+        Event::Text { text: s.into() }
+    }
+
+    /// Shorthand for an `Error` event.
+    pub fn error(kind: ErrorKind, message: impl Into<String>) -> Event {
+        Event::Error {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// Shorthand for a `Warning` event.
+    pub fn warning(kind: &str, message: impl Into<String>) -> Event {
+        Event::Warning {
+            kind: kind.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Appends `ev` to `out`, merging consecutive `Text` events so event lists stay short.
+pub fn push_text(out: &mut Vec<Event>, s: &str) {
+    if s.is_empty() {
+        return;
+    }
+    if let Some(Event::Text { text }) = out.last_mut() {
+        text.push_str(s);
+    } else {
+        out.push(Event::text(s));
+    }
+}
+
+/// A complete tool call, as folded from events or written in an expectation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The function name.
+    pub name: String,
+    /// The call id, when the format carries one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The server (namespace) of the tool, when the format carries one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// The arguments as a JSON value.
+    #[serde(default = "empty_object")]
+    pub arguments: Value,
+}
+
+fn empty_object() -> Value {
+    Value::Object(Default::default())
+}
+
+impl PartialEq for ToolCall {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+            && self.id == other.id
+            && self.server == other.server
+            && json_eq(&self.arguments, &other.arguments)
+    }
+}
+
+/// One error as kept in a result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorInfo {
+    /// The shared error kind.
+    pub kind: ErrorKind,
+    /// A human-readable explanation, with the byte offset where it applies.
+    pub message: String,
+}
+
+/// One warning as kept in a result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WarningInfo {
+    /// The leniency option that recovered the deviation.
+    pub kind: String,
+    /// A human-readable explanation.
+    pub message: String,
+}
+
+/// The fold of a run's events: what a consumer of the parser ends up with.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ParseResult {
+    /// All `Text` events concatenated.
+    pub text: String,
+    /// One call per `CallStart` that reached its `CallEnd`, in start order.
+    pub calls: Vec<ToolCall>,
+    /// Recovered deviations, in order.
+    pub warnings: Vec<WarningInfo>,
+    /// Errors, in order.
+    pub errors: Vec<ErrorInfo>,
+    /// The `result` of an `attempt_completion` call, when the turn completed the task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion: Option<String>,
+}
+
+impl PartialEq for ParseResult {
+    /// Equal when text, calls and error kinds are equal (messages and warnings are not compared).
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text
+            && self.calls == other.calls
+            && self.error_kinds() == other.error_kinds()
+    }
+}
+
+impl ParseResult {
+    /// Folds an event list into a result.
+    ///
+    /// Calls whose concatenated deltas are not valid JSON keep the raw text as a JSON string,
+    /// so the mismatch stays visible; the delta contract invariant reports it.
+    pub fn fold(events: &[Event]) -> ParseResult {
+        let mut r = ParseResult::default();
+        // Open calls by index: (id, name, server, args text).
+        let mut open: Vec<Option<(Option<String>, String, Option<String>, String)>> = Vec::new();
+        for ev in events {
+            match ev {
+                Event::Text { text } => r.text.push_str(text),
+                Event::CallStart {
+                    index,
+                    id,
+                    name,
+                    server,
+                } => {
+                    if open.len() <= *index {
+                        open.resize_with(*index + 1, || None);
+                    }
+                    open[*index] = Some((id.clone(), name.clone(), server.clone(), String::new()));
+                }
+                Event::ArgsDelta { index, json } => {
+                    if let Some(Some(c)) = open.get_mut(*index) {
+                        c.3.push_str(json);
+                    }
+                }
+                Event::CallEnd { index } => {
+                    if let Some(slot) = open.get_mut(*index)
+                        && let Some((id, name, server, args)) = slot.take()
+                    {
+                        let arguments = if args.trim().is_empty() {
+                            empty_object()
+                        } else {
+                            serde_json::from_str(&args).unwrap_or(Value::String(args))
+                        };
+                        r.calls.push(ToolCall {
+                            name,
+                            id,
+                            server,
+                            arguments,
+                        });
+                    }
+                }
+                Event::Warning { kind, message } => r.warnings.push(WarningInfo {
+                    kind: kind.clone(),
+                    message: message.clone(),
+                }),
+                Event::Error { kind, message } => r.errors.push(ErrorInfo {
+                    kind: *kind,
+                    message: message.clone(),
+                }),
+            }
+        }
+        r.completion = completion_of(&r.calls);
+        r
+    }
+
+    /// The error kinds in order, for comparison.
+    pub fn error_kinds(&self) -> Vec<ErrorKind> {
+        self.errors.iter().map(|e| e.kind).collect()
+    }
+
+    /// True when the run ended without an error.
+    pub fn is_success(&self) -> bool {
+        self.errors.is_empty()
+    }
+}
+
+/// The name of the tool whose call completes the task (seed 002).
+pub const COMPLETION_TOOL: &str = "attempt_completion";
+
+/// The task-completion text: the `result` argument of the last `attempt_completion` call.
+pub fn completion_of(calls: &[ToolCall]) -> Option<String> {
+    calls
+        .iter()
+        .rev()
+        .find(|c| c.name == COMPLETION_TOOL)
+        .and_then(|c| c.arguments.get("result"))
+        .and_then(|v| v.as_str())
+        .map(str::to_string)
+}
+
+/// JSON equality where numbers compare by value (`1` equals `1.0`) and object key order is ignored.
+pub fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            if x == y {
+                return true;
+            }
+            match (x.as_i128(), y.as_i128()) {
+                (Some(p), Some(q)) => p == q,
+                _ => match (x.as_f64(), y.as_f64()) {
+                    (Some(p), Some(q)) => p == q,
+                    _ => false,
+                },
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn fold_keeps_only_ended_calls() {
+        let evs = vec![
+            Event::text("hi "),
+            Event::CallStart {
+                index: 0,
+                id: Some("0".into()),
+                name: "a".into(),
+                server: None,
+            },
+            Event::ArgsDelta {
+                index: 0,
+                json: "{\"x\":".into(),
+            },
+            Event::ArgsDelta {
+                index: 0,
+                json: "1}".into(),
+            },
+            Event::CallEnd { index: 0 },
+            Event::CallStart {
+                index: 1,
+                id: None,
+                name: "b".into(),
+                server: None,
+            },
+            Event::error(ErrorKind::InvalidJson, "bad"),
+        ];
+        let r = ParseResult::fold(&evs);
+        assert_eq!(r.text, "hi ");
+        assert_eq!(r.calls.len(), 1);
+        assert_eq!(r.calls[0].arguments, json!({"x": 1}));
+        assert_eq!(r.error_kinds(), vec![ErrorKind::InvalidJson]);
+    }
+
+    #[test]
+    fn json_eq_compares_numbers_by_value_and_ignores_key_order() {
+        assert!(json_eq(
+            &json!({"a": 1, "b": [2.0]}),
+            &json!({"b": [2], "a": 1.0})
+        ));
+        assert!(!json_eq(&json!({"a": 1}), &json!({"a": "1"})));
+        assert!(!json_eq(&json!([1, 2]), &json!([2, 1])));
+    }
+
+    #[test]
+    fn completion_is_the_result_of_attempt_completion() {
+        let calls = vec![ToolCall {
+            name: COMPLETION_TOOL.into(),
+            id: None,
+            server: None,
+            arguments: json!({"result": "done"}),
+        }];
+        assert_eq!(completion_of(&calls).as_deref(), Some("done"));
+    }
+}

@@ -1,0 +1,58 @@
+//! One module per wire format, each registered once in [`REGISTRY`].
+//!
+//! A format knows the lexers and the event model; it never knows the harness.
+
+use crate::event::{Event, ToolCall};
+use crate::tools::Tools;
+
+pub mod kimi_k2;
+
+/// A push parser for one turn (or one session) of a format's stream.
+///
+/// The contract is in `specs/streaming.md`: chunks may be cut anywhere, including inside a
+/// UTF-8 character or a marker; the events are the same whatever the cuts.
+pub trait StreamParser: Send {
+    /// Feeds the next chunk of the transcript, appending the events it completes to `out`.
+    fn feed(&mut self, chunk: &[u8], out: &mut Vec<Event>);
+    /// Ends the current turn: flushes held-back input and reports what was left open.
+    /// The parser may then be fed the next turn of the same session.
+    fn finish(&mut self, out: &mut Vec<Event>);
+}
+
+/// Renders text and calls into a transcript of the format; `Err` says why it cannot.
+pub type RenderFn = fn(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, String>;
+
+/// Everything the harness needs to know about a format.
+pub struct Format {
+    /// The stable id: names corpus directories and appears in reports.
+    pub id: &'static str,
+    /// One line saying what the format is.
+    pub summary: &'static str,
+    /// Makes a parser with the format's default configuration.
+    pub new_parser: fn(&Tools) -> Box<dyn StreamParser>,
+    /// Renders calls back into the format, when the format has a renderer.
+    pub render: Option<RenderFn>,
+    /// The delimiters of the format, for the `markers` chunking and the markup-leak check.
+    pub markers: fn(&Tools) -> Vec<String>,
+}
+
+/// Every format, in a fixed order. Adding a format is one module and one line here.
+pub static REGISTRY: &[&Format] = &[&kimi_k2::FORMAT];
+
+/// Looks a format up by id.
+pub fn by_id(id: &str) -> Option<&'static Format> {
+    REGISTRY.iter().copied().find(|f| f.id == id)
+}
+
+/// Runs a parser over chunks and returns its events: the one way every caller drives a parser.
+pub fn run_chunks<'a>(
+    parser: &mut dyn StreamParser,
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+) -> Vec<Event> {
+    let mut out = Vec::new();
+    for c in chunks {
+        parser.feed(c, &mut out);
+    }
+    parser.finish(&mut out);
+    out
+}

@@ -1,0 +1,1 @@
+//! Corpus loading, chunkings, replay, invariants and minimization: formats only via the registry.

@@ -1,0 +1,205 @@
+//! Reassembles UTF-8 from byte chunks cut anywhere, without copying whole chunks.
+//!
+//! The pieces produced are the same whatever the cuts: an invalid sequence is reported at the
+//! same offset and with the same length as `std::str::from_utf8` reports it on the whole input.
+
+/// What the decoder yields: valid text, or one invalid sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Utf8Piece<'a> {
+    /// Valid text, borrowed from the chunk where possible.
+    Text(&'a str),
+    /// An invalid (or, at the end, incomplete) sequence starting at this byte offset.
+    Invalid {
+        /// Offset of the sequence's first byte in the whole stream.
+        offset: u64,
+    },
+}
+
+/// A push UTF-8 decoder that holds back at most three bytes of an incomplete character.
+#[derive(Debug, Default, Clone)]
+pub struct Utf8Decoder {
+    pending: [u8; 4],
+    pending_len: usize,
+    /// Bytes fed so far.
+    offset: u64,
+}
+
+impl Utf8Decoder {
+    /// A decoder at stream offset 0.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Total bytes fed so far.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Decodes `chunk`, handing each piece to `f` in order.
+    pub fn feed(&mut self, chunk: &[u8], f: &mut impl FnMut(Utf8Piece<'_>)) {
+        let start = self.offset;
+        self.offset += chunk.len() as u64;
+        let mut rest = chunk;
+        let mut pos = start; // stream offset of rest[0]
+        if self.pending_len > 0 {
+            let p = self.pending_len;
+            let take = rest.len().min(4 - p);
+            let mut tmp = [0u8; 8];
+            tmp[..p].copy_from_slice(&self.pending[..p]);
+            tmp[p..p + take].copy_from_slice(&rest[..take]);
+            let tmp = &tmp[..p + take];
+            let pend_off = pos - p as u64;
+            match std::str::from_utf8(tmp) {
+                Ok(_) => {
+                    let l = char_len(tmp[0]);
+                    f(Utf8Piece::Text(
+                        std::str::from_utf8(&tmp[..l]).unwrap_or_default(),
+                    ));
+                    rest = &rest[l - p..];
+                    pos += (l - p) as u64;
+                    self.pending_len = 0;
+                }
+                Err(e) if e.valid_up_to() > 0 => {
+                    let l = e.valid_up_to().min(char_len(tmp[0]));
+                    f(Utf8Piece::Text(
+                        std::str::from_utf8(&tmp[..l]).unwrap_or_default(),
+                    ));
+                    rest = &rest[l - p..];
+                    pos += (l - p) as u64;
+                    self.pending_len = 0;
+                }
+                Err(e) => match e.error_len() {
+                    None => {
+                        // Still incomplete: everything fed joins the pending bytes.
+                        self.pending[p..p + take].copy_from_slice(&rest[..take]);
+                        self.pending_len = p + take;
+                        return;
+                    }
+                    Some(n) => {
+                        f(Utf8Piece::Invalid { offset: pend_off });
+                        rest = &rest[n - p..];
+                        pos += (n - p) as u64;
+                        self.pending_len = 0;
+                    }
+                },
+            }
+        }
+        loop {
+            match std::str::from_utf8(rest) {
+                Ok(s) => {
+                    if !s.is_empty() {
+                        f(Utf8Piece::Text(s));
+                    }
+                    return;
+                }
+                Err(e) => {
+                    let v = e.valid_up_to();
+                    if v > 0 {
+                        // SAFETY-free: from_utf8 just validated this prefix.
+                        f(Utf8Piece::Text(
+                            std::str::from_utf8(&rest[..v]).unwrap_or_default(),
+                        ));
+                    }
+                    match e.error_len() {
+                        None => {
+                            let tail = &rest[v..];
+                            self.pending[..tail.len()].copy_from_slice(tail);
+                            self.pending_len = tail.len();
+                            return;
+                        }
+                        Some(n) => {
+                            f(Utf8Piece::Invalid {
+                                offset: pos + v as u64,
+                            });
+                            rest = &rest[v + n..];
+                            pos += (v + n) as u64;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ends the stream: an incomplete trailing character is reported as invalid.
+    pub fn finish(&mut self, f: &mut impl FnMut(Utf8Piece<'_>)) {
+        if self.pending_len > 0 {
+            f(Utf8Piece::Invalid {
+                offset: self.offset - self.pending_len as u64,
+            });
+            self.pending_len = 0;
+        }
+    }
+}
+
+fn char_len(lead: u8) -> usize {
+    match lead {
+        0x00..=0x7F => 1,
+        0xC0..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        _ => 4,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, PartialEq)]
+    enum P {
+        T(String),
+        I(u64),
+    }
+
+    fn decode(chunks: &[&[u8]]) -> Vec<P> {
+        let mut d = Utf8Decoder::new();
+        let mut out: Vec<P> = Vec::new();
+        let mut f = |p: Utf8Piece<'_>| match p {
+            Utf8Piece::Text(s) => {
+                if let Some(P::T(t)) = out.last_mut() {
+                    t.push_str(s)
+                } else {
+                    out.push(P::T(s.to_string()))
+                }
+            }
+            Utf8Piece::Invalid { offset } => out.push(P::I(offset)),
+        };
+        for c in chunks {
+            d.feed(c, &mut f);
+        }
+        d.finish(&mut f);
+        out
+    }
+
+    #[test]
+    fn split_characters_are_reassembled() {
+        let s = "aé€😀z".as_bytes();
+        for cut in 0..s.len() {
+            assert_eq!(decode(&[&s[..cut], &s[cut..]]), vec![P::T("aé€😀z".into())]);
+        }
+    }
+
+    #[test]
+    fn invalid_and_truncated_sequences_are_reported_at_their_offset() {
+        assert_eq!(
+            decode(&[b"a\xffb"]),
+            vec![P::T("a".into()), P::I(1), P::T("b".into())]
+        );
+        assert_eq!(decode(&[b"ab\xe2\x82"]), vec![P::T("ab".into()), P::I(2)]);
+    }
+
+    proptest! {
+        #[test]
+        fn any_cuts_give_the_pieces_of_the_whole(bytes in proptest::collection::vec(any::<u8>(), 0..64),
+                                                 cuts in proptest::collection::vec(any::<usize>(), 0..8)) {
+            let whole = decode(&[&bytes]);
+            let mut cs: Vec<usize> = cuts.iter().map(|c| if bytes.is_empty() { 0 } else { c % bytes.len() }).collect();
+            cs.sort();
+            let mut chunks = Vec::new();
+            let mut prev = 0;
+            for c in cs { chunks.push(&bytes[prev..c]); prev = c; }
+            chunks.push(&bytes[prev..]);
+            prop_assert_eq!(decode(&chunks), whole);
+        }
+    }
+}

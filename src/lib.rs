@@ -1,0 +1,11 @@
+//! conform: reference streaming parsers for LLM tool-call formats, and a harness that replays
+//! corpora under many chunkings to find the bugs in parsers.
+//!
+//! Data flows one way: [`lexers`] → [`formats`] → [`harness`] → [`outputs`]; the CLI sits on top.
+
+pub mod event;
+pub mod formats;
+pub mod harness;
+pub mod lexers;
+pub mod outputs;
+pub mod tools;

@@ -1,0 +1,1 @@
+//! What a run produces: the terminal table and reports.
