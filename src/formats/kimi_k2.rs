@@ -607,7 +607,7 @@ impl Parser {
         {
             out.push(Event::ArgsDelta {
                 index,
-                json: s[..taken].to_string(),
+                json: s[..taken].into(),
             });
         }
         match stopped {
@@ -745,7 +745,7 @@ impl Parser {
             ));
             out.push(Event::ArgsDelta {
                 index,
-                json: obj.to_string(),
+                json: obj.to_string().into(),
             });
         }
         out.push(Event::CallEnd { index });
