@@ -17,15 +17,57 @@ pub struct TurnOutcome {
     pub anomalies: Vec<String>,
     /// A hash of the exact event sequence, for the determinism check.
     pub events_hash: u64,
+    /// False when the parser reported only its final result, so the event-level checks
+    /// (delta contract) cannot apply.
+    pub events_seen: bool,
 }
 
-/// What a whole replay produced: one outcome per turn, or the panic that stopped it.
+/// How an external parser failed to answer a replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Breakdown {
+    /// The process died (or answered with an internal error).
+    Crash,
+    /// No answer within the time limit.
+    Timeout,
+    /// An answer that does not follow the adapter protocol.
+    ProtocolError,
+}
+
+/// What a whole replay produced: one outcome per turn, or why there is none.
 #[derive(Debug, Clone)]
 pub enum Outcome {
     /// The parser ran to the end of every turn.
     Done(Vec<TurnOutcome>),
     /// The parser panicked; the message says where.
     Panicked(String),
+    /// An external parser crashed, hung or answered garbage.
+    Broke(Breakdown, String),
+}
+
+/// Whatever parses a case's turns under a chunking: the built-in parsers or an external one.
+pub trait Backend: Sync {
+    /// The name reports give the parser (`builtin`, `cmd:python3 adapter.py`).
+    fn name(&self) -> String;
+    /// Whether the backend parses this format at all.
+    fn supports(&self, _format: &str) -> bool {
+        true
+    }
+    /// Replays the turns of one case, each cut as given (a missing entry means whole).
+    fn replay(&self, format: &Format, tools: &Tools, turns: &[Vec<u8>], cuts: &[Cuts]) -> Outcome;
+}
+
+/// The parsers of this crate, run in-process.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Builtin;
+
+impl Backend for Builtin {
+    fn name(&self) -> String {
+        "builtin".into()
+    }
+    fn replay(&self, format: &Format, tools: &Tools, turns: &[Vec<u8>], cuts: &[Cuts]) -> Outcome {
+        replay(format, tools, turns, cuts)
+    }
 }
 
 thread_local! {
@@ -39,7 +81,8 @@ pub fn capture_panics() {
     }));
 }
 
-/// Feeds every turn, cut as given (a missing entry means the turn is fed whole), to one parser.
+/// Feeds every turn, cut as given (a missing entry means the turn is fed whole), to one
+/// in-process parser.
 pub fn replay(format: &Format, tools: &Tools, turns: &[Vec<u8>], cuts: &[Cuts]) -> Outcome {
     let run = || {
         let mut parser = (format.new_parser)(tools);
@@ -88,6 +131,7 @@ fn run_turn(parser: &mut dyn StreamParser, data: &[u8], cuts: &Cuts) -> TurnOutc
         result,
         anomalies,
         events_hash,
+        events_seen: true,
     }
 }
 

@@ -6,7 +6,7 @@ use super::invariants::{
     Invariant, expectation_mismatch, markup_leak, result_difference, roundtrip_difference,
 };
 use super::minimize::minimize;
-use super::replay::{Outcome, TurnOutcome, replay};
+use super::replay::{Backend, Breakdown, Builtin, Outcome, TurnOutcome};
 use crate::formats::{self, Format};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -51,13 +51,52 @@ pub struct Violation {
 }
 
 /// A case's verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     /// Every invariant held.
     Pass,
     /// At least one invariant broke.
     Fail,
+    /// An external parser crashed on the case.
+    Crash,
+    /// An external parser did not answer in time.
+    Timeout,
+    /// An external parser answered outside the adapter protocol.
+    ProtocolError,
+    /// The case's files could not be loaded.
+    CorpusError,
+}
+
+impl Status {
+    /// The snake_case name used in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::Fail => "fail",
+            Status::Crash => "crash",
+            Status::Timeout => "timeout",
+            Status::ProtocolError => "protocol_error",
+            Status::CorpusError => "corpus_error",
+        }
+    }
+
+    /// True for every status but `pass`.
+    pub fn is_failure(self) -> bool {
+        self != Status::Pass
+    }
+}
+
+impl From<Breakdown> for Status {
+    fn from(b: Breakdown) -> Status {
+        match b {
+            Breakdown::Crash => Status::Crash,
+            Breakdown::Timeout => Status::Timeout,
+            Breakdown::ProtocolError => Status::ProtocolError,
+        }
+    }
 }
 
 /// Everything the run learned about one case.
@@ -114,21 +153,34 @@ struct Verdict {
     error_free: bool,
     matched: bool,
     broken: Vec<(Invariant, String)>,
+    /// An external parser that did not answer this replay.
+    breakdown: Option<(Breakdown, String)>,
 }
 
-/// Replays every case (in parallel) and returns one report per case, in case order.
+/// Replays every case (in parallel) with the built-in parsers; one report per case, in order.
 pub fn run_cases(cases: &[Case], cfg: &RunConfig) -> Vec<CaseReport> {
-    cases.par_iter().map(|c| run_case(c, cfg)).collect()
+    run_cases_on(cases, &Builtin, cfg)
+}
+
+/// Replays every case the backend supports (in parallel); one report per case, in order.
+pub fn run_cases_on(cases: &[Case], backend: &dyn Backend, cfg: &RunConfig) -> Vec<CaseReport> {
+    cases
+        .par_iter()
+        .filter(|c| backend.supports(c.format))
+        .map(|c| {
+            let format = formats::by_id(c.format).expect("corpus cases name registered formats");
+            run_case_with(c, format, backend, cfg)
+        })
+        .collect()
 }
 
 /// Replays one case under every configured strategy and checks every invariant.
-pub fn run_case(case: &Case, cfg: &RunConfig) -> CaseReport {
-    let format = formats::by_id(case.format).expect("corpus cases name registered formats");
-    run_case_with(case, format, cfg)
-}
-
-/// Like [`run_case`], with the format given (tests use parsers that are not registered).
-pub fn run_case_with(case: &Case, format: &Format, cfg: &RunConfig) -> CaseReport {
+pub fn run_case_with(
+    case: &Case,
+    format: &Format,
+    backend: &dyn Backend,
+    cfg: &RunConfig,
+) -> CaseReport {
     let started = Instant::now();
     let markers = (format.markers)(&case.tools);
     let mut report = CaseReport {
@@ -144,8 +196,17 @@ pub fn run_case_with(case: &Case, format: &Format, cfg: &RunConfig) -> CaseRepor
         elapsed: Duration::ZERO,
     };
     let whole_cuts: Vec<Cuts> = case.turns.iter().map(|_| Cuts::At(Vec::new())).collect();
-    let whole = match replay(format, &case.tools, &case.turns, &whole_cuts) {
+    let whole = match backend.replay(format, &case.tools, &case.turns, &whole_cuts) {
         Outcome::Done(t) => t,
+        Outcome::Broke(why, msg) => {
+            report.replays = 1;
+            report.status = why.into();
+            report
+                .not_applicable
+                .push(format!("{}: {msg}", report.status.as_str()));
+            report.elapsed = started.elapsed();
+            return report;
+        }
         Outcome::Panicked(msg) => {
             report.replays = 1;
             report.violations.push(Violation {
@@ -176,7 +237,7 @@ pub fn run_case_with(case: &Case, format: &Format, cfg: &RunConfig) -> CaseRepor
             replay: replay_command(case, &[]),
         });
     }
-    if let Outcome::Done(again) = replay(
+    if let Outcome::Done(again) = backend.replay(
         format,
         &case.tools,
         &case.turns,
@@ -208,7 +269,7 @@ pub fn run_case_with(case: &Case, format: &Format, cfg: &RunConfig) -> CaseRepor
     let verdicts: Vec<Verdict> = plan
         .into_par_iter()
         .map(
-            |(strategy, cuts)| match replay(format, &case.tools, &case.turns, &cuts) {
+            |(strategy, cuts)| match backend.replay(format, &case.tools, &case.turns, &cuts) {
                 Outcome::Done(turns) => judge(case, &markers, &whole, &turns, strategy, cuts),
                 Outcome::Panicked(msg) => Verdict {
                     strategy,
@@ -216,15 +277,28 @@ pub fn run_case_with(case: &Case, format: &Format, cfg: &RunConfig) -> CaseRepor
                     error_free: false,
                     matched: false,
                     broken: vec![(Invariant::Bounded, format!("the parser panicked: {msg}"))],
+                    breakdown: None,
+                },
+                Outcome::Broke(why, msg) => Verdict {
+                    strategy,
+                    cuts,
+                    error_free: false,
+                    matched: false,
+                    broken: Vec::new(),
+                    breakdown: Some((why, msg)),
                 },
             },
         )
         .collect();
     // The first failing replay of each invariant is kept for minimizing; later ones are counted.
     let mut first_failures: Vec<FirstFailure> = Vec::new();
+    let mut breakdown: Option<(Breakdown, String, Strategy, Vec<Cuts>)> = None;
     for v in verdicts {
         report.replays += 1;
         tally(&mut report, &v);
+        if let (None, Some((why, msg))) = (&breakdown, &v.breakdown) {
+            breakdown = Some((*why, msg.clone(), v.strategy, v.cuts.clone()));
+        }
         for (inv, msg) in v.broken {
             if let Some(existing) = report.violations.iter_mut().find(|x| x.invariant == inv) {
                 existing.failing_replays += 1;
@@ -241,8 +315,30 @@ pub fn run_case_with(case: &Case, format: &Format, cfg: &RunConfig) -> CaseRepor
             }
         }
     }
+    if let Some((why, msg, strategy, cuts)) = breakdown {
+        let cuts: Vec<Vec<usize>> = cuts
+            .iter()
+            .zip(&case.turns)
+            .map(|(c, t)| c.to_vec(t.len()))
+            .collect();
+        report.status = why.into();
+        report.not_applicable.push(format!(
+            "{} under {strategy}: {msg}; replay: {}",
+            report.status.as_str(),
+            replay_command(case, &cuts)
+        ));
+    }
     for f in first_failures {
-        let cuts = shrink(case, format, &markers, &whole, f.invariant, &f.cuts, cfg);
+        let cuts = shrink(
+            case,
+            format,
+            backend,
+            &markers,
+            &whole,
+            f.invariant,
+            &f.cuts,
+            cfg,
+        );
         report.violations.push(Violation {
             invariant: f.invariant,
             strategy: Some(f.strategy),
@@ -253,9 +349,9 @@ pub fn run_case_with(case: &Case, format: &Format, cfg: &RunConfig) -> CaseRepor
         });
     }
 
-    roundtrip(case, format, &whole, &mut report);
+    roundtrip(case, format, backend, &whole, &mut report);
     report.violations.sort_by_key(|v| v.invariant);
-    if !report.violations.is_empty() {
+    if !report.violations.is_empty() && report.status == Status::Pass {
         report.status = Status::Fail;
     }
     report.elapsed = started.elapsed();
@@ -331,7 +427,9 @@ fn judge(
             error_free = false;
             any_error = true;
         }
-        if let Some(a) = out.anomalies.first() {
+        if !out.events_seen {
+            // Result-only parsers: the delta contract cannot be checked.
+        } else if let Some(a) = out.anomalies.first() {
             note(Invariant::DeltaContract, format!("{}{a}", at(t)));
         }
         if strategy != Strategy::Whole
@@ -372,13 +470,16 @@ fn judge(
         error_free,
         matched,
         broken,
+        breakdown: None,
     }
 }
 
 /// Minimizes the cuts of a failing replay for one invariant.
+#[allow(clippy::too_many_arguments)]
 fn shrink(
     case: &Case,
     format: &Format,
+    backend: &dyn Backend,
     markers: &[String],
     whole: &[TurnOutcome],
     inv: Invariant,
@@ -401,8 +502,9 @@ fn shrink(
     };
     let min = minimize(flat, cfg.minimize_budget, |f| {
         let cuts = to_cuts(f);
-        match replay(format, &case.tools, &case.turns, &cuts) {
+        match backend.replay(format, &case.tools, &case.turns, &cuts) {
             Outcome::Panicked(_) => inv == Invariant::Bounded,
+            Outcome::Broke(..) => false,
             Outcome::Done(turns) => judge(case, markers, whole, &turns, Strategy::Random, cuts)
                 .broken
                 .iter()
@@ -413,7 +515,13 @@ fn shrink(
 }
 
 /// Renders each error-free turn's result and parses it back, whole and byte by byte.
-fn roundtrip(case: &Case, format: &Format, whole: &[TurnOutcome], report: &mut CaseReport) {
+fn roundtrip(
+    case: &Case,
+    format: &Format,
+    backend: &dyn Backend,
+    whole: &[TurnOutcome],
+    report: &mut CaseReport,
+) {
     let Some(render) = format.render else {
         return;
     };
@@ -432,7 +540,7 @@ fn roundtrip(case: &Case, format: &Format, whole: &[TurnOutcome], report: &mut C
             }
         };
         for cuts in [Cuts::At(Vec::new()), Cuts::EveryByte] {
-            let outcome = replay(
+            let outcome = backend.replay(
                 format,
                 &case.tools,
                 std::slice::from_ref(&rendered),
@@ -440,6 +548,9 @@ fn roundtrip(case: &Case, format: &Format, whole: &[TurnOutcome], report: &mut C
             );
             let problem = match outcome {
                 Outcome::Panicked(m) => Some(format!("the parser panicked on the rendering: {m}")),
+                Outcome::Broke(why, m) => {
+                    Some(format!("the parser broke ({why:?}) on the rendering: {m}"))
+                }
                 Outcome::Done(turns) => turns
                     .first()
                     .and_then(|back| roundtrip_difference(r, &back.result)),
@@ -564,6 +675,7 @@ mod tests {
         let r = run_case_with(
             &case("hello! world", Some(e)),
             &FLAKY,
+            &Builtin,
             &RunConfig::default(),
         );
         assert_eq!(r.status, Status::Fail);
@@ -578,10 +690,20 @@ mod tests {
 
     #[test]
     fn clean_input_passes_and_leaks_are_reported() {
-        let r = run_case_with(&case("hello", None), &FLAKY, &RunConfig::default());
+        let r = run_case_with(
+            &case("hello", None),
+            &FLAKY,
+            &Builtin,
+            &RunConfig::default(),
+        );
         assert_eq!(r.status, Status::Pass, "{:?}", r.violations);
         assert_eq!(r.matched, r.replays);
-        let r = run_case_with(&case("a<|x|>b", None), &FLAKY, &RunConfig::default());
+        let r = run_case_with(
+            &case("a<|x|>b", None),
+            &FLAKY,
+            &Builtin,
+            &RunConfig::default(),
+        );
         assert!(
             r.violations
                 .iter()
@@ -595,7 +717,12 @@ mod tests {
             text: Some("bye".into()),
             ..Default::default()
         };
-        let r = run_case_with(&case("hello", Some(e)), &FLAKY, &RunConfig::default());
+        let r = run_case_with(
+            &case("hello", Some(e)),
+            &FLAKY,
+            &Builtin,
+            &RunConfig::default(),
+        );
         assert_eq!(r.violations.len(), 1);
         assert_eq!(r.violations[0].invariant, Invariant::Expectation);
         assert_eq!(r.matched, 0);
