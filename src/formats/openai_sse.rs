@@ -1,0 +1,1016 @@
+//! openai_sse: an OpenAI Chat Completions stream (`data: {chunk}` … `data: [DONE]`).
+//!
+//! Choice 0's `delta.content` is visible text (Kimi-style markers inside it are parsed with the
+//! kimi_k2 parser, seed 001), `delta.tool_calls[]` carry calls: the first entry for an index has
+//! the id and name, later ones argument fragments, which are validated incrementally (one
+//! [`JsonParser`] per call, each fragment fed once). Rules and every deviation: `specs/openai_sse.md`.
+
+use super::{Format, StreamParser};
+use crate::event::{ErrorKind, Event, ToolCall, push_text};
+use crate::lexers::json::{JsonConfig, JsonErrorKind, JsonParser};
+use crate::lexers::sse::{SseConfig, SseEvent, SseItem, SseParser};
+use crate::tools::Tools;
+use serde_json::{Map, Value, json};
+use std::collections::HashMap;
+
+/// Leniency options and limits. Every recovered deviation emits `Warning{kind: <option name>}`.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Parse Kimi-style `<|tool_call_begin|>…` markers inside `content` as calls (seed 001:
+    /// "works alongside" the JSON tool calls). Default true.
+    pub kimi_markers: bool,
+    /// A new index without an `id` still starts a call, with no id (sglang#7048). Default true;
+    /// off → `invalid_stream` and the call is dropped.
+    pub allow_missing_id: bool,
+    /// The same `id`/`name` repeated on later deltas of a call is ignored (warned once per call).
+    /// Default true; off → `invalid_stream` and the call fails.
+    pub allow_repeated_header: bool,
+    /// A second, different `id` on an index that already has a call ends that call and starts a
+    /// new one (Ollama puts parallel calls all on index 0). Default true; off → `invalid_stream`.
+    pub split_calls_on_new_id: bool,
+    /// The same `id` on two indices gives two calls. Default true; off → the second one fails
+    /// with `invalid_stream`.
+    pub allow_duplicate_id: bool,
+    /// Argument fragments that arrive before the call's name are held until the name comes.
+    /// Default true; off → `invalid_stream`.
+    pub buffer_args_before_name: bool,
+    /// A tool-call entry without `index` belongs to the latest call, or starts a new one when it
+    /// carries a new id (term-llm#314). Default true; off → `invalid_stream`.
+    pub infer_missing_index: bool,
+    /// A call whose arguments are empty (`""`, vllm#28806, qwen-code#6249) gets `{}`. Default
+    /// true; off → `empty_arguments`.
+    pub empty_arguments_as_object: bool,
+    /// `finish_reason: "stop"` ends open calls like `"tool_calls"` (gpt-4o under a forced
+    /// `tool_choice`, ollama#7963). Default true; off → each open call fails with `invalid_stream`.
+    pub end_calls_at_stop: bool,
+    /// With no `finish_reason` at all, `[DONE]` ends the open calls whose JSON is complete.
+    /// Default true; off → they fail with `unterminated`.
+    pub end_calls_at_stream_end: bool,
+    /// A stream that has its `finish_reason` but ends without `data: [DONE]` is accepted.
+    /// Default true; off → `invalid_stream`.
+    pub allow_missing_done: bool,
+    /// A last event not closed by a blank line whose payload is complete is used. Default true;
+    /// off → `invalid_stream`.
+    pub accept_unterminated_event: bool,
+    /// Choices other than 0 (`n > 1`) are ignored (warned once per turn). Default true; off →
+    /// `invalid_stream` once.
+    pub ignore_extra_choices: bool,
+    /// Largest arguments text of one call, in bytes; more → `limit_exceeded` for that call.
+    pub max_call_bytes: usize,
+    /// Deepest nesting of a call's arguments; deeper → `limit_exceeded`.
+    pub max_depth: usize,
+    /// Limits of the SSE layer.
+    pub sse: SseConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            kimi_markers: true,
+            allow_missing_id: true,
+            allow_repeated_header: true,
+            split_calls_on_new_id: true,
+            allow_duplicate_id: true,
+            buffer_args_before_name: true,
+            infer_missing_index: true,
+            empty_arguments_as_object: true,
+            end_calls_at_stop: true,
+            end_calls_at_stream_end: true,
+            allow_missing_done: true,
+            accept_unterminated_event: true,
+            ignore_extra_choices: true,
+            max_call_bytes: 16 << 20,
+            max_depth: 128,
+            sse: SseConfig::default(),
+        }
+    }
+}
+
+/// Incremental check that one call's arguments form a single JSON object; each fragment is fed
+/// once, so the cost is linear in the arguments whatever the number of deltas.
+pub(crate) struct Args {
+    json: JsonParser,
+    started: bool,
+    bytes: usize,
+    max_bytes: usize,
+}
+
+impl Args {
+    /// A validator for one call.
+    pub(crate) fn new(max_depth: usize, max_bytes: usize) -> Args {
+        Args {
+            json: JsonParser::new(JsonConfig {
+                max_depth,
+                stop_byte: None,
+                build_value: false,
+            }),
+            started: false,
+            bytes: 0,
+            max_bytes,
+        }
+    }
+
+    /// Feeds the next fragment; an `Err` fails the call for good.
+    pub(crate) fn feed(&mut self, frag: &str) -> Result<(), (ErrorKind, String)> {
+        self.bytes += frag.len();
+        if self.bytes > self.max_bytes {
+            return Err((
+                ErrorKind::LimitExceeded,
+                format!("arguments exceed {} bytes", self.max_bytes),
+            ));
+        }
+        if !self.started {
+            let rest = frag.trim_start_matches([' ', '\t', '\n', '\r']);
+            if let Some(c) = rest.chars().next() {
+                self.started = true;
+                if c != '{' {
+                    return Err((
+                        ErrorKind::InvalidJson,
+                        format!("arguments are not a JSON object (start with {c:?})"),
+                    ));
+                }
+            }
+        }
+        match self.json.feed(frag) {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind == JsonErrorKind::DepthLimit => Err((
+                ErrorKind::LimitExceeded,
+                format!("arguments: {}", e.message),
+            )),
+            Err(e) => Err((ErrorKind::InvalidJson, format!("arguments: {}", e.message))),
+        }
+    }
+
+    /// True while only whitespace (or nothing) has been fed.
+    pub(crate) fn is_empty(&self) -> bool {
+        !self.started
+    }
+
+    /// True once the object is complete.
+    pub(crate) fn is_complete(&self) -> bool {
+        self.json.is_complete()
+    }
+
+    /// Ends the arguments; `Err` carries the JSON parser's message.
+    pub(crate) fn finish(&mut self) -> Result<(), String> {
+        self.json.finish().map(|_| ()).map_err(|e| e.message)
+    }
+}
+
+/// How a group of open calls is being closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Close {
+    /// The model said it finished: incomplete JSON is `invalid_json`.
+    Finished,
+    /// The model was cut (`length`, `content_filter`, no reason): incomplete JSON is `unterminated`.
+    Truncated,
+    /// The stream itself was cut: every open call is `unterminated`.
+    CutOff,
+}
+
+enum SlotState {
+    /// No name yet: argument fragments wait here.
+    Pending(String),
+    /// `CallStart` emitted with this output index.
+    Open(usize, Box<Args>),
+    /// Ended or failed; later deltas are ignored.
+    Closed,
+}
+
+struct Slot {
+    wire: u64,
+    id: Option<String>,
+    name: Option<String>,
+    state: SlotState,
+    warned_repeat: bool,
+    warned_pending: bool,
+}
+
+/// The openai_sse streaming parser.
+pub struct Parser {
+    config: Config,
+    sse: SseParser,
+    /// The kimi_k2 parser fed choice 0's `content`, when `kimi_markers` is on.
+    kimi: Option<Box<dyn StreamParser>>,
+    /// kimi call index → output index.
+    kimi_map: Vec<Option<usize>>,
+    slots: Vec<Slot>,
+    by_wire: HashMap<u64, usize>,
+    /// Slot of the latest tool-call entry, for entries without `index`.
+    last_slot: Option<usize>,
+    next_index: usize,
+    saw_event: bool,
+    finished: bool,
+    done: bool,
+    warned: Vec<&'static str>,
+}
+
+impl Parser {
+    /// A parser for one session.
+    pub fn new(config: Config) -> Parser {
+        let sse = SseParser::new(config.sse.clone());
+        let kimi = config.kimi_markers.then(new_kimi);
+        Parser {
+            config,
+            sse,
+            kimi,
+            kimi_map: Vec::new(),
+            slots: Vec::new(),
+            by_wire: HashMap::new(),
+            last_slot: None,
+            next_index: 0,
+            saw_event: false,
+            finished: false,
+            done: false,
+            warned: Vec::new(),
+        }
+    }
+
+    fn reset_turn(&mut self) {
+        self.kimi = self.config.kimi_markers.then(new_kimi);
+        self.kimi_map.clear();
+        self.slots.clear();
+        self.by_wire.clear();
+        self.last_slot = None;
+        self.next_index = 0;
+        self.saw_event = false;
+        self.finished = false;
+        self.done = false;
+        self.warned.clear();
+    }
+
+    fn handle(&mut self, item: SseItem, out: &mut Vec<Event>) {
+        match item {
+            SseItem::Error(e) => {
+                let kind = if e.is_limit() {
+                    ErrorKind::LimitExceeded
+                } else {
+                    ErrorKind::InvalidStream
+                };
+                out.push(Event::error(kind, e.message));
+            }
+            SseItem::Event(ev) => self.on_event(ev, out),
+        }
+    }
+
+    /// Emits a warning for `option` once per turn; false when the option is off.
+    fn lenient(&mut self, on: bool, option: &'static str, msg: String, out: &mut Vec<Event>) -> bool {
+        if on {
+            if !self.warned.contains(&option) {
+                self.warned.push(option);
+                out.push(Event::warning(option, msg));
+            }
+        } else {
+            out.push(Event::error(ErrorKind::InvalidStream, msg));
+        }
+        on
+    }
+
+    fn on_event(&mut self, ev: SseEvent, out: &mut Vec<Event>) {
+        self.saw_event = true;
+        let at = ev.offset;
+        if self.done {
+            if !self.warned.contains(&"after_done") {
+                self.warned.push("after_done");
+                out.push(Event::error(
+                    ErrorKind::InvalidStream,
+                    format!("event at byte {at} after data: [DONE]"),
+                ));
+            }
+            return;
+        }
+        if ev.event == "error" {
+            out.push(Event::error(
+                ErrorKind::InvalidStream,
+                format!("provider error event at byte {at}: {}", ev.data),
+            ));
+            return;
+        }
+        if ev.event != "message" {
+            // Not part of the Chat Completions protocol; nothing in it can be a call or text.
+            return;
+        }
+        if ev.data.trim() == "[DONE]" {
+            if !ev.terminated
+                && !self.lenient(
+                    self.config.accept_unterminated_event,
+                    "accept_unterminated_event",
+                    format!("last event at byte {at} has no blank line after it"),
+                    out,
+                )
+            {
+                return;
+            }
+            self.on_done(out);
+            return;
+        }
+        let value: Value = match serde_json::from_str(&ev.data) {
+            Ok(v) => v,
+            Err(e) => {
+                if !ev.terminated && e.is_eof() {
+                    out.push(Event::error(
+                        ErrorKind::Unterminated,
+                        format!("stream cut inside the payload of the event at byte {at}"),
+                    ));
+                } else {
+                    out.push(Event::error(
+                        ErrorKind::InvalidStream,
+                        format!("malformed JSON payload in the event at byte {at}: {e}"),
+                    ));
+                }
+                return;
+            }
+        };
+        if !ev.terminated
+            && !self.lenient(
+                self.config.accept_unterminated_event,
+                "accept_unterminated_event",
+                format!("last event at byte {at} has no blank line after it"),
+                out,
+            )
+        {
+            return;
+        }
+        let Some(obj) = value.as_object() else {
+            out.push(Event::error(
+                ErrorKind::InvalidStream,
+                format!("payload of the event at byte {at} is not a JSON object"),
+            ));
+            return;
+        };
+        if let Some(err) = obj.get("error").filter(|e| !e.is_null()) {
+            let msg = err
+                .get("message")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .unwrap_or_else(|| err.to_string());
+            out.push(Event::error(
+                ErrorKind::InvalidStream,
+                format!("provider error at byte {at}: {msg}"),
+            ));
+            return;
+        }
+        let choices = match obj.get("choices") {
+            None | Some(Value::Null) => return,
+            Some(Value::Array(a)) => a,
+            Some(_) => {
+                out.push(Event::error(
+                    ErrorKind::InvalidStream,
+                    format!("`choices` of the chunk at byte {at} is not an array"),
+                ));
+                return;
+            }
+        };
+        for choice in choices {
+            let index = choice.get("index").map_or(Some(0), Value::as_u64);
+            if index != Some(0) {
+                self.lenient(
+                    self.config.ignore_extra_choices,
+                    "ignore_extra_choices",
+                    format!("chunk at byte {at} has a choice other than 0 (n > 1); only choice 0 is parsed"),
+                    out,
+                );
+                continue;
+            }
+            self.on_choice(choice, at, out);
+        }
+    }
+
+    fn on_choice(&mut self, choice: &Value, at: u64, out: &mut Vec<Event>) {
+        let delta = choice.get("delta");
+        let content = delta.and_then(|d| d.get("content")).and_then(Value::as_str);
+        let refusal = delta.and_then(|d| d.get("refusal")).and_then(Value::as_str);
+        let calls = delta.and_then(|d| d.get("tool_calls"));
+        let has_calls = calls.and_then(Value::as_array).is_some_and(|a| !a.is_empty());
+        if self.finished
+            && (has_calls || content.is_some_and(|s| !s.is_empty()))
+        {
+            if !self.warned.contains(&"after_finish") {
+                self.warned.push("after_finish");
+                out.push(Event::error(
+                    ErrorKind::InvalidStream,
+                    format!("delta at byte {at} after the finish_reason"),
+                ));
+            }
+            return;
+        }
+        if let Some(s) = content {
+            self.content(s, out);
+        }
+        if let Some(s) = refusal {
+            // A refusal is what the user is shown instead of an answer: visible text.
+            push_text(out, s);
+        }
+        match calls {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(a)) => {
+                for entry in a {
+                    self.tool_entry(entry, at, out);
+                }
+            }
+            Some(_) => out.push(Event::error(
+                ErrorKind::InvalidStream,
+                format!("`tool_calls` of the chunk at byte {at} is not an array"),
+            )),
+        }
+        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            self.on_finish_reason(reason, at, out);
+        }
+    }
+
+    fn content(&mut self, s: &str, out: &mut Vec<Event>) {
+        let Some(kimi) = self.kimi.as_mut() else {
+            push_text(out, s);
+            return;
+        };
+        let mut evs = Vec::new();
+        kimi.feed(s.as_bytes(), &mut evs);
+        self.forward_kimi(evs, out);
+    }
+
+    /// Renumbers the kimi parser's calls into this turn's single index sequence.
+    fn forward_kimi(&mut self, evs: Vec<Event>, out: &mut Vec<Event>) {
+        for ev in evs {
+            match ev {
+                Event::Text { text } => push_text(out, &text),
+                Event::CallStart {
+                    index,
+                    id,
+                    name,
+                    server,
+                } => {
+                    if self.kimi_map.len() <= index {
+                        self.kimi_map.resize(index + 1, None);
+                    }
+                    let n = self.next_index;
+                    self.next_index += 1;
+                    self.kimi_map[index] = Some(n);
+                    out.push(Event::CallStart {
+                        index: n,
+                        id,
+                        name,
+                        server,
+                    });
+                }
+                Event::ArgsDelta { index, json } => {
+                    if let Some(Some(n)) = self.kimi_map.get(index) {
+                        out.push(Event::ArgsDelta { index: *n, json });
+                    }
+                }
+                Event::CallEnd { index } => {
+                    if let Some(Some(n)) = self.kimi_map.get(index) {
+                        out.push(Event::CallEnd { index: *n });
+                    }
+                }
+                Event::Warning { kind, message } => out.push(Event::Warning {
+                    kind,
+                    message: format!("in content: {message}"),
+                }),
+                Event::Error { kind, message } => out.push(Event::Error {
+                    kind,
+                    message: format!("in content: {message}"),
+                }),
+            }
+        }
+    }
+
+    fn tool_entry(&mut self, entry: &Value, at: u64, out: &mut Vec<Event>) {
+        let Some(obj) = entry.as_object() else {
+            out.push(Event::error(
+                ErrorKind::InvalidStream,
+                format!("tool_calls entry at byte {at} is not an object"),
+            ));
+            return;
+        };
+        let id = obj.get("id").and_then(Value::as_str).filter(|s| !s.is_empty());
+        let func = obj.get("function");
+        let name = func
+            .and_then(|f| f.get("name"))
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty());
+        let args = match func.and_then(|f| f.get("arguments")) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.as_str()),
+            Some(_) => {
+                out.push(Event::error(
+                    ErrorKind::InvalidStream,
+                    format!("`arguments` at byte {at} is not a string"),
+                ));
+                return;
+            }
+        };
+        let wire = match obj.get("index") {
+            Some(v) => match v.as_u64() {
+                Some(w) => w,
+                None => {
+                    out.push(Event::error(
+                        ErrorKind::InvalidStream,
+                        format!("tool_calls index at byte {at} is not a non-negative integer"),
+                    ));
+                    return;
+                }
+            },
+            None => {
+                if !self.lenient(
+                    self.config.infer_missing_index,
+                    "infer_missing_index",
+                    format!("tool_calls entry at byte {at} has no index"),
+                    out,
+                ) {
+                    return;
+                }
+                let last = self.last_slot.map(|s| &self.slots[s]);
+                match last {
+                    Some(s) if id.is_none() || s.id.as_deref() == id => s.wire,
+                    _ => self.slots.iter().map(|s| s.wire + 1).max().unwrap_or(0),
+                }
+            }
+        };
+        let pos = match self.by_wire.get(&wire).copied() {
+            None => match self.new_slot(wire, id, at, out) {
+                Some(p) => p,
+                None => return,
+            },
+            Some(p) => {
+                let slot_id = self.slots[p].id.clone();
+                match (id, slot_id) {
+                    (Some(new), Some(old)) if new != old => {
+                        if !self.lenient(
+                            self.config.split_calls_on_new_id,
+                            "split_calls_on_new_id",
+                            format!("a second id {new:?} on tool index {wire} at byte {at}: a new call"),
+                            out,
+                        ) {
+                            self.fail(p, out, None);
+                            return;
+                        }
+                        self.close(p, Close::Finished, at, out);
+                        match self.new_slot(wire, id, at, out) {
+                            Some(p) => p,
+                            None => return,
+                        }
+                    }
+                    (Some(_), _) => {
+                        if matches!(self.slots[p].state, SlotState::Pending(_)) && self.slots[p].id.is_none() {
+                            self.slots[p].id = id.map(str::to_string);
+                        } else if !self.repeated_header(p, at, out) {
+                            return;
+                        }
+                        p
+                    }
+                    (None, _) => p,
+                }
+            }
+        };
+        self.last_slot = Some(pos);
+        if let Some(name) = name {
+            match &self.slots[pos].state {
+                SlotState::Pending(_) => {
+                    self.slots[pos].name = Some(name.to_string());
+                    self.start(pos, at, out);
+                }
+                SlotState::Open(..) => {
+                    if self.slots[pos].name.as_deref() == Some(name) {
+                        if !self.repeated_header(pos, at, out) {
+                            return;
+                        }
+                    } else {
+                        let msg = format!(
+                            "call at tool index {wire} renamed to {name:?} at byte {at}"
+                        );
+                        self.fail(pos, out, Some((ErrorKind::InvalidStream, msg)));
+                        return;
+                    }
+                }
+                SlotState::Closed => return,
+            }
+        }
+        if let Some(frag) = args {
+            self.args(pos, frag, at, out);
+        }
+    }
+
+    /// Handles an id or name sent again; false when the call failed.
+    fn repeated_header(&mut self, pos: usize, at: u64, out: &mut Vec<Event>) -> bool {
+        if matches!(self.slots[pos].state, SlotState::Closed) {
+            return false;
+        }
+        if self.config.allow_repeated_header {
+            if !self.slots[pos].warned_repeat {
+                self.slots[pos].warned_repeat = true;
+                out.push(Event::warning(
+                    "allow_repeated_header",
+                    format!("id or name sent again at byte {at}"),
+                ));
+            }
+            true
+        } else {
+            let msg = format!("id or name sent again at byte {at}");
+            self.fail(pos, out, Some((ErrorKind::InvalidStream, msg)));
+            false
+        }
+    }
+
+    fn new_slot(&mut self, wire: u64, id: Option<&str>, at: u64, out: &mut Vec<Event>) -> Option<usize> {
+        let mut ok = true;
+        if id.is_none() {
+            ok = self.lenient(
+                self.config.allow_missing_id,
+                "allow_missing_id",
+                format!("new tool index {wire} at byte {at} has no id"),
+                out,
+            );
+        } else if self.slots.iter().any(|s| s.id.as_deref() == id) {
+            ok = self.lenient(
+                self.config.allow_duplicate_id,
+                "allow_duplicate_id",
+                format!("id {:?} at byte {at} is already used by another call", id.unwrap_or("")),
+                out,
+            );
+        }
+        let pos = self.slots.len();
+        self.slots.push(Slot {
+            wire,
+            id: id.map(str::to_string),
+            name: None,
+            state: if ok {
+                SlotState::Pending(String::new())
+            } else {
+                SlotState::Closed
+            },
+            warned_repeat: false,
+            warned_pending: false,
+        });
+        self.by_wire.insert(wire, pos);
+        ok.then_some(pos)
+    }
+
+    fn start(&mut self, pos: usize, at: u64, out: &mut Vec<Event>) {
+        let n = self.next_index;
+        self.next_index += 1;
+        let slot = &mut self.slots[pos];
+        let pending = match std::mem::replace(
+            &mut slot.state,
+            SlotState::Open(n, Box::new(Args::new(self.config.max_depth, self.config.max_call_bytes))),
+        ) {
+            SlotState::Pending(buf) => buf,
+            _ => String::new(),
+        };
+        out.push(Event::CallStart {
+            index: n,
+            id: slot.id.clone(),
+            name: slot.name.clone().unwrap_or_default(),
+            server: None,
+        });
+        if !pending.is_empty() {
+            self.args(pos, &pending, at, out);
+        }
+    }
+
+    fn args(&mut self, pos: usize, frag: &str, at: u64, out: &mut Vec<Event>) {
+        if frag.is_empty() {
+            return;
+        }
+        let max = self.config.max_call_bytes;
+        let buffer_ok = self.config.buffer_args_before_name;
+        let slot = &mut self.slots[pos];
+        let err = match &mut slot.state {
+            SlotState::Pending(_) if !buffer_ok => Some((
+                ErrorKind::InvalidStream,
+                format!("arguments before the name at byte {at}"),
+            )),
+            SlotState::Pending(buf) if buf.len() + frag.len() > max => Some((
+                ErrorKind::LimitExceeded,
+                format!("arguments exceed {max} bytes at byte {at}"),
+            )),
+            SlotState::Pending(buf) => {
+                buf.push_str(frag);
+                if !slot.warned_pending {
+                    slot.warned_pending = true;
+                    out.push(Event::warning(
+                        "buffer_args_before_name",
+                        format!("arguments before the name at byte {at}"),
+                    ));
+                }
+                None
+            }
+            SlotState::Open(n, a) => {
+                let n = *n;
+                match a.feed(frag) {
+                    Ok(()) => {
+                        out.push(Event::ArgsDelta {
+                            index: n,
+                            json: frag.to_string(),
+                        });
+                        None
+                    }
+                    Err((kind, msg)) => Some((kind, format!("call {n}: {msg} (event at byte {at})"))),
+                }
+            }
+            SlotState::Closed => None,
+        };
+        if err.is_some() {
+            self.fail(pos, out, err);
+        }
+    }
+
+    /// Marks a call failed, with its error if given.
+    fn fail(&mut self, pos: usize, out: &mut Vec<Event>, err: Option<(ErrorKind, String)>) {
+        self.slots[pos].state = SlotState::Closed;
+        if let Some((kind, msg)) = err {
+            out.push(Event::error(kind, msg));
+        }
+    }
+
+    /// Ends one call: `CallEnd` when its arguments are a complete object, an error otherwise.
+    fn close(&mut self, pos: usize, how: Close, at: u64, out: &mut Vec<Event>) {
+        let empty_ok = self.config.empty_arguments_as_object;
+        let slot = &mut self.slots[pos];
+        let wire = slot.wire;
+        match std::mem::replace(&mut slot.state, SlotState::Closed) {
+            SlotState::Closed => {}
+            SlotState::Pending(_) => {
+                let kind = if how == Close::CutOff {
+                    ErrorKind::Unterminated
+                } else {
+                    ErrorKind::MissingName
+                };
+                out.push(Event::error(
+                    kind,
+                    format!("call at tool index {wire} never got a name (closed at byte {at})"),
+                ));
+            }
+            SlotState::Open(n, mut a) => {
+                if how == Close::CutOff {
+                    out.push(Event::error(
+                        ErrorKind::Unterminated,
+                        format!("call {n}: the stream ended without finish_reason or [DONE]"),
+                    ));
+                } else if a.is_empty() {
+                    if empty_ok {
+                        out.push(Event::warning(
+                            "empty_arguments_as_object",
+                            format!("call {n} has empty arguments; taken as {{}}"),
+                        ));
+                        out.push(Event::ArgsDelta {
+                            index: n,
+                            json: "{}".into(),
+                        });
+                        out.push(Event::CallEnd { index: n });
+                    } else {
+                        out.push(Event::error(
+                            ErrorKind::EmptyArguments,
+                            format!("call {n} has empty arguments"),
+                        ));
+                    }
+                } else {
+                    let complete = a.is_complete();
+                    match a.finish() {
+                        Ok(()) => out.push(Event::CallEnd { index: n }),
+                        Err(msg) => {
+                            let kind = if how == Close::Truncated && !complete {
+                                ErrorKind::Unterminated
+                            } else {
+                                ErrorKind::InvalidJson
+                            };
+                            out.push(Event::error(
+                                kind,
+                                format!("call {n}: arguments incomplete ({msg}), closed at byte {at}"),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Closes every open call, in output-index order (pending ones last).
+    fn close_all(&mut self, how: Close, at: u64, out: &mut Vec<Event>) {
+        let mut order: Vec<(usize, usize)> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(p, s)| match s.state {
+                SlotState::Open(n, _) => Some((n, p)),
+                SlotState::Pending(_) => Some((usize::MAX, p)),
+                SlotState::Closed => None,
+            })
+            .collect();
+        order.sort_unstable();
+        for (_, p) in order {
+            self.close(p, how, at, out);
+        }
+    }
+
+    fn has_open(&self) -> bool {
+        self.slots
+            .iter()
+            .any(|s| !matches!(s.state, SlotState::Closed))
+    }
+
+    fn on_finish_reason(&mut self, reason: &str, at: u64, out: &mut Vec<Event>) {
+        self.finished = true;
+        match reason {
+            "length" | "content_filter" => self.close_all(Close::Truncated, at, out),
+            "stop" if self.has_open() => {
+                if self.lenient(
+                    self.config.end_calls_at_stop,
+                    "end_calls_at_stop",
+                    format!("finish_reason \"stop\" at byte {at} with open tool calls"),
+                    out,
+                ) {
+                    self.close_all(Close::Finished, at, out);
+                } else {
+                    for p in 0..self.slots.len() {
+                        self.fail(p, out, None);
+                    }
+                }
+            }
+            _ => self.close_all(Close::Finished, at, out),
+        }
+    }
+
+    fn on_done(&mut self, out: &mut Vec<Event>) {
+        self.done = true;
+        if self.finished || !self.has_open() {
+            return;
+        }
+        let at = self.sse.offset();
+        if self.config.end_calls_at_stream_end {
+            out.push(Event::warning(
+                "end_calls_at_stream_end",
+                "no finish_reason: open calls end at [DONE]",
+            ));
+            self.close_all(Close::Truncated, at, out);
+        } else {
+            self.close_all(Close::CutOff, at, out);
+        }
+    }
+}
+
+fn new_kimi() -> Box<dyn StreamParser> {
+    // TEMPORARY until kimi_k2 lands on main: content passes through unparsed.
+    Box::new(PassThrough)
+}
+
+/// TEMPORARY stand-in for the kimi_k2 parser.
+struct PassThrough;
+
+impl StreamParser for PassThrough {
+    fn feed(&mut self, chunk: &[u8], out: &mut Vec<Event>) {
+        push_text(out, &String::from_utf8_lossy(chunk));
+    }
+    fn finish(&mut self, _out: &mut Vec<Event>) {}
+}
+
+impl StreamParser for Parser {
+    fn feed(&mut self, chunk: &[u8], out: &mut Vec<Event>) {
+        let mut items = Vec::new();
+        self.sse.feed(chunk, &mut |i| items.push(i));
+        for i in items {
+            self.handle(i, out);
+        }
+    }
+
+    fn finish(&mut self, out: &mut Vec<Event>) {
+        let mut items = Vec::new();
+        self.sse.finish(&mut |i| items.push(i));
+        for i in items {
+            self.handle(i, out);
+        }
+        if let Some(mut kimi) = self.kimi.take() {
+            let mut evs = Vec::new();
+            kimi.finish(&mut evs);
+            self.forward_kimi(evs, out);
+        }
+        let at = self.sse.offset();
+        if !self.done && self.saw_event {
+            if self.finished {
+                self.lenient(
+                    self.config.allow_missing_done,
+                    "allow_missing_done",
+                    "the stream ended without data: [DONE]".into(),
+                    out,
+                );
+            } else if self.has_open() {
+                self.close_all(Close::CutOff, at, out);
+            } else {
+                out.push(Event::error(
+                    ErrorKind::Unterminated,
+                    format!("the stream ended at byte {at} without finish_reason or [DONE]"),
+                ));
+            }
+        }
+        self.reset_turn();
+    }
+}
+
+/// Bytes of text per `content` delta in rendered streams.
+const TEXT_PIECE: usize = 16;
+/// Bytes of arguments per delta in rendered streams: small, so a roundtrip exercises reassembly.
+const ARGS_PIECE: usize = 8;
+
+/// Splits `s` into pieces of about `n` bytes, at character boundaries.
+pub(crate) fn pieces(s: &str, n: usize) -> Vec<&str> {
+    let mut v = Vec::new();
+    let mut start = 0;
+    while start < s.len() {
+        let mut end = (start + n).min(s.len());
+        while !s.is_char_boundary(end) {
+            end += 1;
+        }
+        v.push(&s[start..end]);
+        start = end;
+    }
+    v
+}
+
+fn chunk_line(out: &mut Vec<u8>, delta: Value, finish: Option<&str>) {
+    let chunk = json!({
+        "id": "chatcmpl-conform",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "conform",
+        "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
+    });
+    out.extend_from_slice(b"data: ");
+    out.extend_from_slice(chunk.to_string().as_bytes());
+    out.extend_from_slice(b"\n\n");
+}
+
+/// The Kimi delimiters, which `content` must not contain when rendered (they would parse as calls).
+const KIMI_MARKERS: [&str; 5] = [
+    "<|tool_calls_section_begin|>",
+    "<|tool_calls_section_end|>",
+    "<|tool_call_begin|>",
+    "<|tool_call_argument_begin|>",
+    "<|tool_call_end|>",
+];
+
+/// Renders text and calls as a canonical gpt-4o-like stream: role chunk, content deltas, per call
+/// a first delta with id/name/`arguments: ""` then ~8-byte argument fragments, a finish chunk,
+/// and `data: [DONE]`.
+pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>, String> {
+    if let Some(m) = KIMI_MARKERS.iter().find(|m| text.contains(*m)) {
+        return Err(format!("text contains the Kimi marker {m}, which would parse as markup"));
+    }
+    let mut out = Vec::new();
+    chunk_line(
+        &mut out,
+        json!({"role": "assistant", "content": null, "refusal": null}),
+        None,
+    );
+    for p in pieces(text, TEXT_PIECE) {
+        chunk_line(&mut out, json!({ "content": p }), None);
+    }
+    for (i, c) in calls.iter().enumerate() {
+        if c.name.is_empty() {
+            return Err(format!("call {i} has an empty name"));
+        }
+        if c.server.is_some() {
+            return Err(format!("call {i} has a server, which OpenAI tool calls cannot carry"));
+        }
+        if !c.arguments.is_object() {
+            return Err(format!("call {i}: arguments are not a JSON object"));
+        }
+        let mut first = Map::new();
+        first.insert("index".into(), json!(i));
+        if let Some(id) = &c.id {
+            first.insert("id".into(), json!(id));
+        }
+        first.insert("type".into(), json!("function"));
+        first.insert("function".into(), json!({"name": c.name, "arguments": ""}));
+        chunk_line(&mut out, json!({ "tool_calls": [first] }), None);
+        let args = c.arguments.to_string();
+        for p in pieces(&args, ARGS_PIECE) {
+            chunk_line(
+                &mut out,
+                json!({"tool_calls": [{"index": i, "function": {"arguments": p}}]}),
+                None,
+            );
+        }
+    }
+    let reason = if calls.is_empty() { "stop" } else { "tool_calls" };
+    chunk_line(&mut out, json!({}), Some(reason));
+    out.extend_from_slice(b"data: [DONE]\n\n");
+    Ok(out)
+}
+
+fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
+    Box::new(Parser::new(Config::default()))
+}
+
+fn markers(_tools: &Tools) -> Vec<String> {
+    let mut m: Vec<String> = vec!["data: ".into(), "[DONE]".into()];
+    m.extend(KIMI_MARKERS.iter().map(|s| s.to_string()));
+    m
+}
+
+/// The openai_sse format.
+pub static FORMAT: Format = Format {
+    id: "openai_sse",
+    summary: "OpenAI Chat Completions SSE stream (delta.content, delta.tool_calls[])",
+    new_parser,
+    render: Some(render),
+    markers,
+};
