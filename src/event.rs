@@ -77,7 +77,7 @@ impl fmt::Display for ErrorKind {
 }
 
 /// One thing a streaming parser observed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
     /// Visible text, outside tool markup.
@@ -212,59 +212,13 @@ impl ParseResult {
     /// Folds an event list into a result.
     ///
     /// Calls whose concatenated deltas are not valid JSON keep the raw text as a JSON string,
-    /// so the mismatch stays visible; the delta contract invariant reports it.
+    /// so the mismatch stays visible; [`Folder::anomalies`] says why.
     pub fn fold(events: &[Event]) -> ParseResult {
-        let mut r = ParseResult::default();
-        // Open calls by index: (id, name, server, args text).
-        let mut open: Vec<Option<(Option<String>, String, Option<String>, String)>> = Vec::new();
+        let mut f = Folder::default();
         for ev in events {
-            match ev {
-                Event::Text { text } => r.text.push_str(text),
-                Event::CallStart {
-                    index,
-                    id,
-                    name,
-                    server,
-                } => {
-                    if open.len() <= *index {
-                        open.resize_with(*index + 1, || None);
-                    }
-                    open[*index] = Some((id.clone(), name.clone(), server.clone(), String::new()));
-                }
-                Event::ArgsDelta { index, json } => {
-                    if let Some(Some(c)) = open.get_mut(*index) {
-                        c.3.push_str(json);
-                    }
-                }
-                Event::CallEnd { index } => {
-                    if let Some(slot) = open.get_mut(*index)
-                        && let Some((id, name, server, args)) = slot.take()
-                    {
-                        let arguments = if args.trim().is_empty() {
-                            empty_object()
-                        } else {
-                            serde_json::from_str(&args).unwrap_or(Value::String(args))
-                        };
-                        r.calls.push(ToolCall {
-                            name,
-                            id,
-                            server,
-                            arguments,
-                        });
-                    }
-                }
-                Event::Warning { kind, message } => r.warnings.push(WarningInfo {
-                    kind: kind.clone(),
-                    message: message.clone(),
-                }),
-                Event::Error { kind, message } => r.errors.push(ErrorInfo {
-                    kind: *kind,
-                    message: message.clone(),
-                }),
-            }
+            f.push(ev);
         }
-        r.completion = completion_of(&r.calls);
-        r
+        f.finish()
     }
 
     /// The error kinds in order, for comparison.
@@ -276,6 +230,129 @@ impl ParseResult {
     pub fn is_success(&self) -> bool {
         self.errors.is_empty()
     }
+}
+
+/// An open call while folding: id, name, server and the arguments text so far.
+#[derive(Debug)]
+struct OpenCall {
+    id: Option<String>,
+    name: String,
+    server: Option<String>,
+    args: String,
+}
+
+/// Folds events one at a time, so a long stream never has to be kept as an event list.
+///
+/// It also notes every event that breaks the delta contract of `specs/streaming.md`; the
+/// harness reports those as `delta_contract` violations.
+#[derive(Debug, Default)]
+pub struct Folder {
+    result: ParseResult,
+    open: Vec<Option<OpenCall>>,
+    /// Number of `CallStart` events seen: the index the next one must carry.
+    started: usize,
+    /// Delta-contract breaches seen so far, in order, each a human-readable sentence.
+    pub anomalies: Vec<String>,
+}
+
+impl Folder {
+    /// Takes the next event into account.
+    pub fn push(&mut self, ev: &Event) {
+        match ev {
+            Event::Text { text } => self.result.text.push_str(text),
+            Event::CallStart {
+                index,
+                id,
+                name,
+                server,
+            } => {
+                if *index != self.started {
+                    self.anomalies.push(format!(
+                        "CallStart has index {index}, expected {}",
+                        self.started
+                    ));
+                }
+                self.started = self.started.max(index + 1);
+                if self.open.len() <= *index {
+                    self.open.resize_with(*index + 1, || None);
+                }
+                if self.open[*index].is_some() {
+                    self.anomalies
+                        .push(format!("second CallStart for open call {index}"));
+                }
+                self.open[*index] = Some(OpenCall {
+                    id: id.clone(),
+                    name: name.clone(),
+                    server: server.clone(),
+                    args: String::new(),
+                });
+            }
+            Event::ArgsDelta { index, json } => match self.open.get_mut(*index) {
+                Some(Some(c)) => c.args.push_str(json),
+                _ => self
+                    .anomalies
+                    .push(format!("ArgsDelta for call {index}, which is not open")),
+            },
+            Event::CallEnd { index } => {
+                let Some(OpenCall {
+                    id,
+                    name,
+                    server,
+                    args,
+                }) = self.open.get_mut(*index).and_then(Option::take)
+                else {
+                    self.anomalies
+                        .push(format!("CallEnd for call {index}, which is not open"));
+                    return;
+                };
+                let arguments = match serde_json::from_str::<Value>(&args) {
+                    Ok(v @ Value::Object(_)) => v,
+                    Ok(_) | Err(_) => {
+                        self.anomalies.push(format!(
+                            "call {index} ({name}) ended but its fragments do not form a JSON object: {}",
+                            excerpt(&args)
+                        ));
+                        Value::String(args)
+                    }
+                };
+                self.result.calls.push(ToolCall {
+                    name,
+                    id,
+                    server,
+                    arguments,
+                });
+            }
+            Event::Warning { kind, message } => self.result.warnings.push(WarningInfo {
+                kind: kind.clone(),
+                message: message.clone(),
+            }),
+            Event::Error { kind, message } => self.result.errors.push(ErrorInfo {
+                kind: *kind,
+                message: message.clone(),
+            }),
+        }
+    }
+
+    /// Ends the fold; calls still open are dropped (they never reached `CallEnd`).
+    pub fn finish(mut self) -> ParseResult {
+        self.result.completion = completion_of(&self.result.calls);
+        self.result
+    }
+
+    /// Like [`Folder::finish`], also returning the contract breaches seen.
+    pub fn finish_with_anomalies(mut self) -> (ParseResult, Vec<String>) {
+        let anomalies = std::mem::take(&mut self.anomalies);
+        (self.finish(), anomalies)
+    }
+}
+
+/// The first 80 characters of `s`, for messages.
+pub fn excerpt(s: &str) -> String {
+    let mut out: String = s.chars().take(80).collect();
+    if out.len() < s.len() {
+        out.push('…');
+    }
+    format!("{out:?}")
 }
 
 /// The name of the tool whose call completes the task (seed 002).

@@ -1,1 +1,10 @@
-//! Corpus loading, chunkings, replay, invariants and minimization: formats only via the registry.
+//! Corpus loading, chunkings, replay, invariants and minimization.
+//!
+//! The harness knows formats only through the registry: it never names one.
+
+pub mod chunking;
+pub mod corpus;
+pub mod invariants;
+pub mod minimize;
+pub mod replay;
+pub mod run;

@@ -1431,7 +1431,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 192, ..ProptestConfig::default() })]
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
         #[test]
         fn values_round_trip_in_any_fragments(text in arb_text(),

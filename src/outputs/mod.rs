@@ -1,1 +1,4 @@
-//! What a run produces: the terminal table and reports.
+//! What a run produces: the terminal table, aggregates and reports.
+
+pub mod summary;
+pub mod table;

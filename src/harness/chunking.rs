@@ -1,0 +1,383 @@
+//! Chunkings: deterministic ways to cut a transcript into the pieces a parser is fed.
+//!
+//! A chunking is a sorted list of cut offsets (strictly inside the transcript). Every strategy
+//! is a pure function of the transcript, the format's markers and the master seed, so any
+//! failing replay reproduces from its strategy name, seed and cut list alone.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A way to cut transcripts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// No cut: the baseline every other chunking is compared to.
+    Whole,
+    /// A cut after every byte (cuts UTF-8 characters).
+    Bytes,
+    /// A cut after every character.
+    Chars,
+    /// Each single cut position, one chunking per position (sampled evenly beyond a cap).
+    TwoCut,
+    /// Every position inside and at both edges of every delimiter occurrence.
+    Markers,
+    /// Seeded groupings with chunk sizes drawn from 1..=k bytes.
+    Random,
+}
+
+impl Strategy {
+    /// Every strategy, in report order.
+    pub const ALL: [Strategy; 6] = [
+        Strategy::Whole,
+        Strategy::Bytes,
+        Strategy::Chars,
+        Strategy::TwoCut,
+        Strategy::Markers,
+        Strategy::Random,
+    ];
+
+    /// The name used on the command line and in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Whole => "whole",
+            Strategy::Bytes => "bytes",
+            Strategy::Chars => "chars",
+            Strategy::TwoCut => "two_cut",
+            Strategy::Markers => "markers",
+            Strategy::Random => "random",
+        }
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Strategy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Strategy::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown strategy {s:?} (known: {})",
+                    Strategy::ALL.map(Strategy::as_str).join(", ")
+                )
+            })
+    }
+}
+
+/// Knobs of the strategies that have any.
+#[derive(Debug, Clone, Copy)]
+pub struct ChunkingParams {
+    /// The master seed.
+    pub seed: u64,
+    /// How many random groupings per case.
+    pub random_groupings: usize,
+    /// Largest random chunk size in bytes.
+    pub random_max_chunk: usize,
+    /// Most single-cut chunkings per transcript for `two_cut` (sampled evenly beyond it).
+    pub two_cut_cap: usize,
+}
+
+impl Default for ChunkingParams {
+    fn default() -> Self {
+        ChunkingParams {
+            seed: 0,
+            random_groupings: 8,
+            random_max_chunk: 16,
+            two_cut_cap: 512,
+        }
+    }
+}
+
+/// One chunking of one transcript.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cuts {
+    /// A cut after every byte, kept implicit so a 10 MB transcript needs no 10 M-entry list.
+    EveryByte,
+    /// Cuts at these sorted offsets.
+    At(Vec<usize>),
+}
+
+impl Cuts {
+    /// The cut offsets (materialised for `EveryByte`).
+    pub fn to_vec(&self, len: usize) -> Vec<usize> {
+        match self {
+            Cuts::EveryByte => (1..len).collect(),
+            Cuts::At(v) => v.clone(),
+        }
+    }
+
+    /// The pieces of `data` this chunking produces.
+    pub fn pieces<'a>(&'a self, data: &'a [u8]) -> Box<dyn Iterator<Item = &'a [u8]> + 'a> {
+        match self {
+            Cuts::EveryByte => Box::new(data.chunks(1)),
+            Cuts::At(v) => Box::new(Pieces {
+                data,
+                cuts: v,
+                next: 0,
+                prev: 0,
+                done: false,
+            }),
+        }
+    }
+}
+
+struct Pieces<'a> {
+    data: &'a [u8],
+    cuts: &'a [usize],
+    next: usize,
+    prev: usize,
+    done: bool,
+}
+
+impl<'a> Iterator for Pieces<'a> {
+    type Item = &'a [u8];
+    fn next(&mut self) -> Option<&'a [u8]> {
+        if self.done {
+            return None;
+        }
+        while let Some(&c) = self.cuts.get(self.next) {
+            self.next += 1;
+            let c = c.min(self.data.len());
+            if c > self.prev {
+                let piece = &self.data[self.prev..c];
+                self.prev = c;
+                return Some(piece);
+            }
+        }
+        self.done = true;
+        Some(&self.data[self.prev..])
+    }
+}
+
+/// The chunkings a strategy makes of one transcript.
+///
+/// `salt` separates the random streams of different cases and turns (a hash of the case id).
+pub fn chunkings(
+    strategy: Strategy,
+    data: &[u8],
+    markers: &[String],
+    params: &ChunkingParams,
+    salt: u64,
+) -> Vec<Cuts> {
+    let n = data.len();
+    match strategy {
+        Strategy::Whole => vec![Cuts::At(Vec::new())],
+        Strategy::Bytes if n > 1 => vec![Cuts::EveryByte],
+        Strategy::Bytes => vec![],
+        Strategy::Chars => {
+            let cuts = char_boundaries(data);
+            if cuts.is_empty() {
+                vec![]
+            } else {
+                vec![Cuts::At(cuts)]
+            }
+        }
+        Strategy::TwoCut => {
+            if n < 2 {
+                return vec![];
+            }
+            let positions = n - 1;
+            let take = positions.min(params.two_cut_cap.max(1));
+            (0..take)
+                .map(|i| {
+                    // Evenly spread over 1..n, always including both ends.
+                    let p = if take == 1 {
+                        1
+                    } else {
+                        1 + i * (positions - 1) / (take - 1)
+                    };
+                    Cuts::At(vec![p])
+                })
+                .collect()
+        }
+        Strategy::Markers => marker_chunkings(data, markers),
+        Strategy::Random => (0..params.random_groupings)
+            .filter_map(|g| {
+                let mut rng = SplitMix64::new(params.seed ^ salt ^ (g as u64).wrapping_mul(0x9E37));
+                let mut cuts = Vec::new();
+                let mut pos = 0usize;
+                let k = params.random_max_chunk.max(1) as u64;
+                loop {
+                    pos += 1 + (rng.next_u64() % k) as usize;
+                    if pos >= n {
+                        break;
+                    }
+                    cuts.push(pos);
+                }
+                (!cuts.is_empty()).then_some(Cuts::At(cuts))
+            })
+            .collect(),
+    }
+}
+
+/// Offsets between UTF-8 characters (invalid bytes count as one character each).
+fn char_boundaries(data: &[u8]) -> Vec<usize> {
+    let mut cuts = Vec::new();
+    let mut i = 0;
+    while i < data.len() {
+        let step = match std::str::from_utf8(&data[i..(i + 4).min(data.len())]) {
+            Ok(s) => s.chars().next().map_or(1, char::len_utf8),
+            Err(e) if e.valid_up_to() > 0 => std::str::from_utf8(&data[i..i + e.valid_up_to()])
+                .ok()
+                .and_then(|s| s.chars().next())
+                .map_or(1, char::len_utf8),
+            Err(_) => 1,
+        };
+        i += step;
+        if i < data.len() {
+            cuts.push(i);
+        }
+    }
+    cuts
+}
+
+/// For each offset k, one chunking that cuts every marker occurrence k bytes in, so every
+/// position inside and at both edges of every delimiter is exercised in few replays.
+fn marker_chunkings(data: &[u8], markers: &[String]) -> Vec<Cuts> {
+    let mut occurrences: Vec<(usize, usize)> = Vec::new();
+    for m in markers {
+        let m = m.as_bytes();
+        if m.is_empty() {
+            continue;
+        }
+        for start in memchr::memmem::find_iter(data, m) {
+            occurrences.push((start, m.len()));
+        }
+    }
+    if occurrences.is_empty() {
+        return vec![];
+    }
+    occurrences.sort_unstable();
+    occurrences.dedup();
+    let longest = occurrences.iter().map(|o| o.1).max().unwrap_or(0);
+    let mut out: Vec<Cuts> = Vec::new();
+    for k in 0..=longest {
+        let mut cuts: Vec<usize> = occurrences
+            .iter()
+            .filter(|(_, len)| k <= *len)
+            .map(|(s, _)| s + k)
+            .filter(|&c| c > 0 && c < data.len())
+            .collect();
+        cuts.sort_unstable();
+        cuts.dedup();
+        if !cuts.is_empty() && !out.iter().any(|c| *c == Cuts::At(cuts.clone())) {
+            out.push(Cuts::At(cuts));
+        }
+    }
+    // Each delimiter alone in its chunk: both edges cut at once.
+    let mut both: Vec<usize> = occurrences
+        .iter()
+        .flat_map(|(s, l)| [*s, s + l])
+        .filter(|&c| c > 0 && c < data.len())
+        .collect();
+    both.sort_unstable();
+    both.dedup();
+    if !both.is_empty() && !out.iter().any(|c| *c == Cuts::At(both.clone())) {
+        out.push(Cuts::At(both));
+    }
+    out
+}
+
+/// SplitMix64: a tiny, well-known, stable generator; stability across versions matters more
+/// here than quality, because cut lists must reproduce from a seed forever.
+#[derive(Debug, Clone)]
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    /// A generator from a seed.
+    pub fn new(seed: u64) -> Self {
+        SplitMix64(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+/// A stable 64-bit hash (FNV-1a) of a string, for salts and shards that must not change
+/// between Rust versions.
+pub fn stable_hash(s: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params() -> ChunkingParams {
+        ChunkingParams::default()
+    }
+
+    fn joined(c: &Cuts, d: &[u8]) -> Vec<u8> {
+        c.pieces(d).flatten().copied().collect()
+    }
+
+    #[test]
+    fn every_strategy_reassembles_to_the_input() {
+        let d = "héllo <|x|> wörld <|x|>".as_bytes();
+        let m = vec!["<|x|>".to_string()];
+        for s in Strategy::ALL {
+            for c in chunkings(s, d, &m, &params(), 7) {
+                assert_eq!(joined(&c, d), d, "{s}");
+            }
+        }
+    }
+
+    #[test]
+    fn chars_never_split_a_character() {
+        let d = "aé€😀".as_bytes();
+        let c = chunkings(Strategy::Chars, d, &[], &params(), 0);
+        assert_eq!(c, vec![Cuts::At(vec![1, 3, 6])]);
+    }
+
+    #[test]
+    fn two_cut_is_capped_and_keeps_both_ends() {
+        let d = vec![b'a'; 10_000];
+        let p = ChunkingParams {
+            two_cut_cap: 5,
+            ..params()
+        };
+        let c = chunkings(Strategy::TwoCut, &d, &[], &p, 0);
+        assert_eq!(c.len(), 5);
+        assert_eq!(c[0], Cuts::At(vec![1]));
+        assert_eq!(c[4], Cuts::At(vec![9_999]));
+    }
+
+    #[test]
+    fn markers_cut_every_offset_of_every_occurrence() {
+        let d = b"ab<|x|>cd<|x|>";
+        let c = chunkings(Strategy::Markers, d, &["<|x|>".into()], &params(), 0);
+        assert!(c.contains(&Cuts::At(vec![2, 9])));
+        assert!(c.contains(&Cuts::At(vec![4, 11])));
+        assert!(c.contains(&Cuts::At(vec![2, 7, 9])));
+    }
+
+    #[test]
+    fn random_is_deterministic_and_bounded() {
+        let d = vec![b'a'; 300];
+        let a = chunkings(Strategy::Random, &d, &[], &params(), 3);
+        let b = chunkings(Strategy::Random, &d, &[], &params(), 3);
+        assert_eq!(a, b);
+        assert_eq!(a.len(), 8);
+        for c in &a {
+            assert!(c.pieces(&d).all(|p| (1..=16).contains(&p.len())));
+        }
+        assert_ne!(a, chunkings(Strategy::Random, &d, &[], &params(), 4));
+    }
+}

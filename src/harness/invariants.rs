@@ -1,0 +1,347 @@
+//! The invariants every replay is checked against (DESIGN §6), as pure functions of outcomes.
+
+use super::corpus::{Expectation, Label};
+use crate::event::{ParseResult, excerpt, json_eq};
+use serde::Serialize;
+use std::fmt;
+
+/// An invariant id, as named in reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Invariant {
+    /// Every chunking gives the result of the whole transcript.
+    SplitInvariance,
+    /// Events keep the per-call contract of `specs/streaming.md`.
+    DeltaContract,
+    /// Text of an error-free parse contains no delimiter of the format.
+    NoMarkupLeak,
+    /// y_: the result equals the expectation; n_: an error of the expected kind.
+    Expectation,
+    /// Rendering the parsed calls and parsing them again gives them back.
+    Roundtrip,
+    /// Content containing `]]>` renders as split CDATA and parses back under every cut.
+    CdataSplit,
+    /// Values follow the format's machine-readable typing table.
+    TypeInference,
+    /// No panic; limits give `limit_exceeded`.
+    Bounded,
+    /// The same input gives the same events twice.
+    Deterministic,
+}
+
+impl Invariant {
+    /// Every invariant, in report order.
+    pub const ALL: [Invariant; 9] = [
+        Invariant::SplitInvariance,
+        Invariant::DeltaContract,
+        Invariant::NoMarkupLeak,
+        Invariant::Expectation,
+        Invariant::Roundtrip,
+        Invariant::CdataSplit,
+        Invariant::TypeInference,
+        Invariant::Bounded,
+        Invariant::Deterministic,
+    ];
+
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Invariant::SplitInvariance => "split_invariance",
+            Invariant::DeltaContract => "delta_contract",
+            Invariant::NoMarkupLeak => "no_markup_leak",
+            Invariant::Expectation => "expectation",
+            Invariant::Roundtrip => "roundtrip",
+            Invariant::CdataSplit => "cdata_split",
+            Invariant::TypeInference => "type_inference",
+            Invariant::Bounded => "bounded",
+            Invariant::Deterministic => "deterministic",
+        }
+    }
+}
+
+impl fmt::Display for Invariant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a turn's result does not meet its expectation, or `None` when it does.
+pub fn expectation_mismatch(
+    label: Label,
+    expect: Option<&Expectation>,
+    result: &ParseResult,
+) -> Option<String> {
+    let kinds = result.error_kinds();
+    if let Some(e) = expect {
+        if let Some(text) = &e.text
+            && *text != result.text
+        {
+            return Some(format!(
+                "text is {} but the expectation says {}",
+                excerpt(&result.text),
+                excerpt(text)
+            ));
+        }
+        if let Some(calls) = &e.calls {
+            if calls.len() != result.calls.len() {
+                return Some(format!(
+                    "{} call(s) parsed ({}) but the expectation has {} ({})",
+                    result.calls.len(),
+                    names(&result.calls),
+                    calls.len(),
+                    names(calls)
+                ));
+            }
+            for (i, (got, want)) in result.calls.iter().zip(calls).enumerate() {
+                if got != want {
+                    return Some(format!(
+                        "call {i} differs: parsed {} but the expectation says {}",
+                        describe(got),
+                        describe(want)
+                    ));
+                }
+            }
+        }
+        if let Some(w) = &e.warnings {
+            let got: Vec<&str> = result.warnings.iter().map(|w| w.kind.as_str()).collect();
+            if got != w.iter().map(String::as_str).collect::<Vec<_>>() {
+                return Some(format!(
+                    "warnings are {got:?} but the expectation says {w:?}"
+                ));
+            }
+        }
+        if let Some(c) = &e.completion
+            && *c != result.completion
+        {
+            return Some(format!(
+                "completion is {:?} but the expectation says {c:?}",
+                result.completion
+            ));
+        }
+        match &e.error {
+            Some(Some(want)) if !kinds.contains(&want.kind) => {
+                return Some(if kinds.is_empty() {
+                    format!("no error, but the expectation says {}", want.kind)
+                } else {
+                    format!(
+                        "errors are {} but the expectation says {}",
+                        kinds_list(result),
+                        want.kind
+                    )
+                });
+            }
+            Some(Some(_)) => return None,
+            _ => {}
+        }
+    }
+    if label == Label::Accept && !kinds.is_empty() {
+        return Some(format!(
+            "must parse without error but got {}: {}",
+            kinds_list(result),
+            result.errors[0].message
+        ));
+    }
+    None
+}
+
+fn kinds_list(r: &ParseResult) -> String {
+    r.error_kinds()
+        .iter()
+        .map(|k| k.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn names(calls: &[crate::event::ToolCall]) -> String {
+    calls
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn describe(c: &crate::event::ToolCall) -> String {
+    let mut s = format!("{}(", c.name);
+    if let Some(id) = &c.id {
+        s.push_str(&format!("id={id:?}, "));
+    }
+    if let Some(sv) = &c.server {
+        s.push_str(&format!("server={sv:?}, "));
+    }
+    s.push_str(&excerpt(&c.arguments.to_string()));
+    s.push(')');
+    s
+}
+
+/// Why two results of the same input differ, or `None` when they are equal; unlike
+/// `ParseResult`'s equality it also compares warning kinds, which must not depend on cuts either.
+pub fn result_difference(whole: &ParseResult, other: &ParseResult) -> Option<String> {
+    if whole.text != other.text {
+        let at = whole
+            .text
+            .char_indices()
+            .zip(other.text.chars())
+            .find(|((_, a), b)| a != b)
+            .map(|((i, _), _)| i)
+            .unwrap_or(whole.text.len().min(other.text.len()));
+        return Some(format!(
+            "text differs from byte {at}: whole gives {} here, this chunking {}",
+            excerpt(whole.text.get(at..).unwrap_or("")),
+            excerpt(other.text.get(at..).unwrap_or(""))
+        ));
+    }
+    if whole.calls.len() != other.calls.len() {
+        return Some(format!(
+            "whole gives {} call(s) ({}), this chunking {} ({})",
+            whole.calls.len(),
+            names(&whole.calls),
+            other.calls.len(),
+            names(&other.calls)
+        ));
+    }
+    for (i, (a, b)) in whole.calls.iter().zip(&other.calls).enumerate() {
+        if a != b {
+            return Some(format!(
+                "call {i}: whole gives {}, this chunking {}",
+                describe(a),
+                describe(b)
+            ));
+        }
+    }
+    if whole.error_kinds() != other.error_kinds() {
+        return Some(format!(
+            "errors: whole gives [{}], this chunking [{}]",
+            kinds_list(whole),
+            kinds_list(other)
+        ));
+    }
+    let wk: Vec<&str> = whole.warnings.iter().map(|w| w.kind.as_str()).collect();
+    let ok: Vec<&str> = other.warnings.iter().map(|w| w.kind.as_str()).collect();
+    if wk != ok {
+        return Some(format!(
+            "warnings: whole gives {wk:?}, this chunking {ok:?}"
+        ));
+    }
+    None
+}
+
+/// The first delimiter found in the text, if any.
+pub fn markup_leak(text: &str, markers: &[String]) -> Option<String> {
+    markers.iter().filter(|m| !m.is_empty()).find_map(|m| {
+        text.find(m.as_str())
+            .map(|at| format!("text contains {m:?} at byte {at}"))
+    })
+}
+
+/// Why a re-parse of rendered calls differs from what was rendered, or `None`.
+pub fn roundtrip_difference(want: &ParseResult, got: &ParseResult) -> Option<String> {
+    if !got.errors.is_empty() {
+        return Some(format!(
+            "the rendered transcript does not parse: {}",
+            got.errors[0].message
+        ));
+    }
+    if want.text != got.text {
+        return Some(format!(
+            "text {} came back as {}",
+            excerpt(&want.text),
+            excerpt(&got.text)
+        ));
+    }
+    if want.calls.len() != got.calls.len() {
+        return Some(format!(
+            "{} call(s) rendered, {} parsed back",
+            want.calls.len(),
+            got.calls.len()
+        ));
+    }
+    for (i, (a, b)) in want.calls.iter().zip(&got.calls).enumerate() {
+        if a.name != b.name
+            || a.id != b.id
+            || a.server != b.server
+            || !json_eq(&a.arguments, &b.arguments)
+        {
+            return Some(format!(
+                "call {i} {} came back as {}",
+                describe(a),
+                describe(b)
+            ));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{ErrorInfo, ErrorKind, ToolCall};
+    use crate::harness::corpus::ExpectedError;
+    use serde_json::json;
+
+    fn result(text: &str, calls: Vec<ToolCall>, errors: Vec<ErrorKind>) -> ParseResult {
+        ParseResult {
+            text: text.into(),
+            calls,
+            errors: errors
+                .into_iter()
+                .map(|kind| ErrorInfo {
+                    kind,
+                    message: "m".into(),
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn call(name: &str, args: serde_json::Value) -> ToolCall {
+        ToolCall {
+            name: name.into(),
+            id: None,
+            server: None,
+            arguments: args,
+        }
+    }
+
+    #[test]
+    fn accept_needs_no_error_and_equal_fields() {
+        let e = Expectation {
+            text: Some("hi".into()),
+            calls: Some(vec![call("f", json!({"a": 1}))]),
+            ..Default::default()
+        };
+        let ok = result("hi", vec![call("f", json!({"a": 1.0}))], vec![]);
+        assert_eq!(expectation_mismatch(Label::Accept, Some(&e), &ok), None);
+        let bad = result("hi", vec![call("f", json!({"a": 2}))], vec![]);
+        assert!(expectation_mismatch(Label::Accept, Some(&e), &bad).is_some());
+        let err = result(
+            "hi",
+            vec![call("f", json!({"a": 1}))],
+            vec![ErrorKind::InvalidJson],
+        );
+        assert!(expectation_mismatch(Label::Accept, Some(&e), &err).is_some());
+        assert!(expectation_mismatch(Label::Accept, None, &err).is_some());
+    }
+
+    #[test]
+    fn reject_needs_the_expected_kind() {
+        let e = Expectation {
+            error: Some(Some(ExpectedError {
+                kind: ErrorKind::MissingName,
+            })),
+            ..Default::default()
+        };
+        let r = result("", vec![], vec![ErrorKind::InvalidJson]);
+        assert!(expectation_mismatch(Label::Reject, Some(&e), &r).is_some());
+        let r = result("", vec![], vec![ErrorKind::MissingName]);
+        assert_eq!(expectation_mismatch(Label::Reject, Some(&e), &r), None);
+    }
+
+    #[test]
+    fn differences_name_the_first_divergence() {
+        let a = result("abc", vec![], vec![]);
+        let b = result("abd", vec![], vec![]);
+        assert!(result_difference(&a, &b).unwrap().contains("byte 2"));
+        assert_eq!(result_difference(&a, &a.clone()), None);
+        assert!(markup_leak("x<|a|>", &["<|a|>".into()]).is_some());
+    }
+}

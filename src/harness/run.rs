@@ -1,0 +1,501 @@
+//! The runner: every case under every chunking, invariants checked, failures minimized.
+
+use super::chunking::{ChunkingParams, Cuts, Strategy, chunkings, stable_hash};
+use super::corpus::{Case, Label};
+use super::invariants::{
+    Invariant, expectation_mismatch, markup_leak, result_difference, roundtrip_difference,
+};
+use super::minimize::minimize;
+use super::replay::{Outcome, TurnOutcome, replay};
+use crate::formats::{self, Format};
+use rayon::prelude::*;
+use serde::Serialize;
+use std::time::{Duration, Instant};
+
+/// What a run replays, and how hard it tries to shrink failures.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// The strategies to replay (`whole` is always replayed as the baseline).
+    pub strategies: Vec<Strategy>,
+    /// Seed and sizes of the chunkings.
+    pub params: ChunkingParams,
+    /// Most re-replays spent minimizing one failure.
+    pub minimize_budget: usize,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            strategies: Strategy::ALL.to_vec(),
+            params: ChunkingParams::default(),
+            minimize_budget: 400,
+        }
+    }
+}
+
+/// One broken invariant of one case, with the smallest reproducer found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Violation {
+    /// The invariant.
+    pub invariant: Invariant,
+    /// The strategy of the first failing replay (none for whole-input checks).
+    pub strategy: Option<Strategy>,
+    /// Minimized cut offsets, one list per turn.
+    pub cuts: Vec<Vec<usize>>,
+    /// How many replays broke this invariant.
+    pub failing_replays: usize,
+    /// What went wrong, in a sentence.
+    pub message: String,
+    /// The command that reproduces the minimized replay.
+    pub replay: String,
+}
+
+/// A case's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Every invariant held.
+    Pass,
+    /// At least one invariant broke.
+    Fail,
+}
+
+/// Everything the run learned about one case.
+#[derive(Debug, Clone, Serialize)]
+pub struct CaseReport {
+    /// The case id.
+    pub id: String,
+    /// The format id.
+    pub format: &'static str,
+    /// y / n / i / unlabelled.
+    pub label: &'static str,
+    /// Pass or fail.
+    pub status: Status,
+    /// Broken invariants, one entry per invariant.
+    pub violations: Vec<Violation>,
+    /// Replays run (all strategies, including whole).
+    pub replays: usize,
+    /// Replays that ended without an error.
+    pub error_free: usize,
+    /// Replays whose result met the expectation (y_ cases).
+    pub matched: usize,
+    /// Invariants that did not apply, with the reason (e.g. a renderer that refuses the calls).
+    pub not_applicable: Vec<String>,
+    /// Wall time spent on the case.
+    #[serde(skip)]
+    pub elapsed: Duration,
+}
+
+impl CaseReport {
+    /// True when the case counts toward the parse success rate (y_ and unlabelled).
+    pub fn counts_for_parse_rate(&self) -> bool {
+        self.label == Label::Accept.as_str() || self.label == Label::Unlabelled.as_str()
+    }
+
+    /// True when the case counts toward the match rate (y_).
+    pub fn counts_for_match_rate(&self) -> bool {
+        self.label == Label::Accept.as_str()
+    }
+}
+
+/// The first replay that broke an invariant, and how many did.
+struct FirstFailure {
+    invariant: Invariant,
+    strategy: Strategy,
+    cuts: Vec<Cuts>,
+    count: usize,
+    message: String,
+}
+
+/// The verdict of one non-baseline replay.
+struct Verdict {
+    strategy: Strategy,
+    cuts: Vec<Cuts>,
+    error_free: bool,
+    matched: bool,
+    broken: Vec<(Invariant, String)>,
+}
+
+/// Replays every case (in parallel) and returns one report per case, in case order.
+pub fn run_cases(cases: &[Case], cfg: &RunConfig) -> Vec<CaseReport> {
+    cases.par_iter().map(|c| run_case(c, cfg)).collect()
+}
+
+/// Replays one case under every configured strategy and checks every invariant.
+pub fn run_case(case: &Case, cfg: &RunConfig) -> CaseReport {
+    let started = Instant::now();
+    let format = formats::by_id(case.format).expect("corpus cases name registered formats");
+    let markers = (format.markers)(&case.tools);
+    let mut report = CaseReport {
+        id: case.id.clone(),
+        format: format.id,
+        label: case.label.as_str(),
+        status: Status::Pass,
+        violations: Vec::new(),
+        replays: 0,
+        error_free: 0,
+        matched: 0,
+        not_applicable: Vec::new(),
+        elapsed: Duration::ZERO,
+    };
+    let whole_cuts: Vec<Cuts> = case.turns.iter().map(|_| Cuts::At(Vec::new())).collect();
+    let whole = match replay(format, &case.tools, &case.turns, &whole_cuts) {
+        Outcome::Done(t) => t,
+        Outcome::Panicked(msg) => {
+            report.replays = 1;
+            report.violations.push(Violation {
+                invariant: Invariant::Bounded,
+                strategy: Some(Strategy::Whole),
+                cuts: vec![Vec::new(); case.turns.len()],
+                failing_replays: 1,
+                message: format!("the parser panicked: {msg}"),
+                replay: replay_command(case, &[]),
+            });
+            report.status = Status::Fail;
+            report.elapsed = started.elapsed();
+            return report;
+        }
+    };
+
+    // Checks on the whole input.
+    report.replays += 1;
+    let whole_verdict = judge(case, &markers, &whole, &whole, Strategy::Whole, whole_cuts);
+    tally(&mut report, &whole_verdict);
+    for (inv, msg) in &whole_verdict.broken {
+        report.violations.push(Violation {
+            invariant: *inv,
+            strategy: Some(Strategy::Whole),
+            cuts: vec![Vec::new(); case.turns.len()],
+            failing_replays: 1,
+            message: msg.clone(),
+            replay: replay_command(case, &[]),
+        });
+    }
+    if let Outcome::Done(again) = replay(
+        format,
+        &case.tools,
+        &case.turns,
+        &case
+            .turns
+            .iter()
+            .map(|_| Cuts::At(Vec::new()))
+            .collect::<Vec<_>>(),
+    ) {
+        let same = again.len() == whole.len()
+            && again
+                .iter()
+                .zip(&whole)
+                .all(|(a, b)| a.events_hash == b.events_hash);
+        if !same {
+            report.violations.push(Violation {
+                invariant: Invariant::Deterministic,
+                strategy: Some(Strategy::Whole),
+                cuts: vec![Vec::new(); case.turns.len()],
+                failing_replays: 1,
+                message: "two whole-input replays emitted different events".into(),
+                replay: replay_command(case, &[]),
+            });
+        }
+    }
+
+    // Every other chunking, compared with the whole input.
+    let plan = plan_replays(case, &markers, cfg);
+    let verdicts: Vec<Verdict> = plan
+        .into_par_iter()
+        .map(
+            |(strategy, cuts)| match replay(format, &case.tools, &case.turns, &cuts) {
+                Outcome::Done(turns) => judge(case, &markers, &whole, &turns, strategy, cuts),
+                Outcome::Panicked(msg) => Verdict {
+                    strategy,
+                    cuts,
+                    error_free: false,
+                    matched: false,
+                    broken: vec![(Invariant::Bounded, format!("the parser panicked: {msg}"))],
+                },
+            },
+        )
+        .collect();
+    // The first failing replay of each invariant is kept for minimizing; later ones are counted.
+    let mut first_failures: Vec<FirstFailure> = Vec::new();
+    for v in verdicts {
+        report.replays += 1;
+        tally(&mut report, &v);
+        for (inv, msg) in v.broken {
+            if let Some(existing) = report.violations.iter_mut().find(|x| x.invariant == inv) {
+                existing.failing_replays += 1;
+            } else if let Some(f) = first_failures.iter_mut().find(|f| f.invariant == inv) {
+                f.count += 1;
+            } else {
+                first_failures.push(FirstFailure {
+                    invariant: inv,
+                    strategy: v.strategy,
+                    cuts: v.cuts.clone(),
+                    count: 1,
+                    message: msg,
+                });
+            }
+        }
+    }
+    for f in first_failures {
+        let cuts = shrink(case, format, &markers, &whole, f.invariant, &f.cuts, cfg);
+        report.violations.push(Violation {
+            invariant: f.invariant,
+            strategy: Some(f.strategy),
+            replay: replay_command(case, &cuts),
+            cuts,
+            failing_replays: f.count,
+            message: f.message,
+        });
+    }
+
+    roundtrip(case, format, &whole, &mut report);
+    report.violations.sort_by_key(|v| v.invariant);
+    if !report.violations.is_empty() {
+        report.status = Status::Fail;
+    }
+    report.elapsed = started.elapsed();
+    report
+}
+
+fn tally(report: &mut CaseReport, v: &Verdict) {
+    if v.error_free {
+        report.error_free += 1;
+    }
+    if v.matched {
+        report.matched += 1;
+    }
+}
+
+/// The chunkings to replay besides the whole input: per strategy, one cut list per turn.
+fn plan_replays(case: &Case, markers: &[String], cfg: &RunConfig) -> Vec<(Strategy, Vec<Cuts>)> {
+    let mut plan = Vec::new();
+    for &s in &cfg.strategies {
+        if s == Strategy::Whole {
+            continue;
+        }
+        let per_turn: Vec<Vec<Cuts>> = case
+            .turns
+            .iter()
+            .enumerate()
+            .map(|(t, data)| {
+                let salt = stable_hash(&case.id) ^ (t as u64).wrapping_mul(0x2545_F491_4F6C_DD1D);
+                chunkings(s, data, markers, &cfg.params, salt)
+            })
+            .collect();
+        let n = per_turn.iter().map(Vec::len).max().unwrap_or(0);
+        for g in 0..n {
+            let cuts = per_turn
+                .iter()
+                .map(|c| c.get(g).cloned().unwrap_or(Cuts::At(Vec::new())))
+                .collect();
+            plan.push((s, cuts));
+        }
+    }
+    plan
+}
+
+/// Checks one replay's outcome against the whole-input baseline and the case's expectations.
+fn judge(
+    case: &Case,
+    markers: &[String],
+    whole: &[TurnOutcome],
+    turns: &[TurnOutcome],
+    strategy: Strategy,
+    cuts: Vec<Cuts>,
+) -> Verdict {
+    let mut broken: Vec<(Invariant, String)> = Vec::new();
+    let mut note = |inv: Invariant, msg: String| {
+        if !broken.iter().any(|(i, _)| *i == inv) {
+            broken.push((inv, msg));
+        }
+    };
+    let session = case.turns.len() > 1;
+    let at = |t: usize| {
+        if session {
+            format!("turn {}: ", t + 1)
+        } else {
+            String::new()
+        }
+    };
+    let mut error_free = true;
+    let mut matched = case.label == Label::Accept;
+    let mut any_error = false;
+    for (t, out) in turns.iter().enumerate() {
+        let r = &out.result;
+        if !r.errors.is_empty() {
+            error_free = false;
+            any_error = true;
+        }
+        if let Some(a) = out.anomalies.first() {
+            note(Invariant::DeltaContract, format!("{}{a}", at(t)));
+        }
+        if strategy != Strategy::Whole
+            && let Some(d) = result_difference(&whole[t].result, r)
+        {
+            note(Invariant::SplitInvariance, format!("{}{d}", at(t)));
+        }
+        if matches!(case.label, Label::Accept | Label::Unlabelled)
+            && r.errors.is_empty()
+            && let Some(l) = markup_leak(&r.text, markers)
+        {
+            note(Invariant::NoMarkupLeak, format!("{}{l}", at(t)));
+        }
+        if matches!(case.label, Label::Accept | Label::Reject) {
+            let expect = case.expects.get(t).and_then(Option::as_ref);
+            let label = if case.label == Label::Reject {
+                Label::Reject
+            } else {
+                Label::Accept
+            };
+            if let Some(m) = expectation_mismatch(label, expect, r) {
+                matched = false;
+                if strategy == Strategy::Whole {
+                    note(Invariant::Expectation, format!("{}{m}", at(t)));
+                }
+            }
+        }
+    }
+    if case.label == Label::Reject && !any_error && strategy == Strategy::Whole {
+        note(
+            Invariant::Expectation,
+            "must be rejected, but parsed without error".into(),
+        );
+    }
+    Verdict {
+        strategy,
+        cuts,
+        error_free,
+        matched,
+        broken,
+    }
+}
+
+/// Minimizes the cuts of a failing replay for one invariant.
+fn shrink(
+    case: &Case,
+    format: &Format,
+    markers: &[String],
+    whole: &[TurnOutcome],
+    inv: Invariant,
+    cuts: &[Cuts],
+    cfg: &RunConfig,
+) -> Vec<Vec<usize>> {
+    let flat: Vec<(usize, usize)> = cuts
+        .iter()
+        .enumerate()
+        .flat_map(|(t, c)| {
+            c.to_vec(case.turns.get(t).map_or(0, Vec::len))
+                .into_iter()
+                .map(move |o| (t, o))
+        })
+        .collect();
+    let to_cuts = |flat: &[(usize, usize)]| -> Vec<Cuts> {
+        (0..case.turns.len())
+            .map(|t| Cuts::At(flat.iter().filter(|c| c.0 == t).map(|c| c.1).collect()))
+            .collect()
+    };
+    let min = minimize(flat, cfg.minimize_budget, |f| {
+        let cuts = to_cuts(f);
+        match replay(format, &case.tools, &case.turns, &cuts) {
+            Outcome::Panicked(_) => inv == Invariant::Bounded,
+            Outcome::Done(turns) => judge(case, markers, whole, &turns, Strategy::Random, cuts)
+                .broken
+                .iter()
+                .any(|(i, _)| *i == inv),
+        }
+    });
+    to_cuts(&min).into_iter().map(|c| c.to_vec(0)).collect()
+}
+
+/// Renders each error-free turn's result and parses it back, whole and byte by byte.
+fn roundtrip(case: &Case, format: &Format, whole: &[TurnOutcome], report: &mut CaseReport) {
+    let Some(render) = format.render else {
+        return;
+    };
+    for (t, out) in whole.iter().enumerate() {
+        let r = &out.result;
+        if !r.errors.is_empty() {
+            continue;
+        }
+        let rendered = match render(&r.text, &r.calls, &case.tools) {
+            Ok(b) => b,
+            Err(why) => {
+                report
+                    .not_applicable
+                    .push(format!("roundtrip: the renderer refuses: {why}"));
+                continue;
+            }
+        };
+        for cuts in [Cuts::At(Vec::new()), Cuts::EveryByte] {
+            let outcome = replay(
+                format,
+                &case.tools,
+                std::slice::from_ref(&rendered),
+                std::slice::from_ref(&cuts),
+            );
+            let problem = match outcome {
+                Outcome::Panicked(m) => Some(format!("the parser panicked on the rendering: {m}")),
+                Outcome::Done(turns) => turns
+                    .first()
+                    .and_then(|back| roundtrip_difference(r, &back.result)),
+            };
+            if let Some(msg) = problem {
+                let how = if cuts == Cuts::EveryByte {
+                    " (fed byte by byte)"
+                } else {
+                    ""
+                };
+                report.violations.push(Violation {
+                    invariant: Invariant::Roundtrip,
+                    strategy: None,
+                    cuts: Vec::new(),
+                    failing_replays: 1,
+                    message: format!(
+                        "{}{msg}{how}; rendered: {}",
+                        if whole.len() > 1 {
+                            format!("turn {}: ", t + 1)
+                        } else {
+                            String::new()
+                        },
+                        crate::event::excerpt(&String::from_utf8_lossy(&rendered))
+                    ),
+                    replay: replay_command(case, &[]),
+                });
+                return;
+            }
+        }
+    }
+}
+
+/// The command line that replays a case with the given cuts (one list per turn).
+pub fn replay_command(case: &Case, cuts: &[Vec<usize>]) -> String {
+    let mut cmd = format!(
+        "conform parse --format {} {}",
+        case.format,
+        shell_quote(&case.path.display().to_string())
+    );
+    if let Some(id) = &case.line_id {
+        cmd.push_str(&format!(" --line {}", shell_quote(id)));
+    }
+    if cuts.iter().any(|c| !c.is_empty()) {
+        let spec = cuts
+            .iter()
+            .map(|c| c.iter().map(usize::to_string).collect::<Vec<_>>().join(","))
+            .collect::<Vec<_>>()
+            .join("/");
+        cmd.push_str(&format!(" --cuts {spec}"));
+    }
+    cmd
+}
+
+/// Quotes a shell word when it needs it.
+pub fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=+,@%".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
