@@ -254,7 +254,13 @@ impl Parser {
     }
 
     /// Emits a warning for `option` once per turn; false when the option is off.
-    fn lenient(&mut self, on: bool, option: &'static str, msg: String, out: &mut Vec<Event>) -> bool {
+    fn lenient(
+        &mut self,
+        on: bool,
+        option: &'static str,
+        msg: String,
+        out: &mut Vec<Event>,
+    ) -> bool {
         if on {
             if !self.warned.contains(&option) {
                 self.warned.push(option);
@@ -381,10 +387,10 @@ impl Parser {
         let content = delta.and_then(|d| d.get("content")).and_then(Value::as_str);
         let refusal = delta.and_then(|d| d.get("refusal")).and_then(Value::as_str);
         let calls = delta.and_then(|d| d.get("tool_calls"));
-        let has_calls = calls.and_then(Value::as_array).is_some_and(|a| !a.is_empty());
-        if self.finished
-            && (has_calls || content.is_some_and(|s| !s.is_empty()))
-        {
+        let has_calls = calls
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty());
+        if self.finished && (has_calls || content.is_some_and(|s| !s.is_empty())) {
             if !self.warned.contains(&"after_finish") {
                 self.warned.push("after_finish");
                 out.push(Event::error(
@@ -482,7 +488,10 @@ impl Parser {
             ));
             return;
         };
-        let id = obj.get("id").and_then(Value::as_str).filter(|s| !s.is_empty());
+        let id = obj
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty());
         let func = obj.get("function");
         let name = func
             .and_then(|f| f.get("name"))
@@ -538,7 +547,9 @@ impl Parser {
                         if !self.lenient(
                             self.config.split_calls_on_new_id,
                             "split_calls_on_new_id",
-                            format!("a second id {new:?} on tool index {wire} at byte {at}: a new call"),
+                            format!(
+                                "a second id {new:?} on tool index {wire} at byte {at}: a new call"
+                            ),
                             out,
                         ) {
                             self.fail(p, out, None);
@@ -551,7 +562,9 @@ impl Parser {
                         }
                     }
                     (Some(_), _) => {
-                        if matches!(self.slots[p].state, SlotState::Pending(_)) && self.slots[p].id.is_none() {
+                        if matches!(self.slots[p].state, SlotState::Pending(_))
+                            && self.slots[p].id.is_none()
+                        {
                             self.slots[p].id = id.map(str::to_string);
                         } else if !self.repeated_header(p, at, out) {
                             return;
@@ -575,9 +588,8 @@ impl Parser {
                             return;
                         }
                     } else {
-                        let msg = format!(
-                            "call at tool index {wire} renamed to {name:?} at byte {at}"
-                        );
+                        let msg =
+                            format!("call at tool index {wire} renamed to {name:?} at byte {at}");
                         self.fail(pos, out, Some((ErrorKind::InvalidStream, msg)));
                         return;
                     }
@@ -611,7 +623,13 @@ impl Parser {
         }
     }
 
-    fn new_slot(&mut self, wire: u64, id: Option<&str>, at: u64, out: &mut Vec<Event>) -> Option<usize> {
+    fn new_slot(
+        &mut self,
+        wire: u64,
+        id: Option<&str>,
+        at: u64,
+        out: &mut Vec<Event>,
+    ) -> Option<usize> {
         let mut ok = true;
         if id.is_none() {
             ok = self.lenient(
@@ -624,7 +642,10 @@ impl Parser {
             ok = self.lenient(
                 self.config.allow_duplicate_id,
                 "allow_duplicate_id",
-                format!("id {:?} at byte {at} is already used by another call", id.unwrap_or("")),
+                format!(
+                    "id {:?} at byte {at} is already used by another call",
+                    id.unwrap_or("")
+                ),
                 out,
             );
         }
@@ -651,7 +672,10 @@ impl Parser {
         let slot = &mut self.slots[pos];
         let pending = match std::mem::replace(
             &mut slot.state,
-            SlotState::Open(n, Box::new(Args::new(self.config.max_depth, self.config.max_call_bytes))),
+            SlotState::Open(
+                n,
+                Box::new(Args::new(self.config.max_depth, self.config.max_call_bytes)),
+            ),
         ) {
             SlotState::Pending(buf) => buf,
             _ => String::new(),
@@ -704,7 +728,9 @@ impl Parser {
                         });
                         None
                     }
-                    Err((kind, msg)) => Some((kind, format!("call {n}: {msg} (event at byte {at})"))),
+                    Err((kind, msg)) => {
+                        Some((kind, format!("call {n}: {msg} (event at byte {at})")))
+                    }
                 }
             }
             SlotState::Closed => None,
@@ -775,7 +801,9 @@ impl Parser {
                             };
                             out.push(Event::error(
                                 kind,
-                                format!("call {n}: arguments incomplete ({msg}), closed at byte {at}"),
+                                format!(
+                                    "call {n}: arguments incomplete ({msg}), closed at byte {at}"
+                                ),
                             ));
                         }
                     }
@@ -952,7 +980,9 @@ const KIMI_MARKERS: [&str; 5] = [
 /// and `data: [DONE]`.
 pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>, String> {
     if let Some(m) = KIMI_MARKERS.iter().find(|m| text.contains(*m)) {
-        return Err(format!("text contains the Kimi marker {m}, which would parse as markup"));
+        return Err(format!(
+            "text contains the Kimi marker {m}, which would parse as markup"
+        ));
     }
     let mut out = Vec::new();
     chunk_line(
@@ -968,7 +998,9 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
             return Err(format!("call {i} has an empty name"));
         }
         if c.server.is_some() {
-            return Err(format!("call {i} has a server, which OpenAI tool calls cannot carry"));
+            return Err(format!(
+                "call {i} has a server, which OpenAI tool calls cannot carry"
+            ));
         }
         if !c.arguments.is_object() {
             return Err(format!("call {i}: arguments are not a JSON object"));
@@ -990,7 +1022,11 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
             );
         }
     }
-    let reason = if calls.is_empty() { "stop" } else { "tool_calls" };
+    let reason = if calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
     chunk_line(&mut out, json!({}), Some(reason));
     out.extend_from_slice(b"data: [DONE]\n\n");
     Ok(out)
@@ -1014,3 +1050,700 @@ pub static FORMAT: Format = Format {
     render: Some(render),
     markers,
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::ParseResult;
+    use crate::formats::run_chunks;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn run_cfg(input: &[u8], config: &Config, cuts: &[usize]) -> ParseResult {
+        let mut p = Parser::new(config.clone());
+        let mut chunks: Vec<&[u8]> = Vec::new();
+        let mut prev = 0;
+        for &c in cuts {
+            chunks.push(&input[prev..c]);
+            prev = c;
+        }
+        chunks.push(&input[prev..]);
+        ParseResult::fold(&run_chunks(&mut p, chunks))
+    }
+
+    fn assert_same(a: &ParseResult, b: &ParseResult, what: &str) {
+        assert_eq!(a, b, "{what}");
+        assert_eq!(a.completion, b.completion, "{what}");
+    }
+
+    /// Parses whole, byte by byte and at every single cut (in the first `limit` bytes), and
+    /// checks the results agree.
+    pub(crate) fn parse_all_cuts(input: &[u8], config: &Config, limit: usize) -> ParseResult {
+        let whole = run_cfg(input, config, &[]);
+        let bytes: Vec<usize> = (1..input.len()).collect();
+        assert_same(&run_cfg(input, config, &bytes), &whole, "byte by byte");
+        for c in 0..=input.len().min(limit) {
+            assert_same(
+                &run_cfg(input, config, &[c]),
+                &whole,
+                &format!("cut at {c}"),
+            );
+        }
+        whole
+    }
+
+    fn parse(input: &str) -> ParseResult {
+        parse_all_cuts(input.as_bytes(), &Config::default(), usize::MAX)
+    }
+
+    fn parse_with(input: &str, config: Config) -> ParseResult {
+        parse_all_cuts(input.as_bytes(), &config, usize::MAX)
+    }
+
+    fn chunk(delta: Value, finish: Option<&str>) -> String {
+        let c = json!({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        format!("data: {c}\n\n")
+    }
+
+    fn tc(entries: Value) -> String {
+        chunk(json!({ "tool_calls": entries }), None)
+    }
+
+    fn fin(reason: &str) -> String {
+        chunk(json!({}), Some(reason))
+    }
+
+    const DONE: &str = "data: [DONE]\n\n";
+
+    fn warnings(r: &ParseResult) -> Vec<&str> {
+        r.warnings.iter().map(|w| w.kind.as_str()).collect()
+    }
+
+    fn one_call() -> String {
+        [
+            chunk(json!({"role": "assistant", "content": null}), None),
+            tc(json!([{"index": 0, "id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": ""}}])),
+            tc(json!([{"index": 0, "function": {"arguments": "{\"ci"}}])),
+            tc(json!([{"index": 0, "function": {"arguments": "ty\":\"Paris\"}"}}])),
+        ]
+        .concat()
+    }
+
+    #[test]
+    fn a_call_is_started_by_id_and_name_and_ended_by_finish_reason() {
+        let r = parse(&(one_call() + &fin("tool_calls") + DONE));
+        assert!(r.errors.is_empty(), "{:?}", r.errors);
+        assert_eq!(r.calls.len(), 1);
+        assert_eq!(r.calls[0].id.as_deref(), Some("call_1"));
+        assert_eq!(r.calls[0].name, "get_weather");
+        assert_eq!(r.calls[0].arguments, json!({"city": "Paris"}));
+        assert!(r.warnings.is_empty());
+    }
+
+    #[test]
+    fn events_follow_the_delta_contract() {
+        let mut p = Parser::new(Config::default());
+        let s = one_call() + &fin("tool_calls") + DONE;
+        let evs = run_chunks(&mut p, [s.as_bytes()]);
+        let kinds: Vec<&str> = evs
+            .iter()
+            .map(|e| match e {
+                Event::CallStart { .. } => "start",
+                Event::ArgsDelta { .. } => "delta",
+                Event::CallEnd { .. } => "end",
+                _ => "other",
+            })
+            .collect();
+        assert_eq!(kinds, ["start", "delta", "delta", "end"]);
+    }
+
+    #[test]
+    fn content_is_text_and_refusal_is_text() {
+        let s = chunk(
+            json!({"role": "assistant", "content": "", "refusal": null}),
+            None,
+        ) + &chunk(json!({"content": "Hé"}), None)
+            + &chunk(json!({"content": "llo"}), None)
+            + &chunk(json!({"refusal": " no"}), None)
+            + &fin("stop")
+            + DONE;
+        let r = parse(&s);
+        assert_eq!(r.text, "Héllo no");
+        assert!(r.errors.is_empty() && r.warnings.is_empty());
+    }
+
+    #[test]
+    fn usage_chunk_and_empty_tool_calls_are_ignored() {
+        let s = chunk(json!({"role": "assistant", "tool_calls": []}), None)
+            + &chunk(json!({"content": "x"}), None)
+            + &fin("stop")
+            + "data: {\"choices\":[],\"usage\":{\"total_tokens\":3}}\n\n"
+            + DONE;
+        let r = parse(&s);
+        assert_eq!(r.text, "x");
+        assert!(r.errors.is_empty() && r.warnings.is_empty());
+    }
+
+    #[test]
+    fn parallel_calls_on_two_indices() {
+        let s = one_call()
+            + &tc(
+                json!([{"index": 1, "id": "call_2", "function": {"name": "b", "arguments": "{}"}}]),
+            )
+            + &fin("tool_calls")
+            + DONE;
+        let r = parse(&s);
+        assert_eq!(r.calls.len(), 2);
+        assert_eq!(r.calls[1].name, "b");
+    }
+
+    #[test]
+    fn new_index_without_id_is_a_call_without_id() {
+        let s = tc(json!([{"index": 0, "function": {"name": "a", "arguments": "{}"}}]))
+            + &fin("tool_calls")
+            + DONE;
+        let r = parse(&s);
+        assert_eq!(r.calls.len(), 1);
+        assert_eq!(r.calls[0].id, None);
+        assert_eq!(warnings(&r), ["allow_missing_id"]);
+        let strict = Config {
+            allow_missing_id: false,
+            ..Config::default()
+        };
+        let r = parse_with(&s, strict);
+        assert!(r.calls.is_empty());
+        assert_eq!(r.error_kinds(), [ErrorKind::InvalidStream]);
+    }
+
+    #[test]
+    fn second_id_on_index_zero_splits_the_calls() {
+        let s = tc(
+            json!([{"index": 0, "id": "a1", "function": {"name": "ls", "arguments": "{\"path\":\"a\"}"}}]),
+        ) + &tc(
+            json!([{"index": 0, "id": "a2", "function": {"name": "ls", "arguments": "{\"path\":\".\"}"}}]),
+        ) + &fin("tool_calls")
+            + DONE;
+        let r = parse(&s);
+        assert_eq!(r.calls.len(), 2);
+        assert_eq!(r.calls[1].id.as_deref(), Some("a2"));
+        assert_eq!(r.calls[1].arguments, json!({"path": "."}));
+        assert_eq!(warnings(&r), ["split_calls_on_new_id"]);
+        let strict = Config {
+            split_calls_on_new_id: false,
+            ..Config::default()
+        };
+        let r = parse_with(&s, strict);
+        assert!(r.calls.is_empty());
+        assert_eq!(r.error_kinds(), [ErrorKind::InvalidStream]);
+    }
+
+    #[test]
+    fn second_id_while_the_first_call_is_incomplete_fails_the_first() {
+        let s = tc(
+            json!([{"index": 0, "id": "a1", "function": {"name": "ls", "arguments": "{\"path\":"}}]),
+        ) + &tc(
+            json!([{"index": 0, "id": "a2", "function": {"name": "ls", "arguments": "{}"}}]),
+        ) + &fin("tool_calls")
+            + DONE;
+        let r = parse(&s);
+        assert_eq!(r.calls.len(), 1);
+        assert_eq!(r.calls[0].id.as_deref(), Some("a2"));
+        assert_eq!(r.error_kinds(), [ErrorKind::InvalidJson]);
+    }
+
+    #[test]
+    fn arguments_before_the_name_are_buffered() {
+        let s = tc(json!([{"index": 0, "id": "c", "function": {"arguments": "{\"x\":"}}]))
+            + &tc(json!([{"index": 0, "function": {"name": "f", "arguments": "1}"}}]))
+            + &fin("tool_calls")
+            + DONE;
+        let r = parse(&s);
+        assert_eq!(r.calls[0].arguments, json!({"x": 1}));
+        assert_eq!(warnings(&r), ["buffer_args_before_name"]);
+        let strict = Config {
+            buffer_args_before_name: false,
+            ..Config::default()
+        };
+        assert_eq!(
+            parse_with(&s, strict).error_kinds(),
+            [ErrorKind::InvalidStream]
+        );
+    }
+
+    #[test]
+    fn a_call_that_never_gets_a_name_is_missing_name() {
+        let s = tc(json!([{"index": 0, "id": "c", "function": {"arguments": "{}"}}]))
+            + &fin("tool_calls")
+            + DONE;
+        let r = parse(&s);
+        assert!(r.calls.is_empty());
+        assert_eq!(r.error_kinds(), [ErrorKind::MissingName]);
+    }
+
+    #[test]
+    fn repeated_id_and_name_are_tolerated_once_warned() {
+        let s =
+            tc(json!([{"index": 0, "id": "c", "function": {"name": "f", "arguments": "{\"a\""}}]))
+                + &tc(
+                    json!([{"index": 0, "id": "c", "function": {"name": "f", "arguments": ":1"}}]),
+                )
+                + &tc(
+                    json!([{"index": 0, "id": "c", "function": {"name": "f", "arguments": "}"}}]),
+                )
+                + &fin("tool_calls")
+                + DONE;
+        let r = parse(&s);
+        assert_eq!(r.calls[0].arguments, json!({"a": 1}));
+        assert_eq!(warnings(&r), ["allow_repeated_header"]);
+        let strict = Config {
+            allow_repeated_header: false,
+            ..Config::default()
+        };
+        let r = parse_with(&s, strict);
+        assert!(r.calls.is_empty());
+        assert_eq!(r.error_kinds(), [ErrorKind::InvalidStream]);
+    }
+
+    #[test]
+    fn a_renamed_call_fails() {
+        let s = tc(json!([{"index": 0, "id": "c", "function": {"name": "f", "arguments": "{"}}]))
+            + &tc(json!([{"index": 0, "function": {"name": "g", "arguments": "}"}}]))
+            + &fin("tool_calls")
+            + DONE;
+        let r = parse(&s);
+        assert!(r.calls.is_empty());
+        assert_eq!(r.error_kinds(), [ErrorKind::InvalidStream]);
+    }
+
+    #[test]
+    fn same_id_on_two_indices_gives_two_calls() {
+        let s = tc(json!([{"index": 0, "id": "c", "function": {"name": "f", "arguments": "{}"}}]))
+            + &tc(json!([{"index": 1, "id": "c", "function": {"name": "g", "arguments": "{}"}}]))
+            + &fin("tool_calls")
+            + DONE;
+        let r = parse(&s);
+        assert_eq!(r.calls.len(), 2);
+        assert_eq!(warnings(&r), ["allow_duplicate_id"]);
+        let strict = Config {
+            allow_duplicate_id: false,
+            ..Config::default()
+        };
+        let r = parse_with(&s, strict);
+        assert_eq!(r.calls.len(), 1);
+        assert_eq!(r.error_kinds(), [ErrorKind::InvalidStream]);
+    }
+
+    #[test]
+    fn entries_without_index_join_the_latest_call_or_start_one_on_a_new_id() {
+        let s = tc(json!([{"id": "c1", "function": {"name": "f", "arguments": "{\"a\":"}}]))
+            + &tc(json!([{"function": {"arguments": "1}"}}]))
+            + &tc(json!([{"id": "c2", "function": {"name": "g", "arguments": "{}"}}]))
+            + &fin("tool_calls")
+            + DONE;
+        let r = parse(&s);
+        assert_eq!(r.calls.len(), 2);
+        assert_eq!(r.calls[0].arguments, json!({"a": 1}));
+        assert_eq!(r.calls[1].name, "g");
+        assert_eq!(warnings(&r), ["infer_missing_index"]);
+        let strict = Config {
+            infer_missing_index: false,
+            ..Config::default()
+        };
+        assert!(parse_with(&s, strict).calls.is_empty());
+    }
+
+    #[test]
+    fn empty_arguments_become_an_empty_object() {
+        let s = tc(json!([{"index": 0, "id": "c", "function": {"name": "now", "arguments": ""}}]))
+            + &fin("tool_calls")
+            + DONE;
+        let r = parse(&s);
+        assert_eq!(r.calls[0].arguments, json!({}));
+        assert_eq!(warnings(&r), ["empty_arguments_as_object"]);
+        let strict = Config {
+            empty_arguments_as_object: false,
+            ..Config::default()
+        };
+        assert_eq!(
+            parse_with(&s, strict).error_kinds(),
+            [ErrorKind::EmptyArguments]
+        );
+    }
+
+    #[test]
+    fn finish_reason_stop_ends_calls_with_a_warning() {
+        let r = parse(&(one_call() + &fin("stop") + DONE));
+        assert_eq!(r.calls.len(), 1);
+        assert_eq!(warnings(&r), ["end_calls_at_stop"]);
+        let strict = Config {
+            end_calls_at_stop: false,
+            ..Config::default()
+        };
+        let r = parse_with(&(one_call() + &fin("stop") + DONE), strict);
+        assert!(r.calls.is_empty());
+        assert_eq!(r.error_kinds(), [ErrorKind::InvalidStream]);
+    }
+
+    #[test]
+    fn finish_reason_length_with_incomplete_arguments_is_unterminated() {
+        let s = tc(
+            json!([{"index": 0, "id": "c", "function": {"name": "f", "arguments": "{\"a\": \"par"}}]),
+        ) + &fin("length")
+            + DONE;
+        let r = parse(&s);
+        assert!(r.calls.is_empty());
+        assert_eq!(r.error_kinds(), [ErrorKind::Unterminated]);
+        // Complete arguments survive a length stop.
+        let r = parse(&(one_call() + &fin("length") + DONE));
+        assert_eq!(r.calls.len(), 1);
+    }
+
+    #[test]
+    fn incomplete_arguments_at_tool_calls_are_invalid_json() {
+        let s = tc(
+            json!([{"index": 0, "id": "c", "function": {"name": "f", "arguments": "{\"a\": 1"}}]),
+        ) + &fin("tool_calls")
+            + DONE;
+        assert_eq!(parse(&s).error_kinds(), [ErrorKind::InvalidJson]);
+    }
+
+    #[test]
+    fn absent_finish_reason_ends_complete_calls_at_done() {
+        let r = parse(&(one_call() + DONE));
+        assert_eq!(r.calls.len(), 1);
+        assert_eq!(warnings(&r), ["end_calls_at_stream_end"]);
+        let strict = Config {
+            end_calls_at_stream_end: false,
+            ..Config::default()
+        };
+        assert_eq!(
+            parse_with(&(one_call() + DONE), strict).error_kinds(),
+            [ErrorKind::Unterminated]
+        );
+    }
+
+    #[test]
+    fn a_stream_cut_off_without_finish_or_done_is_unterminated() {
+        let r = parse(&one_call());
+        assert!(r.calls.is_empty());
+        assert_eq!(r.error_kinds(), [ErrorKind::Unterminated]);
+        let r = parse(&chunk(json!({"content": "hi"}), None));
+        assert_eq!(r.text, "hi");
+        assert_eq!(r.error_kinds(), [ErrorKind::Unterminated]);
+    }
+
+    #[test]
+    fn a_missing_done_after_finish_reason_is_a_warning() {
+        let r = parse(&(one_call() + &fin("tool_calls")));
+        assert_eq!(r.calls.len(), 1);
+        assert_eq!(warnings(&r), ["allow_missing_done"]);
+        let strict = Config {
+            allow_missing_done: false,
+            ..Config::default()
+        };
+        assert_eq!(
+            parse_with(&(one_call() + &fin("tool_calls")), strict).error_kinds(),
+            [ErrorKind::InvalidStream]
+        );
+    }
+
+    #[test]
+    fn a_last_event_without_blank_line_is_accepted_and_a_cut_payload_is_unterminated() {
+        let s = one_call() + &fin("tool_calls") + "data: [DONE]";
+        let r = parse(&s);
+        assert_eq!(r.calls.len(), 1);
+        assert_eq!(warnings(&r), ["accept_unterminated_event"]);
+        let s = one_call() + "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"He";
+        let r = parse(&s);
+        assert_eq!(
+            r.error_kinds(),
+            [ErrorKind::Unterminated, ErrorKind::Unterminated]
+        );
+    }
+
+    #[test]
+    fn other_choices_are_ignored_with_one_warning() {
+        let s = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}},{\"index\":1,\"delta\":{\"content\":\"b\"}}]}\n\n".to_string()
+            + "data: {\"choices\":[{\"index\":1,\"delta\":{\"content\":\"c\"}}]}\n\n"
+            + &fin("stop")
+            + DONE;
+        let r = parse(&s);
+        assert_eq!(r.text, "a");
+        assert_eq!(warnings(&r), ["ignore_extra_choices"]);
+        let strict = Config {
+            ignore_extra_choices: false,
+            ..Config::default()
+        };
+        assert_eq!(
+            parse_with(&s, strict).error_kinds(),
+            [ErrorKind::InvalidStream, ErrorKind::InvalidStream]
+        );
+    }
+
+    #[test]
+    fn concatenated_objects_in_one_call_are_invalid_json() {
+        let s = tc(
+            json!([{"index": 0, "id": "c", "function": {"name": "f", "arguments": "{\"a\":1}{\"b\":2}"}}]),
+        ) + &fin("tool_calls")
+            + DONE;
+        let r = parse(&s);
+        assert!(r.calls.is_empty());
+        assert_eq!(r.error_kinds(), [ErrorKind::InvalidJson]);
+    }
+
+    #[test]
+    fn arguments_that_are_not_an_object_are_invalid_json() {
+        for a in ["[1]", "\"{\\\"a\\\":1}\"", "42"] {
+            let s = tc(json!([{"index": 0, "id": "c", "function": {"name": "f", "arguments": a}}]))
+                + &fin("tool_calls")
+                + DONE;
+            assert_eq!(parse(&s).error_kinds(), [ErrorKind::InvalidJson], "{a}");
+        }
+    }
+
+    #[test]
+    fn name_and_first_args_as_two_entries_in_one_chunk() {
+        let s = tc(json!([
+            {"index": 0, "id": "c", "function": {"name": "f"}},
+            {"index": 0, "function": {"arguments": "{\"q\":true}"}}
+        ])) + &fin("tool_calls")
+            + DONE;
+        let r = parse(&s);
+        assert_eq!(r.calls[0].arguments, json!({"q": true}));
+        assert!(r.warnings.is_empty());
+    }
+
+    #[test]
+    fn malformed_payload_is_invalid_stream_naming_the_offset() {
+        let s = chunk(json!({"content": "a"}), None)
+            + "data: {\"choices\": [\n\n"
+            + &fin("stop")
+            + DONE;
+        let r = parse(&s);
+        assert_eq!(r.text, "a");
+        assert_eq!(r.error_kinds(), [ErrorKind::InvalidStream]);
+        let at = chunk(json!({"content": "a"}), None).len();
+        assert!(
+            r.errors[0].message.contains(&format!("byte {at}")),
+            "{}",
+            r.errors[0].message
+        );
+    }
+
+    #[test]
+    fn error_objects_and_error_events_are_invalid_stream() {
+        let s = chunk(json!({"content": "a"}), None)
+            + "data: {\"error\":{\"message\":\"overloaded\",\"type\":\"server_error\"}}\n\n";
+        let r = parse(&s);
+        assert_eq!(
+            r.error_kinds(),
+            [ErrorKind::InvalidStream, ErrorKind::Unterminated]
+        );
+        assert!(r.errors[0].message.contains("overloaded"));
+        let s = "event: error\ndata: boom\n\n".to_string() + &fin("stop") + DONE;
+        assert_eq!(parse(&s).error_kinds(), [ErrorKind::InvalidStream]);
+    }
+
+    #[test]
+    fn sse_errors_map_to_invalid_stream_and_limits() {
+        let s = "garbage line\n\n".to_string() + &fin("stop") + DONE;
+        assert_eq!(parse(&s).error_kinds(), [ErrorKind::InvalidStream]);
+        let mut bytes = chunk(json!({"content": "a"}), None).into_bytes();
+        bytes.extend_from_slice(b"data: \xff\n\n");
+        bytes.extend_from_slice((fin("stop") + DONE).as_bytes());
+        let r = parse_all_cuts(&bytes, &Config::default(), usize::MAX);
+        assert_eq!(r.error_kinds(), [ErrorKind::InvalidStream]);
+        let small = Config {
+            sse: SseConfig {
+                max_line_bytes: 90,
+                ..SseConfig::default()
+            },
+            ..Config::default()
+        };
+        let s = chunk(json!({"content": "a".repeat(100)}), None) + &fin("stop") + DONE;
+        assert_eq!(
+            parse_with(&s, small).error_kinds(),
+            [ErrorKind::LimitExceeded]
+        );
+    }
+
+    #[test]
+    fn oversized_arguments_are_limit_exceeded() {
+        let cfg = Config {
+            max_call_bytes: 10,
+            ..Config::default()
+        };
+        let s = tc(
+            json!([{"index": 0, "id": "c", "function": {"name": "f", "arguments": "{\"a\":\"0123456789\"}"}}]),
+        ) + &fin("tool_calls")
+            + DONE;
+        assert_eq!(
+            parse_with(&s, cfg).error_kinds(),
+            [ErrorKind::LimitExceeded]
+        );
+    }
+
+    #[test]
+    fn crlf_line_ends_and_comments() {
+        let s = (": ping\n\n".to_string() + &one_call() + &fin("tool_calls") + DONE)
+            .replace('\n', "\r\n");
+        let r = parse(&s);
+        assert_eq!(r.calls.len(), 1);
+        assert!(r.errors.is_empty());
+    }
+
+    #[test]
+    fn data_after_done_and_deltas_after_finish_are_invalid_stream() {
+        let r = parse(
+            &(one_call() + &fin("tool_calls") + DONE + &chunk(json!({"content": "x"}), None)),
+        );
+        assert_eq!(r.error_kinds(), [ErrorKind::InvalidStream]);
+        let r = parse(
+            &(one_call() + &fin("tool_calls") + &chunk(json!({"content": "x"}), None) + DONE),
+        );
+        assert_eq!(r.calls.len(), 1);
+        assert_eq!(r.error_kinds(), [ErrorKind::InvalidStream]);
+    }
+
+    #[test]
+    fn attempt_completion_is_the_completion() {
+        let s = tc(
+            json!([{"index": 0, "id": "c", "function": {"name": "attempt_completion", "arguments": "{\"result\":\"Done: 3 files\"}"}}]),
+        ) + &fin("tool_calls")
+            + DONE;
+        assert_eq!(parse(&s).completion.as_deref(), Some("Done: 3 files"));
+    }
+
+    #[test]
+    fn sessions_restart_indices_after_finish() {
+        let s = one_call() + &fin("tool_calls") + DONE;
+        let mut p = Parser::new(Config::default());
+        let mut evs = Vec::new();
+        p.feed(s.as_bytes(), &mut evs);
+        p.finish(&mut evs);
+        p.feed(s.as_bytes(), &mut evs);
+        p.finish(&mut evs);
+        let starts: Vec<usize> = evs
+            .iter()
+            .filter_map(|e| match e {
+                Event::CallStart { index, .. } => Some(*index),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(starts, [0, 0]);
+        assert_eq!(ParseResult::fold(&evs).calls.len(), 2);
+    }
+
+    #[test]
+    fn render_gives_a_gpt4o_shaped_stream_that_parses_back() {
+        let calls = vec![
+            ToolCall {
+                name: "get_weather".into(),
+                id: Some("call_1".into()),
+                server: None,
+                arguments: json!({"city": "Zürich", "days": 3}),
+            },
+            ToolCall {
+                name: "now".into(),
+                id: None,
+                server: None,
+                arguments: json!({}),
+            },
+        ];
+        let bytes = render("Let me check – ok.", &calls, &Tools::default()).unwrap();
+        let s = String::from_utf8(bytes.clone()).unwrap();
+        assert!(s.starts_with("data: {"));
+        assert!(s.ends_with("data: [DONE]\n\n"));
+        assert!(s.contains("\"finish_reason\":\"tool_calls\""));
+        let r = parse_all_cuts(&bytes, &Config::default(), usize::MAX);
+        assert_eq!(r.text, "Let me check – ok.");
+        assert_eq!(r.calls, calls);
+        assert!(r.errors.is_empty());
+        assert!(
+            render(
+                "x",
+                &[ToolCall {
+                    name: "f".into(),
+                    id: None,
+                    server: None,
+                    arguments: json!([1])
+                }],
+                &Tools::default()
+            )
+            .is_err()
+        );
+    }
+
+    fn arb_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i32>().prop_map(Value::from),
+            "[a-zé\"\\\\ \n{}<|€😀]{0,8}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 12, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..3).prop_map(Value::from),
+                proptest::collection::btree_map("[a-z]{1,4}", inner, 0..3)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn arb_call() -> impl Strategy<Value = ToolCall> {
+        (
+            "[a-z_]{1,10}",
+            proptest::option::of("call_[A-Za-z0-9]{1,8}"),
+            proptest::collection::btree_map("[a-z]{1,5}", arb_value(), 0..4),
+        )
+            .prop_map(|(name, id, args)| ToolCall {
+                name,
+                id,
+                server: None,
+                arguments: Value::Object(args.into_iter().collect()),
+            })
+    }
+
+    fn cut(input: &[u8], cuts: &[usize]) -> Vec<usize> {
+        let mut cs: Vec<usize> = cuts.iter().map(|c| c % (input.len() + 1)).collect();
+        cs.sort_unstable();
+        cs
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn roundtrip_under_random_cuts(text in "[a-zé \n€😀<|]{0,24}", calls in proptest::collection::vec(arb_call(), 0..3),
+                                       cuts in proptest::collection::vec(any::<usize>(), 0..8)) {
+            let bytes = render(&text, &calls, &Tools::default()).unwrap();
+            let r = run_cfg(&bytes, &Config::default(), &cut(&bytes, &cuts));
+            prop_assert!(r.errors.is_empty(), "{:?}", r.errors);
+            prop_assert_eq!(r.text, text);
+            prop_assert_eq!(r.calls, calls);
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic_and_are_split_invariant(
+            bytes in proptest::collection::vec(prop_oneof![
+                Just(b'\n'), Just(b'{'), Just(b'}'), Just(b'"'), Just(b':'), any::<u8>()], 0..80),
+            cuts in proptest::collection::vec(any::<usize>(), 0..6)) {
+            let whole = run_cfg(&bytes, &Config::default(), &[]);
+            prop_assert_eq!(run_cfg(&bytes, &Config::default(), &cut(&bytes, &cuts)), whole);
+        }
+
+        #[test]
+        fn mutated_streams_never_panic_and_are_split_invariant(
+            calls in proptest::collection::vec(arb_call(), 1..3),
+            edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..4),
+            cuts in proptest::collection::vec(any::<usize>(), 0..6)) {
+            let mut bytes = render("hi", &calls, &Tools::default()).unwrap();
+            for (at, b) in edits {
+                let i = at % bytes.len();
+                bytes[i] = b;
+            }
+            let whole = run_cfg(&bytes, &Config::default(), &[]);
+            prop_assert_eq!(run_cfg(&bytes, &Config::default(), &cut(&bytes, &cuts)), whole);
+        }
+    }
+}
