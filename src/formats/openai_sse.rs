@@ -10,6 +10,7 @@ use crate::event::{ErrorKind, Event, ToolCall, push_text};
 use crate::lexers::json::{JsonConfig, JsonErrorKind, JsonParser};
 use crate::lexers::sse::{SseConfig, SseEvent, SseItem, SseParser};
 use crate::tools::Tools;
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 
@@ -155,6 +156,53 @@ impl Args {
     pub(crate) fn finish(&mut self) -> Result<(), String> {
         self.json.finish().map(|_| ()).map_err(|e| e.message)
     }
+}
+
+/// A chunk as far as this parser reads it; unknown fields are skipped.
+#[derive(Deserialize)]
+struct WireChunk {
+    #[serde(default)]
+    choices: Option<Vec<WireChoice>>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct WireChoice {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default)]
+    delta: Option<WireDelta>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireDelta {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    refusal: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<WireToolCall>>,
+}
+
+#[derive(Deserialize)]
+struct WireToolCall {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<WireFunction>,
+}
+
+#[derive(Deserialize)]
+struct WireFunction {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<String>,
 }
 
 /// How a group of open calls is being closed.
@@ -310,7 +358,7 @@ impl Parser {
             self.on_done(out);
             return;
         }
-        let value: Value = match serde_json::from_str(&ev.data) {
+        let chunk: WireChunk = match serde_json::from_str(&ev.data) {
             Ok(v) => v,
             Err(e) => {
                 if !ev.terminated && e.is_eof() {
@@ -321,7 +369,7 @@ impl Parser {
                 } else {
                     out.push(Event::error(
                         ErrorKind::InvalidStream,
-                        format!("malformed JSON payload in the event at byte {at}: {e}"),
+                        format!("malformed payload in the event at byte {at}: {e}"),
                     ));
                 }
                 return;
@@ -337,14 +385,7 @@ impl Parser {
         {
             return;
         }
-        let Some(obj) = value.as_object() else {
-            out.push(Event::error(
-                ErrorKind::InvalidStream,
-                format!("payload of the event at byte {at} is not a JSON object"),
-            ));
-            return;
-        };
-        if let Some(err) = obj.get("error").filter(|e| !e.is_null()) {
+        if let Some(err) = chunk.error.filter(|e| !e.is_null()) {
             let msg = err
                 .get("message")
                 .and_then(Value::as_str)
@@ -356,24 +397,14 @@ impl Parser {
             ));
             return;
         }
-        let choices = match obj.get("choices") {
-            None | Some(Value::Null) => return,
-            Some(Value::Array(a)) => a,
-            Some(_) => {
-                out.push(Event::error(
-                    ErrorKind::InvalidStream,
-                    format!("`choices` of the chunk at byte {at} is not an array"),
-                ));
-                return;
-            }
-        };
-        for choice in choices {
-            let index = choice.get("index").map_or(Some(0), Value::as_u64);
-            if index != Some(0) {
+        for choice in chunk.choices.unwrap_or_default() {
+            if choice.index.unwrap_or(0) != 0 {
                 self.lenient(
                     self.config.ignore_extra_choices,
                     "ignore_extra_choices",
-                    format!("chunk at byte {at} has a choice other than 0 (n > 1); only choice 0 is parsed"),
+                    format!(
+                        "chunk at byte {at} has a choice other than 0 (n > 1); only choice 0 is parsed"
+                    ),
                     out,
                 );
                 continue;
@@ -382,15 +413,12 @@ impl Parser {
         }
     }
 
-    fn on_choice(&mut self, choice: &Value, at: u64, out: &mut Vec<Event>) {
-        let delta = choice.get("delta");
-        let content = delta.and_then(|d| d.get("content")).and_then(Value::as_str);
-        let refusal = delta.and_then(|d| d.get("refusal")).and_then(Value::as_str);
-        let calls = delta.and_then(|d| d.get("tool_calls"));
-        let has_calls = calls
-            .and_then(Value::as_array)
-            .is_some_and(|a| !a.is_empty());
-        if self.finished && (has_calls || content.is_some_and(|s| !s.is_empty())) {
+    fn on_choice(&mut self, choice: WireChoice, at: u64, out: &mut Vec<Event>) {
+        let (content, refusal, calls) = match choice.delta {
+            Some(d) => (d.content, d.refusal, d.tool_calls.unwrap_or_default()),
+            None => (None, None, Vec::new()),
+        };
+        if self.finished && (!calls.is_empty() || content.as_ref().is_some_and(|s| !s.is_empty())) {
             if !self.warned.contains(&"after_finish") {
                 self.warned.push("after_finish");
                 out.push(Event::error(
@@ -401,26 +429,17 @@ impl Parser {
             return;
         }
         if let Some(s) = content {
-            self.content(s, out);
+            self.content(&s, out);
         }
         if let Some(s) = refusal {
             // A refusal is what the user is shown instead of an answer: visible text.
-            push_text(out, s);
+            push_text(out, &s);
         }
-        match calls {
-            None | Some(Value::Null) => {}
-            Some(Value::Array(a)) => {
-                for entry in a {
-                    self.tool_entry(entry, at, out);
-                }
-            }
-            Some(_) => out.push(Event::error(
-                ErrorKind::InvalidStream,
-                format!("`tool_calls` of the chunk at byte {at} is not an array"),
-            )),
+        for entry in calls {
+            self.tool_entry(entry, at, out);
         }
-        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
-            self.on_finish_reason(reason, at, out);
+        if let Some(reason) = choice.finish_reason {
+            self.on_finish_reason(&reason, at, out);
         }
     }
 
@@ -480,45 +499,17 @@ impl Parser {
         }
     }
 
-    fn tool_entry(&mut self, entry: &Value, at: u64, out: &mut Vec<Event>) {
-        let Some(obj) = entry.as_object() else {
-            out.push(Event::error(
-                ErrorKind::InvalidStream,
-                format!("tool_calls entry at byte {at} is not an object"),
-            ));
-            return;
+    fn tool_entry(&mut self, entry: WireToolCall, at: u64, out: &mut Vec<Event>) {
+        let id = entry.id.as_deref().filter(|s| !s.is_empty());
+        let (name, args) = match &entry.function {
+            Some(f) => (
+                f.name.as_deref().filter(|s| !s.is_empty()),
+                f.arguments.as_deref(),
+            ),
+            None => (None, None),
         };
-        let id = obj
-            .get("id")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty());
-        let func = obj.get("function");
-        let name = func
-            .and_then(|f| f.get("name"))
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty());
-        let args = match func.and_then(|f| f.get("arguments")) {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(s.as_str()),
-            Some(_) => {
-                out.push(Event::error(
-                    ErrorKind::InvalidStream,
-                    format!("`arguments` at byte {at} is not a string"),
-                ));
-                return;
-            }
-        };
-        let wire = match obj.get("index") {
-            Some(v) => match v.as_u64() {
-                Some(w) => w,
-                None => {
-                    out.push(Event::error(
-                        ErrorKind::InvalidStream,
-                        format!("tool_calls index at byte {at} is not a non-negative integer"),
-                    ));
-                    return;
-                }
-            },
+        let wire = match entry.index {
+            Some(w) => w,
             None => {
                 if !self.lenient(
                     self.config.infer_missing_index,
@@ -1672,6 +1663,70 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    /// The recorded gpt-4o streams (`shared/realdata/openai_sse`), if present.
+    fn realdata_dir() -> Option<std::path::PathBuf> {
+        let near =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/realdata/openai_sse");
+        [near, "/work/shared/realdata/openai_sse".into()]
+            .into_iter()
+            .find(|p| p.is_dir())
+    }
+
+    #[test]
+    fn real_gpt4o_streams_parse_without_errors_under_every_cut() {
+        let Some(dir) = realdata_dir() else {
+            eprintln!("skipped: shared/realdata/openai_sse not found");
+            return;
+        };
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "txt"))
+            .collect();
+        files.sort();
+        assert_eq!(
+            files.len(),
+            12,
+            "expected the 12 recorded streams in {dir:?}"
+        );
+        // Each file is parsed ~2050 times; files run on their own threads to keep this fast.
+        let results: Vec<(std::path::PathBuf, ParseResult)> = std::thread::scope(|s| {
+            let handles: Vec<_> = files
+                .iter()
+                .map(|f| {
+                    s.spawn(move || {
+                        let bytes = std::fs::read(f).unwrap();
+                        (f.clone(), parse_all_cuts(&bytes, &Config::default(), 2048))
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut calls = 0;
+        let mut with_text = 0;
+        for (f, r) in &results {
+            assert!(r.errors.is_empty(), "{f:?}: {:?}", r.errors);
+            for w in &r.warnings {
+                assert_eq!(w.kind, "ignore_extra_choices", "{f:?}: {w:?}");
+            }
+            calls += r.calls.len();
+            with_text += usize::from(!r.text.is_empty());
+            for c in &r.calls {
+                assert!(
+                    c.id.as_deref().is_some_and(|i| i.starts_with("call_")),
+                    "{f:?}"
+                );
+                assert!(
+                    c.arguments.as_object().is_some_and(|o| !o.is_empty()),
+                    "{f:?}"
+                );
+            }
+        }
+        // 4 streams with tool calls, one of them with two parallel calls; 8 with content only.
+        assert_eq!(calls, 5);
+        assert_eq!(with_text, 8);
     }
 
     fn arb_value() -> impl Strategy<Value = Value> {
