@@ -5,6 +5,7 @@
 use crate::event::{Event, ToolCall};
 use crate::tools::Tools;
 
+pub mod anthropic_sse;
 pub mod kimi_k2;
 pub mod openai_sse;
 
@@ -38,7 +39,11 @@ pub struct Format {
 }
 
 /// Every format, in a fixed order. Adding a format is one module and one line here.
-pub static REGISTRY: &[&Format] = &[&kimi_k2::FORMAT, &openai_sse::FORMAT];
+pub static REGISTRY: &[&Format] = &[
+    &kimi_k2::FORMAT,
+    &openai_sse::FORMAT,
+    &anthropic_sse::FORMAT,
+];
 
 /// Looks a format up by id.
 pub fn by_id(id: &str) -> Option<&'static Format> {
