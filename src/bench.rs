@@ -1,17 +1,285 @@
-//! `conform bench`: throughput of the parsers, whole and in small chunks.
+//! `conform bench`: parser throughput, whole and in small chunks, for every registered format
+//! with a renderer, and the incremental JSON parser against serde_json.
+//!
+//! Benchmarks, not timed tests: figures go in the README with the command that produced them.
 
 use clap::Args;
+use comfy_table::{Table, presets};
+use conform::event::ToolCall;
+use conform::formats::{self, Format, run_chunks};
+use conform::lexers::json::{JsonConfig, JsonParser};
+use conform::tools::Tools;
+use serde_json::{Value, json};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
 
 /// Options of `conform bench`.
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Only sizes up to this many bytes (default: all of 1 KB, 100 KB, 1 MB, 10 MB).
+    /// Largest transcript size in bytes (sizes are 1 KB, 100 KB, 1 MB and 10 MB up to it).
+    #[arg(long, default_value_t = 10_000_000)]
+    pub max_size: usize,
+    /// Chunk size of the chunked feed, in bytes.
+    #[arg(long, default_value_t = 4)]
+    pub chunk: usize,
+    /// Only these formats (comma-separated) [default: all with a renderer].
+    #[arg(long, value_delimiter = ',')]
+    pub formats: Option<Vec<String>>,
+    /// Skip the re-parse-every-delta baseline (it is quadratic by design, so slow).
     #[arg(long)]
-    pub max_size: Option<usize>,
+    pub no_baseline: bool,
+    /// Time spent per measurement, in milliseconds (the best batch is kept).
+    #[arg(long, default_value_t = 300)]
+    pub millis: u64,
 }
 
-/// Runs the benchmark and prints a table.
-pub fn run(_a: BenchArgs) -> u8 {
-    eprintln!("bench: not yet");
+const SIZES: [usize; 4] = [1_000, 100_000, 1_000_000, 10_000_000];
+
+/// Code-like text with quotes, backslashes, tabs, non-ASCII and markup-looking characters.
+fn content(len: usize) -> String {
+    let line = "    let s = \"quote \\\"inner\\\" C:\\\\dir\"; // héllo → ✓ 😀 if a < b && c > d { x[1] = 2; }\n\t<div class=\"x\">&amp;</div>\n";
+    let mut s = String::with_capacity(len + line.len());
+    while s.len() < len {
+        s.push_str(line);
+    }
+    s
+}
+
+/// Tools every renderer accepts for the benchmark call.
+fn bench_tools() -> Tools {
+    Tools::from_json(
+        r#"[{"type":"function","function":{"name":"write_to_file","parameters":{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"]}}}]"#,
+    )
+    .unwrap_or_default()
+}
+
+/// A transcript of about `size` bytes: a sentence and one call writing a large file.
+fn transcript(format: &Format, tools: &Tools, size: usize) -> Result<Vec<u8>, String> {
+    let render = format.render.ok_or("no renderer")?;
+    let make = |n: usize| {
+        let call = ToolCall {
+            name: "write_to_file".into(),
+            id: Some("0".into()),
+            server: None,
+            arguments: json!({"path": "src/main.rs", "content": content(n)}),
+        };
+        render("I'll write the file.\n", &[call], tools)
+    };
+    let probe = make(size)?;
+    // Aim at `size` bytes of transcript whatever the format's overhead and escaping.
+    let scaled = (size as f64 * size as f64 / probe.len().max(1) as f64) as usize;
+    make(scaled.max(1))
+}
+
+/// Seconds per run of `f`: the best batch average over the time budget.
+fn time(budget: Duration, mut f: impl FnMut()) -> f64 {
+    f();
+    let mut best = f64::MAX;
+    let start = Instant::now();
+    while start.elapsed() < budget || best == f64::MAX {
+        let t = Instant::now();
+        let mut n = 0u32;
+        while t.elapsed() < budget / 5 || n == 0 {
+            f();
+            n += 1;
+        }
+        best = best.min(t.elapsed().as_secs_f64() / f64::from(n));
+    }
+    best
+}
+
+fn mbps(bytes: usize, secs: f64) -> String {
+    format!("{:.0}", bytes as f64 / 1e6 / secs)
+}
+
+fn human(n: usize) -> String {
+    match n {
+        n if n >= 1_000_000 => format!("{:.1} MB", n as f64 / 1e6),
+        n if n >= 1_000 => format!("{:.0} KB", n as f64 / 1e3),
+        n => format!("{n} B"),
+    }
+}
+
+fn table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_style(presets::UTF8_FULL_CONDENSED)
+        .force_no_tty()
+        .set_header(header.to_vec());
+    t
+}
+
+/// Runs the benchmark and prints its tables.
+pub fn run(a: BenchArgs) -> u8 {
+    let budget = Duration::from_millis(a.millis.max(10));
+    let tools = bench_tools();
+    let chunk = a.chunk.max(1);
+    let mut t = table(&[
+        "format",
+        "transcript",
+        "whole MB/s",
+        &format!("{chunk}-byte MB/s"),
+        "chunked / whole",
+        "ns/byte (chunked)",
+    ]);
+    for f in formats::REGISTRY {
+        if let Some(only) = &a.formats
+            && !only.iter().any(|o| o == f.id)
+        {
+            continue;
+        }
+        for &size in SIZES.iter().filter(|&&s| s <= a.max_size) {
+            let data = match transcript(f, &tools, size) {
+                Ok(d) => d,
+                Err(why) => {
+                    eprintln!("{}: skipped ({why})", f.id);
+                    break;
+                }
+            };
+            let mut check = (f.new_parser)(&tools);
+            let events = run_chunks(check.as_mut(), data.chunks(chunk));
+            let r = conform::event::ParseResult::fold(&events);
+            if !r.errors.is_empty() || r.calls.len() != 1 {
+                eprintln!("{}: the benchmark transcript does not parse: {:?}", f.id, r.errors);
+                return 1;
+            }
+            let whole = time(budget, || {
+                let mut p = (f.new_parser)(&tools);
+                black_box(run_chunks(p.as_mut(), [data.as_slice()]));
+            });
+            let chunked = time(budget, || {
+                let mut p = (f.new_parser)(&tools);
+                black_box(run_chunks(p.as_mut(), data.chunks(chunk)));
+            });
+            t.add_row(vec![
+                f.id.to_string(),
+                human(data.len()),
+                mbps(data.len(), whole),
+                mbps(data.len(), chunked),
+                format!("{:.2}×", chunked / whole),
+                format!("{:.2}", chunked * 1e9 / data.len() as f64),
+            ]);
+        }
+    }
+    println!("Parsers (one call whose arguments hold a file of code, rendered by each format):");
+    println!("{t}");
+    json_section(budget, chunk, a.no_baseline);
     0
+}
+
+/// Cuts `s` into pieces of about `n` bytes at char boundaries.
+fn fragments(s: &str, n: usize) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < s.len() {
+        let mut end = (start + n).min(s.len());
+        while !s.is_char_boundary(end) {
+            end += 1;
+        }
+        out.push(&s[start..end]);
+        start = end;
+    }
+    out
+}
+
+fn ours(pieces: &[&str], p: &mut JsonParser) -> Option<Value> {
+    p.reset();
+    for piece in pieces {
+        let _ = p.feed(piece);
+    }
+    p.finish().ok().flatten()
+}
+
+/// A deterministic mixed document of about 1 MB: nested objects, arrays, numbers, literals.
+fn mixed() -> String {
+    let mut n: u64 = 7;
+    let mut items = Vec::new();
+    let mut len = 0;
+    while len < 1_000_000 {
+        n = n
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let k = n >> 33;
+        let item = json!({
+            "id": k, "name": format!("item-{k}"), "price": (k % 100_000) as f64 / 100.0,
+            "tags": ["a", "déf", format!("t{}", k % 13)], "ok": k.is_multiple_of(2), "none": null,
+            "nested": {"xs": [k % 7, [1.5, {"deep": [true, false]}]], "note": "q \" b \\ n \n"}
+        });
+        len += item.to_string().len() + 1;
+        items.push(item);
+    }
+    json!({ "items": items }).to_string()
+}
+
+fn json_section(budget: Duration, chunk: usize, no_baseline: bool) {
+    let mut t = table(&[
+        "arguments",
+        "bytes",
+        "serde_json Value MB/s",
+        "ours build whole",
+        &format!("ours build {chunk}-byte"),
+        "ours validate whole",
+        "ours / serde_json time",
+    ]);
+    let string_heavy = json!({"path": "src/main.rs", "content": content(100_000)}).to_string();
+    let big = json!({"path": "src/main.rs", "content": content(1_000_000)}).to_string();
+    for (name, doc) in [
+        ("string-heavy 100 KB", string_heavy.clone()),
+        ("string-heavy 1 MB", big),
+        ("mixed 1 MB", mixed()),
+    ] {
+        let whole = [doc.as_str()];
+        let pieces = fragments(&doc, chunk);
+        let mut build = JsonParser::new(JsonConfig::default());
+        let mut check = JsonParser::new(JsonConfig {
+            build_value: false,
+            ..JsonConfig::default()
+        });
+        let serde = time(budget, || {
+            black_box(serde_json::from_str::<Value>(black_box(&doc)).ok());
+        });
+        let bw = time(budget, || {
+            black_box(ours(&whole, &mut build));
+        });
+        let b4 = time(budget, || {
+            black_box(ours(&pieces, &mut build));
+        });
+        let cw = time(budget, || {
+            black_box(ours(&whole, &mut check));
+        });
+        t.add_row(vec![
+            name.to_string(),
+            doc.len().to_string(),
+            mbps(doc.len(), serde),
+            mbps(doc.len(), bw),
+            mbps(doc.len(), b4),
+            mbps(doc.len(), cw),
+            format!("{:.2}×", bw / serde),
+        ]);
+    }
+    println!("Incremental JSON against serde_json on complete input:");
+    println!("{t}");
+    if no_baseline {
+        return;
+    }
+    // The field's approach: re-parse the accumulated arguments after every delta.
+    let doc = string_heavy;
+    let pieces = fragments(&doc, chunk);
+    let start = Instant::now();
+    let mut acc = String::new();
+    for p in &pieces {
+        acc.push_str(p);
+        black_box(serde_json::from_str::<Value>(black_box(&acc)).ok());
+    }
+    let reparse = start.elapsed().as_secs_f64();
+    let mut parser = JsonParser::new(JsonConfig::default());
+    let ours_time = time(budget, || {
+        black_box(ours(&pieces, &mut parser));
+    });
+    println!(
+        "{} KB of arguments in {chunk}-byte deltas: re-parsing the accumulated text per delta (serde_json) {:.2} s; conform's incremental parser {:.3} ms ({:.0}× faster)",
+        doc.len() / 1000,
+        reparse,
+        ours_time * 1e3,
+        reparse / ours_time
+    );
 }

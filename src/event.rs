@@ -1,5 +1,6 @@
 //! The streaming contract: events a parser emits, and the result folded from them.
 
+use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fmt;
@@ -81,7 +82,10 @@ impl fmt::Display for ErrorKind {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
     /// Visible text, outside tool markup.
-    Text { text: String },
+    ///
+    /// Strings in events are inline up to 24 bytes: streaming deltas are mostly tiny, and a
+    /// heap allocation per delta would cost more than parsing the delta.
+    Text { text: CompactString },
     /// A tool call begins; `index` counts from 0 in stream order.
     CallStart {
         index: usize,
@@ -92,7 +96,7 @@ pub enum Event {
         server: Option<String>,
     },
     /// The next fragment of a call's arguments, as JSON text.
-    ArgsDelta { index: usize, json: String },
+    ArgsDelta { index: usize, json: CompactString },
     /// The call is complete; its concatenated deltas are its arguments.
     CallEnd { index: usize },
     /// The input deviated from the spec but was recovered; `kind` names the leniency option.
@@ -103,7 +107,7 @@ pub enum Event {
 
 impl Event {
     /// Shorthand for a `Text` event.
-    pub fn text(s: impl Into<String>) -> Event {
+    pub fn text(s: impl Into<CompactString>) -> Event {
         Event::Text { text: s.into() }
     }
 
@@ -124,7 +128,7 @@ impl Event {
     }
 }
 
-/// Appends `ev` to `out`, merging consecutive `Text` events so event lists stay short.
+/// Appends text to `out`, merging it into a preceding `Text` event so event lists stay short.
 pub fn push_text(out: &mut Vec<Event>, s: &str) {
     if s.is_empty() {
         return;

@@ -123,8 +123,13 @@ pub fn run_cases(cases: &[Case], cfg: &RunConfig) -> Vec<CaseReport> {
 
 /// Replays one case under every configured strategy and checks every invariant.
 pub fn run_case(case: &Case, cfg: &RunConfig) -> CaseReport {
-    let started = Instant::now();
     let format = formats::by_id(case.format).expect("corpus cases name registered formats");
+    run_case_with(case, format, cfg)
+}
+
+/// Like [`run_case`], with the format given (tests use parsers that are not registered).
+pub fn run_case_with(case: &Case, format: &Format, cfg: &RunConfig) -> CaseReport {
+    let started = Instant::now();
     let markers = (format.markers)(&case.tools);
     let mut report = CaseReport {
         id: case.id.clone(),
@@ -497,5 +502,102 @@ pub fn shell_quote(s: &str) -> String {
         s.to_string()
     } else {
         format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{Event, ToolCall, push_text};
+    use crate::formats::StreamParser;
+    use crate::harness::corpus::Expectation;
+    use crate::tools::Tools;
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    /// Echoes text, but drops a `!` that ends a chunk: a chunk-boundary bug to be caught.
+    struct Flaky;
+    impl StreamParser for Flaky {
+        fn feed(&mut self, chunk: &[u8], out: &mut Vec<Event>) {
+            let s = String::from_utf8_lossy(chunk);
+            let s = s.strip_suffix('!').unwrap_or(&s);
+            push_text(out, s);
+        }
+        fn finish(&mut self, _out: &mut Vec<Event>) {}
+    }
+    fn flaky(_: &Tools) -> Box<dyn StreamParser> {
+        Box::new(Flaky)
+    }
+    fn no_markers(_: &Tools) -> Vec<String> {
+        vec!["<|x|>".into()]
+    }
+    fn echo_render(text: &str, _: &[ToolCall], _: &Tools) -> Result<Vec<u8>, String> {
+        Ok(text.as_bytes().to_vec())
+    }
+    static FLAKY: Format = Format {
+        id: "flaky",
+        summary: "test parser with a chunk-boundary bug",
+        new_parser: flaky,
+        render: Some(echo_render),
+        markers: no_markers,
+    };
+
+    fn case(text: &str, expect: Option<Expectation>) -> Case {
+        Case {
+            id: "t/y_case.txt".into(),
+            format: "flaky",
+            label: Label::Accept,
+            turns: vec![text.as_bytes().to_vec()],
+            expects: vec![expect],
+            tools: Arc::new(Tools::default()),
+            path: PathBuf::from("t/y_case.txt"),
+            line_id: None,
+        }
+    }
+
+    #[test]
+    fn a_chunk_boundary_bug_is_found_and_minimized_to_one_cut() {
+        let e = Expectation {
+            text: Some("hello! world".into()),
+            ..Default::default()
+        };
+        let r = run_case_with(
+            &case("hello! world", Some(e)),
+            &FLAKY,
+            &RunConfig::default(),
+        );
+        assert_eq!(r.status, Status::Fail);
+        let v = &r.violations[0];
+        assert_eq!(v.invariant, Invariant::SplitInvariance);
+        assert_eq!(v.strategy, Some(Strategy::Bytes));
+        assert_eq!(v.cuts, vec![vec![6]]);
+        assert!(v.replay.ends_with("--cuts 6"), "{}", v.replay);
+        assert!(r.error_free == r.replays);
+        assert!(r.matched < r.replays);
+    }
+
+    #[test]
+    fn clean_input_passes_and_leaks_are_reported() {
+        let r = run_case_with(&case("hello", None), &FLAKY, &RunConfig::default());
+        assert_eq!(r.status, Status::Pass, "{:?}", r.violations);
+        assert_eq!(r.matched, r.replays);
+        let r = run_case_with(&case("a<|x|>b", None), &FLAKY, &RunConfig::default());
+        assert!(
+            r.violations
+                .iter()
+                .any(|v| v.invariant == Invariant::NoMarkupLeak)
+        );
+    }
+
+    #[test]
+    fn expectation_mismatch_is_reported_once_on_the_whole_input() {
+        let e = Expectation {
+            text: Some("bye".into()),
+            ..Default::default()
+        };
+        let r = run_case_with(&case("hello", Some(e)), &FLAKY, &RunConfig::default());
+        assert_eq!(r.violations.len(), 1);
+        assert_eq!(r.violations[0].invariant, Invariant::Expectation);
+        assert_eq!(r.matched, 0);
     }
 }

@@ -1,0 +1,113 @@
+//! End-to-end tests of the `conform` command line.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn conform(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_conform"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("the conform binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+const CALL: &str = "Hi.<|tool_calls_section_begin|><|tool_call_begin|>functions.ls:0<|tool_call_argument_begin|>{\"path\": \"/x\"}<|tool_call_end|><|tool_calls_section_end|>";
+
+/// A scratch corpus with one passing kimi_k2 case.
+fn scratch() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    let k = d.path().join("kimi_k2");
+    std::fs::create_dir(&k).unwrap();
+    std::fs::write(k.join("y_ok.txt"), CALL).unwrap();
+    std::fs::write(
+        k.join("y_ok.expect.json"),
+        r#"{"text":"Hi.","calls":[{"name":"ls","id":"0","arguments":{"path":"/x"}}],"error":null}"#,
+    )
+    .unwrap();
+    d
+}
+
+#[test]
+fn the_bundled_corpus_passes_and_the_output_is_deterministic() {
+    let a = conform(&["run", "corpus/", "--quiet"], root());
+    assert_eq!(a.status.code(), Some(0), "{}", stdout(&a));
+    assert!(stdout(&a).contains("kimi_k2"));
+    let b = conform(&["run", "corpus/", "--quiet"], root());
+    assert_eq!(stdout(&a), stdout(&b));
+    assert!(!stdout(&a).contains('\x1b'), "NO_COLOR is honoured");
+}
+
+#[test]
+fn a_wrong_expectation_fails_with_exit_1_and_a_replay_command() {
+    let d = scratch();
+    let k = d.path().join("kimi_k2");
+    std::fs::write(k.join("y_bad.txt"), CALL).unwrap();
+    std::fs::write(k.join("y_bad.expect.json"), r#"{"text":"Bye."}"#).unwrap();
+    let o = conform(&["run", "."], d.path());
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    assert!(out.contains("FAIL ./kimi_k2/y_bad.txt"), "{out}");
+    assert!(out.contains("replay: conform parse --format kimi_k2 ./kimi_k2/y_bad.txt"));
+}
+
+#[test]
+fn a_bad_corpus_file_is_named_and_the_run_goes_on_with_exit_2() {
+    let d = scratch();
+    let k = d.path().join("kimi_k2");
+    std::fs::write(k.join("y_broken.txt"), "x").unwrap();
+    std::fs::write(k.join("y_broken.expect.json"), "{nope").unwrap();
+    std::fs::write(d.path().join("orphan.txt"), "x").unwrap();
+    let o = conform(&["run", "."], d.path());
+    assert_eq!(o.status.code(), Some(2));
+    let out = stdout(&o);
+    assert!(out.contains("y_broken.expect.json: invalid expectation"), "{out}");
+    assert!(out.contains("orphan.txt: cannot tell the format"), "{out}");
+    assert!(out.contains("│ kimi_k2 ┆ 1 "), "the good case still ran: {out}");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let d = scratch();
+    let o = conform(&["run", ".", "--strategies", "bytes,nope"], d.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown strategy"));
+    let o = conform(&["run", ".", "--format", "nope"], d.path());
+    assert_eq!(o.status.code(), Some(2));
+    let o = conform(&["frobnicate"], d.path());
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn parse_prints_events_and_result_for_given_cuts() {
+    let d = scratch();
+    let o = conform(
+        &["parse", "kimi_k2/y_ok.txt", "--cuts", "5,40"],
+        d.path(),
+    );
+    assert_eq!(o.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["format"], "kimi_k2");
+    assert_eq!(v["cuts"], serde_json::json!([5, 40]));
+    assert_eq!(v["result"]["calls"][0]["name"], "ls");
+    assert_eq!(v["events"][0]["type"], "text");
+    let o = conform(&["parse", "kimi_k2/y_ok.txt", "--cuts", "9999"], d.path());
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn strategies_and_seeds_change_the_replay_count() {
+    let d = scratch();
+    let whole = conform(&["run", ".", "--strategies", "whole"], d.path());
+    assert!(stdout(&whole).contains("┆ 1       ┆"), "{}", stdout(&whole));
+    let more = conform(&["run", ".", "--strategies", "random", "--seeds", "3"], d.path());
+    assert!(stdout(&more).contains("┆ 4       ┆"), "{}", stdout(&more));
+}
