@@ -139,7 +139,10 @@ pub fn run(a: BenchArgs) -> u8 {
             let events = run_chunks(check.as_mut(), data.chunks(chunk));
             let r = conform::event::ParseResult::fold(&events);
             if !r.errors.is_empty() || r.calls.len() != 1 {
-                eprintln!("{}: the benchmark transcript does not parse: {:?}", f.id, r.errors);
+                eprintln!(
+                    "{}: the benchmark transcript does not parse: {:?}",
+                    f.id, r.errors
+                );
                 return 1;
             }
             let whole = time(budget, || {

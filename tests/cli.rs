@@ -69,9 +69,15 @@ fn a_bad_corpus_file_is_named_and_the_run_goes_on_with_exit_2() {
     let o = conform(&["run", "."], d.path());
     assert_eq!(o.status.code(), Some(2));
     let out = stdout(&o);
-    assert!(out.contains("y_broken.expect.json: invalid expectation"), "{out}");
+    assert!(
+        out.contains("y_broken.expect.json: invalid expectation"),
+        "{out}"
+    );
     assert!(out.contains("orphan.txt: cannot tell the format"), "{out}");
-    assert!(out.contains("│ kimi_k2 ┆ 1 "), "the good case still ran: {out}");
+    assert!(
+        out.contains("│ kimi_k2 ┆ 1 "),
+        "the good case still ran: {out}"
+    );
 }
 
 #[test]
@@ -89,10 +95,7 @@ fn usage_errors_exit_2() {
 #[test]
 fn parse_prints_events_and_result_for_given_cuts() {
     let d = scratch();
-    let o = conform(
-        &["parse", "kimi_k2/y_ok.txt", "--cuts", "5,40"],
-        d.path(),
-    );
+    let o = conform(&["parse", "kimi_k2/y_ok.txt", "--cuts", "5,40"], d.path());
     assert_eq!(o.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["format"], "kimi_k2");
@@ -108,6 +111,9 @@ fn strategies_and_seeds_change_the_replay_count() {
     let d = scratch();
     let whole = conform(&["run", ".", "--strategies", "whole"], d.path());
     assert!(stdout(&whole).contains("┆ 1       ┆"), "{}", stdout(&whole));
-    let more = conform(&["run", ".", "--strategies", "random", "--seeds", "3"], d.path());
+    let more = conform(
+        &["run", ".", "--strategies", "random", "--seeds", "3"],
+        d.path(),
+    );
     assert!(stdout(&more).contains("┆ 4       ┆"), "{}", stdout(&more));
 }

@@ -400,7 +400,10 @@ impl Parser {
                 out.push(Event::error(kind, format!("call {n}: {msg}")));
                 return Block::Tool(n, None);
             }
-            out.push(Event::ArgsDelta { index: n, json: p });
+            out.push(Event::ArgsDelta {
+                index: n,
+                json: p.into(),
+            });
         }
         Block::Tool(n, Some(args))
     }
@@ -449,7 +452,7 @@ impl Parser {
                     match a.feed(frag) {
                         Ok(()) => out.push(Event::ArgsDelta {
                             index: n,
-                            json: frag.to_string(),
+                            json: frag.into(),
                         }),
                         Err((kind, msg)) => {
                             *args = None;

@@ -715,7 +715,7 @@ impl Parser {
                     Ok(()) => {
                         out.push(Event::ArgsDelta {
                             index: n,
-                            json: frag.to_string(),
+                            json: frag.into(),
                         });
                         None
                     }
@@ -868,18 +868,9 @@ impl Parser {
 }
 
 fn new_kimi() -> Box<dyn StreamParser> {
-    // TEMPORARY until kimi_k2 lands on main: content passes through unparsed.
-    Box::new(PassThrough)
-}
-
-/// TEMPORARY stand-in for the kimi_k2 parser.
-struct PassThrough;
-
-impl StreamParser for PassThrough {
-    fn feed(&mut self, chunk: &[u8], out: &mut Vec<Event>) {
-        push_text(out, &String::from_utf8_lossy(chunk));
-    }
-    fn finish(&mut self, _out: &mut Vec<Event>) {}
+    Box::new(super::kimi_k2::Parser::new(
+        super::kimi_k2::Config::default(),
+    ))
 }
 
 impl StreamParser for Parser {
@@ -1594,6 +1585,52 @@ mod tests {
         );
         assert_eq!(r.calls.len(), 1);
         assert_eq!(r.error_kinds(), [ErrorKind::InvalidStream]);
+    }
+
+    const KIMI: &str = "<|tool_calls_section_begin|><|tool_call_begin|>functions.list_directory:0<|tool_call_argument_begin|>{\"path\": \"/x\"}<|tool_call_end|><|tool_calls_section_end|>";
+
+    #[test]
+    fn kimi_markers_in_content_are_calls_even_split_across_deltas() {
+        let content = format!("Listing. {KIMI}");
+        let s = pieces(&content, 5)
+            .into_iter()
+            .map(|p| chunk(json!({ "content": p }), None))
+            .collect::<String>()
+            + &fin("stop")
+            + DONE;
+        let r = parse(&s);
+        assert_eq!(r.text, "Listing. ");
+        assert_eq!(r.calls.len(), 1);
+        assert_eq!(r.calls[0].name, "list_directory");
+        assert_eq!(r.calls[0].id.as_deref(), Some("0"));
+        assert_eq!(r.calls[0].arguments, json!({"path": "/x"}));
+        let off = Config {
+            kimi_markers: false,
+            ..Config::default()
+        };
+        assert_eq!(parse_with(&s, off).text, content);
+    }
+
+    #[test]
+    fn kimi_and_native_calls_share_one_index_sequence_in_start_order() {
+        let s = chunk(json!({ "content": KIMI }), None) + &one_call() + &fin("tool_calls") + DONE;
+        let mut p = Parser::new(Config::default());
+        let evs = run_chunks(&mut p, [s.as_bytes()]);
+        let starts: Vec<(usize, String)> = evs
+            .iter()
+            .filter_map(|e| match e {
+                Event::CallStart { index, name, .. } => Some((*index, name.to_string())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            starts,
+            [
+                (0, "list_directory".to_string()),
+                (1, "get_weather".to_string())
+            ]
+        );
+        assert_eq!(parse(&s).calls.len(), 2);
     }
 
     #[test]
