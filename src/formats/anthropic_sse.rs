@@ -73,7 +73,7 @@ enum Block {
     Tool(usize, Option<Box<Args>>),
     /// A tool call whose block stopped with incomplete JSON: the verdict waits for the
     /// `stop_reason` (`max_tokens` → `unterminated`, otherwise `invalid_json`).
-    ToolIncomplete(usize),
+    ToolIncomplete,
     /// Block types this parser does not model (server tools, results, …): ignored.
     Other,
 }
@@ -88,6 +88,9 @@ pub struct Parser {
     config: Config,
     sse: SseParser,
     blocks: HashMap<u64, Slot>,
+    /// (call index, block index) of calls waiting for the stop reason, so settling never scans
+    /// every block.
+    held: Vec<(usize, u64)>,
     started_blocks: u64,
     next_index: usize,
     saw_event: bool,
@@ -114,6 +117,7 @@ impl Parser {
             config,
             sse,
             blocks: HashMap::new(),
+            held: Vec::new(),
             started_blocks: 0,
             next_index: 0,
             saw_event: false,
@@ -126,6 +130,7 @@ impl Parser {
 
     fn reset_turn(&mut self) {
         self.blocks.clear();
+        self.held.clear();
         self.started_blocks = 0;
         self.next_index = 0;
         self.saw_event = false;
@@ -465,7 +470,7 @@ impl Parser {
                 }
                 false
             }
-            (Block::Other, _) | (Block::ToolIncomplete(_), _) => false,
+            (Block::Other, _) | (Block::ToolIncomplete, _) => false,
             // Citations and future delta kinds carry nothing this parser models.
             (_, "citations_delta") => false,
             (_, "text_delta" | "input_json_delta" | "thinking_delta" | "signature_delta") => true,
@@ -556,21 +561,17 @@ impl Parser {
                 ErrorKind::Unterminated,
                 format!("call {n}: arguments cut by max_tokens (closed at byte {at})"),
             )),
-            Err(_) => slot.block = Block::ToolIncomplete(n),
+            Err(_) => {
+                slot.block = Block::ToolIncomplete;
+                self.held.push((n, idx));
+            }
         }
     }
 
     /// Gives the held calls their verdict once the stop reason is known (or the stream ends).
     fn settle_incomplete(&mut self, out: &mut Vec<Event>) {
         let max_tokens = self.stop_reason.as_deref() == Some("max_tokens");
-        let mut held: Vec<(usize, u64)> = self
-            .blocks
-            .iter()
-            .filter_map(|(i, s)| match s.block {
-                Block::ToolIncomplete(n) => Some((n, *i)),
-                _ => None,
-            })
-            .collect();
+        let mut held = std::mem::take(&mut self.held);
         held.sort_unstable();
         for (n, i) in held {
             if let Some(s) = self.blocks.get_mut(&i) {
@@ -665,10 +666,7 @@ impl StreamParser for Parser {
                         .get(i)
                         .is_some_and(|s| matches!(s.block, Block::Tool(_, Some(_))))
                 });
-                let held = self
-                    .blocks
-                    .values()
-                    .any(|s| matches!(s.block, Block::ToolIncomplete(_)));
+                let held = !self.held.is_empty();
                 self.settle_incomplete(out);
                 for i in open {
                     self.close(i, Close::CutOff, at, out);

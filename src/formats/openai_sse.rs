@@ -12,7 +12,7 @@ use crate::lexers::sse::{SseConfig, SseEvent, SseItem, SseParser};
 use crate::tools::Tools;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Leniency options and limits. Every recovered deviation emits `Warning{kind: <option name>}`.
 #[derive(Debug, Clone)]
@@ -244,6 +244,10 @@ pub struct Parser {
     kimi_map: Vec<Option<usize>>,
     slots: Vec<Slot>,
     by_wire: HashMap<u64, usize>,
+    /// Ids of this turn's calls, for the duplicate-id rule without a scan per call.
+    ids: HashSet<String>,
+    /// One past the highest wire index seen: where an index-less entry with a new id goes.
+    next_wire: u64,
     /// Slot of the latest tool-call entry, for entries without `index`.
     last_slot: Option<usize>,
     next_index: usize,
@@ -265,6 +269,8 @@ impl Parser {
             kimi_map: Vec::new(),
             slots: Vec::new(),
             by_wire: HashMap::new(),
+            ids: HashSet::new(),
+            next_wire: 0,
             last_slot: None,
             next_index: 0,
             saw_event: false,
@@ -279,6 +285,8 @@ impl Parser {
         self.kimi_map.clear();
         self.slots.clear();
         self.by_wire.clear();
+        self.ids.clear();
+        self.next_wire = 0;
         self.last_slot = None;
         self.next_index = 0;
         self.saw_event = false;
@@ -522,7 +530,7 @@ impl Parser {
                 let last = self.last_slot.map(|s| &self.slots[s]);
                 match last {
                     Some(s) if id.is_none() || s.id.as_deref() == id => s.wire,
-                    _ => self.slots.iter().map(|s| s.wire + 1).max().unwrap_or(0),
+                    _ => self.next_wire,
                 }
             }
         };
@@ -629,7 +637,7 @@ impl Parser {
                 format!("new tool index {wire} at byte {at} has no id"),
                 out,
             );
-        } else if self.slots.iter().any(|s| s.id.as_deref() == id) {
+        } else if id.is_some_and(|i| self.ids.contains(i)) {
             ok = self.lenient(
                 self.config.allow_duplicate_id,
                 "allow_duplicate_id",
@@ -640,6 +648,10 @@ impl Parser {
                 out,
             );
         }
+        if let Some(i) = id {
+            self.ids.insert(i.to_string());
+        }
+        self.next_wire = self.next_wire.max(wire.saturating_add(1));
         let pos = self.slots.len();
         self.slots.push(Slot {
             wire,
