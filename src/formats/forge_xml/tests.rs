@@ -642,3 +642,62 @@ proptest! {
         prop_assert_eq!(ParseResult::fold(&evs), whole);
     }
 }
+
+// ---- corpus (until the harness runs it) -----------------------------------------------------
+
+#[test]
+fn corpus_cases_meet_their_expectations() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/corpus/forge_xml");
+    let tools =
+        Tools::from_json(&std::fs::read_to_string(format!("{dir}/tools.json")).unwrap()).unwrap();
+    let mut n_cases = 0;
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    for f in names.iter().filter(|f| f.ends_with(".txt")) {
+        let bytes = std::fs::read(format!("{dir}/{f}")).unwrap();
+        let whole = ParseResult::fold(&run(&Config::default(), &tools, &[&bytes]));
+        let step = (bytes.len() / 64).max(1);
+        for cut in (1..bytes.len()).step_by(step) {
+            let ev = run(&Config::default(), &tools, &[&bytes[..cut], &bytes[cut..]]);
+            contract(&ev);
+            assert_eq!(ParseResult::fold(&ev), whole, "{f} cut {cut}");
+        }
+        let exp_path = format!("{dir}/{}", f.replace(".txt", ".expect.json"));
+        let Ok(exp) = std::fs::read_to_string(&exp_path) else {
+            continue;
+        };
+        n_cases += 1;
+        let exp: Value = serde_json::from_str(&exp).unwrap();
+        if let Some(t) = exp.get("text") {
+            assert_eq!(whole.text, t.as_str().unwrap(), "{f} text");
+        }
+        if let Some(c) = exp.get("calls") {
+            let calls: Vec<ToolCall> = serde_json::from_value(c.clone()).unwrap();
+            assert_eq!(whole.calls, calls, "{f} calls");
+        }
+        if let Some(w) = exp.get("warnings") {
+            let w: Vec<String> = serde_json::from_value(w.clone()).unwrap();
+            assert_eq!(warnings(&whole), w, "{f} warnings");
+        }
+        if f.starts_with("y_") {
+            assert!(whole.is_success(), "{f}: {:?}", whole.errors);
+            // y_ cases also roundtrip through the renderer.
+            let out =
+                render(&whole.text, &whole.calls, &tools).unwrap_or_else(|e| panic!("{f}: {e}"));
+            let back = ParseResult::fold(&run(&Config::default(), &tools, &[&out]));
+            assert_eq!(back, whole, "{f} roundtrip");
+        } else {
+            let kind = exp["error"]["kind"].as_str().unwrap();
+            assert_eq!(
+                whole.errors.first().map(|e| e.kind.as_str()),
+                Some(kind),
+                "{f}: {:?}",
+                whole.errors
+            );
+        }
+    }
+    assert!(n_cases >= 30);
+}
