@@ -5,6 +5,7 @@
 use crate::event::{Event, ToolCall};
 use crate::tools::Tools;
 
+pub mod forge_json;
 pub mod forge_xml;
 pub mod kimi_k2;
 
@@ -38,7 +39,7 @@ pub struct Format {
 }
 
 /// Every format, in a fixed order. Adding a format is one module and one line here.
-pub static REGISTRY: &[&Format] = &[&kimi_k2::FORMAT, &forge_xml::FORMAT];
+pub static REGISTRY: &[&Format] = &[&kimi_k2::FORMAT, &forge_xml::FORMAT, &forge_json::FORMAT];
 
 /// Looks a format up by id.
 pub fn by_id(id: &str) -> Option<&'static Format> {
