@@ -6,6 +6,8 @@ use crate::event::{Event, ToolCall};
 use crate::tools::Tools;
 
 pub mod anthropic_sse;
+pub mod forge_json;
+pub mod forge_xml;
 pub mod kimi_k2;
 pub mod openai_sse;
 
@@ -43,6 +45,8 @@ pub static REGISTRY: &[&Format] = &[
     &kimi_k2::FORMAT,
     &openai_sse::FORMAT,
     &anthropic_sse::FORMAT,
+    &forge_xml::FORMAT,
+    &forge_json::FORMAT,
 ];
 
 /// Looks a format up by id.
