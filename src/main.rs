@@ -158,6 +158,13 @@ fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
+/// Prints to stdout, ignoring a closed pipe (`conform parse … | head` must not panic).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 fn usage_error(msg: impl std::fmt::Display) -> u8 {
     eprintln!("error: {msg}");
     EXIT_USAGE
@@ -170,7 +177,7 @@ fn cmd_formats() -> u8 {
         } else {
             " (no renderer)"
         };
-        println!("{:<14} {}{render}", f.id, f.summary);
+        out!("{:<14} {}{render}", f.id, f.summary);
     }
     EXIT_OK
 }
@@ -436,9 +443,9 @@ fn cmd_report(c: ReportCommand) -> u8 {
             let colour = Colour::detect(std::io::stdout().is_terminal());
             let text = table::comparison(&c, colour);
             if text.is_empty() {
-                println!("no differences in case statuses or rates");
+                out!("no differences in case statuses or rates");
             } else {
-                print!("{text}");
+                let _ = write!(std::io::stdout().lock(), "{text}");
             }
             if c.regressions.is_empty() {
                 EXIT_OK
@@ -566,7 +573,7 @@ fn cmd_parse(a: ParseArgs) -> u8 {
     } else {
         json!({"format": case.format, "case": case.id, "turns": turns})
     };
-    println!(
+    out!(
         "{}",
         serde_json::to_string_pretty(&doc).unwrap_or_else(|e| e.to_string())
     );
