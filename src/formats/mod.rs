@@ -6,6 +6,8 @@ use crate::event::{Event, ToolCall};
 use crate::tools::Tools;
 
 pub mod kimi_k2;
+pub mod roo_xml;
+mod xml_prose;
 
 /// A push parser for one turn (or one session) of a format's stream.
 ///
@@ -37,7 +39,7 @@ pub struct Format {
 }
 
 /// Every format, in a fixed order. Adding a format is one module and one line here.
-pub static REGISTRY: &[&Format] = &[&kimi_k2::FORMAT];
+pub static REGISTRY: &[&Format] = &[&kimi_k2::FORMAT, &roo_xml::FORMAT];
 
 /// Looks a format up by id.
 pub fn by_id(id: &str) -> Option<&'static Format> {

@@ -132,7 +132,10 @@ mod tests {
         assert!(!code_after("   ~~~~\nx\n~~~~\n"));
         assert!(!code_after("```\nx\n```\n"));
         assert!(code_after("```\nx\n``\n"));
-        assert!(!code_after("    ```\n"), "four spaces: a span, ended by the line end");
+        assert!(
+            !code_after("    ```\n"),
+            "four spaces: a span, ended by the line end"
+        );
         assert!(code_after("    ```x"));
         assert!(!code_after("a ~~~ b"));
     }
@@ -167,7 +170,10 @@ mod tests {
         t.push("x\n");
         t.markup();
         t.push("```\nfoo ");
-        assert!(!t.in_code(), "``` after markup is an inline span, not a fence");
+        assert!(
+            !t.in_code(),
+            "``` after markup is an inline span, not a fence"
+        );
         assert!(code_after("x\n```\nfoo "));
     }
 }
