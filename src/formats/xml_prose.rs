@@ -236,3 +236,147 @@ pub(crate) mod testutil {
         (whole, whole_evs)
     }
 }
+
+/// Replays a format's corpus directory until the harness lands: every case at every cut,
+/// expectations checked as `specs/corpus.md` defines them (session cases included).
+#[cfg(test)]
+pub(crate) mod corpus_check {
+    use super::testutil::every_cut;
+    use crate::event::{ParseResult, ToolCall};
+    use crate::formats::{StreamParser, run_chunks};
+    use crate::tools::Tools;
+    use serde_json::Value;
+    use std::path::Path;
+
+    fn check_expect(id: &str, r: &ParseResult, e: &Value) {
+        if e.is_null() {
+            return;
+        }
+        if let Some(t) = e.get("text") {
+            assert_eq!(Some(r.text.as_str()), t.as_str(), "{id}: text");
+        }
+        if let Some(c) = e.get("calls") {
+            let want: Vec<ToolCall> = serde_json::from_value(c.clone()).expect("calls");
+            assert_eq!(r.calls, want, "{id}: calls");
+        }
+        match e.get("error") {
+            Some(Value::Null) => assert!(r.errors.is_empty(), "{id}: errors {:?}", r.errors),
+            Some(k) => {
+                let kind = k.get("kind").and_then(Value::as_str).expect("error.kind");
+                assert!(
+                    r.error_kinds().iter().any(|x| x.as_str() == kind),
+                    "{id}: expected {kind}, got {:?}",
+                    r.errors
+                );
+            }
+            None => {}
+        }
+        if let Some(list) = e.get("errors") {
+            let got: Vec<&str> = r.error_kinds().iter().map(|k| k.as_str()).collect();
+            let want: Vec<&str> = list
+                .as_array()
+                .expect("errors")
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            assert_eq!(got, want, "{id}: error kinds");
+        }
+        if let Some(list) = e.get("warnings") {
+            let got: Vec<&str> = r.warnings.iter().map(|w| w.kind.as_str()).collect();
+            let want: Vec<&str> = list
+                .as_array()
+                .expect("warnings")
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            assert_eq!(got, want, "{id}: warnings");
+        }
+    }
+
+    fn label(id: &str, r: &[ParseResult]) {
+        let any_err = r.iter().any(|x| !x.errors.is_empty());
+        if id.starts_with("y_") {
+            assert!(!any_err, "{id}: y_ case has errors {r:?}");
+        } else if id.starts_with("n_") {
+            assert!(any_err, "{id}: n_ case has no error");
+        }
+    }
+
+    /// Checks every case of `dir`; returns how many cases ran.
+    pub(crate) fn check_corpus(dir: &str, make: fn(&Tools) -> Box<dyn StreamParser>) -> usize {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+        let tools = Tools::from_json(&std::fs::read_to_string(dir.join("tools.json")).unwrap())
+            .expect("tools.json");
+        let mut n = 0;
+        let mut entries: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        entries.sort();
+        for p in entries {
+            let file = p.file_name().unwrap().to_string_lossy().to_string();
+            if let Some(id) = file.strip_suffix(".txt") {
+                let bytes = std::fs::read(&p).unwrap();
+                let (r, _) = every_cut(&|| make(&tools), &bytes);
+                label(id, std::slice::from_ref(&r));
+                let ep = dir.join(format!("{id}.expect.json"));
+                if let Ok(s) = std::fs::read_to_string(&ep) {
+                    let e: Value = serde_json::from_str(&s).expect("expect.json");
+                    check_expect(id, &r, &e);
+                } else {
+                    assert!(!id.starts_with("y_"), "{id}: y_ case without expectation");
+                }
+                n += 1;
+            } else if let Some(id) = file.strip_suffix(".session.json") {
+                let v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap())
+                    .expect("session json");
+                let turns: Vec<&str> = v["turns"]
+                    .as_array()
+                    .expect("turns")
+                    .iter()
+                    .map(|t| t.as_str().expect("turn"))
+                    .collect();
+                let expect = v["expect"].as_array().expect("expect");
+                assert_eq!(turns.len(), expect.len(), "{id}: turns/expect length");
+                let per_turn = |bytewise: bool| {
+                    let mut p = make(&tools);
+                    turns
+                        .iter()
+                        .map(|t| {
+                            let b = t.as_bytes();
+                            let evs = if bytewise {
+                                run_chunks(p.as_mut(), b.chunks(1))
+                            } else {
+                                run_chunks(p.as_mut(), [b])
+                            };
+                            super::testutil::check_delta_contract(&evs);
+                            ParseResult::fold(&evs)
+                        })
+                        .collect::<Vec<_>>()
+                };
+                let whole = per_turn(false);
+                assert_eq!(whole, per_turn(true), "{id}: byte-by-byte differs");
+                label(id, &whole);
+                for (k, (r, e)) in whole.iter().zip(expect).enumerate() {
+                    check_expect(&format!("{id} turn {}", k + 1), r, e);
+                }
+                n += 1;
+            } else if file.ends_with(".jsonl") {
+                for line in std::fs::read_to_string(&p).unwrap().lines() {
+                    if line.trim().is_empty() {
+                        continue;
+                    }
+                    let v: Value = serde_json::from_str(line).expect("jsonl line");
+                    let id = v["id"].as_str().expect("id").to_string();
+                    let t = v["transcript"].as_str().expect("transcript");
+                    let (r, _) = every_cut(&|| make(&tools), t.as_bytes());
+                    if let Some(e) = v.get("expect") {
+                        check_expect(&id, &r, e);
+                    }
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+}
