@@ -7,6 +7,7 @@ use crate::tools::Tools;
 
 pub mod kimi_k2;
 pub mod roo_xml;
+pub mod strict_xml;
 mod xml_prose;
 
 /// A push parser for one turn (or one session) of a format's stream.
@@ -39,7 +40,7 @@ pub struct Format {
 }
 
 /// Every format, in a fixed order. Adding a format is one module and one line here.
-pub static REGISTRY: &[&Format] = &[&kimi_k2::FORMAT, &roo_xml::FORMAT];
+pub static REGISTRY: &[&Format] = &[&kimi_k2::FORMAT, &roo_xml::FORMAT, &strict_xml::FORMAT];
 
 /// Looks a format up by id.
 pub fn by_id(id: &str) -> Option<&'static Format> {
