@@ -475,3 +475,9 @@ proptest! {
         prop_assert!(r.errors.is_empty());
     }
 }
+
+#[test]
+fn corpus_cases_hold_at_every_cut() {
+    let n = crate::formats::xml_prose::corpus_check::check_corpus("corpus/strict_xml", new_parser);
+    assert!(n >= 30, "only {n} corpus cases");
+}
