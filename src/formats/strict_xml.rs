@@ -125,7 +125,13 @@ struct Call {
     size: usize,
     /// The JSON form streams the whole body; the parameter form still owes its `}`.
     json_form: bool,
+    /// JSON-form body text not yet sent as a delta (sent in batches of [`DELTA_BATCH`]).
+    pending: String,
 }
+
+/// JSON-form bodies stream as `ArgsDelta` fragments of at least this many bytes (the last one
+/// shorter), so that a stream cut into tiny pieces does not cost one event per piece.
+const DELTA_BATCH: usize = 1024;
 
 /// Per-turn and per-session state, and the token handler.
 struct Core {
@@ -284,6 +290,7 @@ impl Core {
                         args: Map::new(),
                         size: 0,
                         json_form: false,
+                        pending: String::new(),
                     });
                     self.next_index += 1;
                     self.st = St::Open;
@@ -453,11 +460,14 @@ impl Core {
         }
         match json.feed(s) {
             Ok(_) => {
-                if let Some(c) = &self.call {
-                    out.push(Event::ArgsDelta {
-                        index: c.index,
-                        json: s.to_string(),
-                    });
+                if let Some(c) = &mut self.call {
+                    c.pending.push_str(s);
+                    if c.pending.len() >= DELTA_BATCH {
+                        out.push(Event::ArgsDelta {
+                            index: c.index,
+                            json: std::mem::take(&mut c.pending),
+                        });
+                    }
                 }
             }
             Err(e) => {
@@ -640,8 +650,15 @@ impl Core {
             self.error(ErrorKind::SchemaViolation, msg, out);
             return;
         }
-        // The parameter form streamed `{"P":v…` (or nothing); the JSON form its whole body.
-        if !c.json_form {
+        // The parameter form streamed `{"P":v…` (or nothing); the JSON form its body.
+        if c.json_form {
+            if !c.pending.is_empty() {
+                out.push(Event::ArgsDelta {
+                    index: c.index,
+                    json: c.pending,
+                });
+            }
+        } else {
             let close = if args.as_object().is_some_and(|m| !m.is_empty()) {
                 "}"
             } else {
