@@ -5,6 +5,8 @@
 use crate::event::{Event, ToolCall};
 use crate::tools::Tools;
 
+pub mod forge_json;
+pub mod forge_xml;
 pub mod kimi_k2;
 pub mod roo_xml;
 pub mod strict_xml;
@@ -40,7 +42,13 @@ pub struct Format {
 }
 
 /// Every format, in a fixed order. Adding a format is one module and one line here.
-pub static REGISTRY: &[&Format] = &[&kimi_k2::FORMAT, &roo_xml::FORMAT, &strict_xml::FORMAT];
+pub static REGISTRY: &[&Format] = &[
+    &kimi_k2::FORMAT,
+    &roo_xml::FORMAT,
+    &strict_xml::FORMAT,
+    &forge_xml::FORMAT,
+    &forge_json::FORMAT,
+];
 
 /// Looks a format up by id.
 pub fn by_id(id: &str) -> Option<&'static Format> {

@@ -224,7 +224,7 @@ impl Core {
                 self.text(raw, out);
             }
             Token::Error {
-                kind: XmlErrorKind::StrayLt,
+                kind: XmlErrorKind::Truncated,
                 raw,
             } if self.finishing => {
                 let live = !self.md.in_code();

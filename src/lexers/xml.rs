@@ -29,8 +29,10 @@
 //!   in text ([`XmlErrorKind::StrayCDataEnd`]), a tag nested deeper than
 //!   [`XmlConfig::max_depth`] ([`XmlErrorKind::DepthLimit`]; `raw` is the tag, no `Start` is
 //!   emitted), a tag longer than [`XmlConfig::max_tag_bytes`] ([`XmlErrorKind::TagTooLong`]; its
-//!   `<` becomes text), and a section still open at [`XmlTokenizer::finish`]
-//!   ([`XmlErrorKind::Unclosed`]). Errors never stop the tokenizer.
+//!   `<` becomes text), a tag or reference cut by the end of the stream
+//!   ([`XmlErrorKind::Truncated`]; `raw` is its first byte, the rest is rescanned as text), and
+//!   a section still open at [`XmlTokenizer::finish`] ([`XmlErrorKind::Unclosed`]). Errors
+//!   never stop the tokenizer.
 //! - [`Token::Eof`]: emitted by `finish`, with the open-element depth left.
 //!
 //! # Modes (set by the host through [`Ctl`])
@@ -124,6 +126,9 @@ pub enum XmlErrorKind {
     DepthLimit,
     /// A tag longer than `max_tag_bytes`.
     TagTooLong,
+    /// The stream ended inside a tag or reference (`raw` is its `<` or `&`; the rest is
+    /// rescanned as text).
+    Truncated,
     /// The stream ended inside a section.
     Unclosed(Section),
 }
@@ -139,6 +144,7 @@ impl XmlErrorKind {
             XmlErrorKind::StrayCDataEnd => "']]>' outside CDATA",
             XmlErrorKind::DepthLimit => "element nesting exceeds the depth limit",
             XmlErrorKind::TagTooLong => "tag exceeds the length limit",
+            XmlErrorKind::Truncated => "stream ended inside a tag or reference",
             XmlErrorKind::Unclosed(_) => "stream ended inside a section",
         }
     }
@@ -445,11 +451,7 @@ impl XmlTokenizer {
                 }
                 _ => {
                     // An incomplete construct at the end is not markup: rescan it as text.
-                    let kind = if self.st == St::Amp {
-                        XmlErrorKind::BareAmp
-                    } else {
-                        XmlErrorKind::StrayLt
-                    };
+                    let kind = XmlErrorKind::Truncated;
                     let r = std::mem::take(&mut self.held);
                     self.st = St::Text;
                     let c = sink(Token::Error { kind, raw: &r[..1] }, self.cstart);

@@ -210,11 +210,11 @@ fn entities_decoded_and_reported() {
         ]
     );
     assert_eq!(
-        split_invariant("AT&T"),
+        split_invariant("AT&T!"),
         vec![
             text("AT"),
             T::Err(XmlErrorKind::BareAmp, "&".into()),
-            text("T"),
+            text("T!"),
             T::Eof(0)
         ]
     );
@@ -265,8 +265,29 @@ fn stray_lt_is_text_with_a_flag() {
         split_invariant("x <tool"),
         vec![
             text("x "),
-            T::Err(XmlErrorKind::StrayLt, "<".into()),
+            T::Err(XmlErrorKind::Truncated, "<".into()),
             text("tool"),
+            T::Eof(0)
+        ]
+    );
+}
+
+#[test]
+fn truncated_constructs_at_the_end_are_text() {
+    assert_eq!(
+        split_invariant("AT&T"),
+        vec![
+            text("AT"),
+            T::Err(XmlErrorKind::Truncated, "&".into()),
+            text("T"),
+            T::Eof(0)
+        ]
+    );
+    assert_eq!(
+        split_invariant("<a b='x"),
+        vec![
+            T::Err(XmlErrorKind::Truncated, "<".into()),
+            text("a b='x"),
             T::Eof(0)
         ]
     );
