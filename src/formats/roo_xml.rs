@@ -116,7 +116,7 @@ struct Core {
     next_index: usize,
     call: Option<Call>,
     finishing: bool,
-    /// Text held back at the end of the turn after a stray `<`, and whether it was live.
+    /// A tag cut by the end of the turn (from its `<`), and whether it was live.
     tail: Option<(String, bool)>,
 }
 
