@@ -10,6 +10,9 @@ pub mod forge_json;
 pub mod forge_xml;
 pub mod kimi_k2;
 pub mod openai_sse;
+pub mod roo_xml;
+pub mod strict_xml;
+mod xml_prose;
 
 /// A push parser for one turn (or one session) of a format's stream.
 ///
@@ -45,6 +48,8 @@ pub static REGISTRY: &[&Format] = &[
     &kimi_k2::FORMAT,
     &openai_sse::FORMAT,
     &anthropic_sse::FORMAT,
+    &roo_xml::FORMAT,
+    &strict_xml::FORMAT,
     &forge_xml::FORMAT,
     &forge_json::FORMAT,
 ];

@@ -447,7 +447,14 @@ fn judge(
         }
         if matches!(case.label, Label::Accept | Label::Unlabelled)
             && r.errors.is_empty()
-            && let Some(l) = markup_leak(&r.text, markers)
+            && let Some(l) = markup_leak(
+                &r.text,
+                markers,
+                case.expects
+                    .get(t)
+                    .and_then(Option::as_ref)
+                    .and_then(|e| e.text.as_deref()),
+            )
         {
             note(Invariant::NoMarkupLeak, format!("{}{l}", at(t)));
         }
