@@ -8,8 +8,9 @@ use conform::formats;
 use conform::harness::chunking::{ChunkingParams, Cuts, Strategy};
 use conform::harness::corpus::{self, LoadOptions};
 use conform::harness::replay::{capture_panics, events_of};
-use conform::harness::run::{RunConfig, Status, run_cases};
+use conform::harness::run::{CaseReport, RunConfig};
 use conform::outputs::table::{self, Colour};
+use conform::outputs::{adapter, matrix};
 use serde_json::json;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -70,6 +71,16 @@ struct RunArgs {
     /// Print only the table and failures, no per-run notes.
     #[arg(long, short)]
     quiet: bool,
+    /// The parser judged: `builtin` or `cmd:COMMAND` (an adapter, see specs/adapter.md);
+    /// repeat to compare several [default: builtin].
+    #[arg(long = "parser", value_name = "PARSER")]
+    parsers: Vec<String>,
+    /// Child processes per adapter [default: number of cores].
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Seconds an adapter may take to answer one replay.
+    #[arg(long, default_value_t = 10.0)]
+    timeout: f64,
 }
 
 #[derive(Args)]
@@ -163,28 +174,101 @@ fn cmd_run(a: RunArgs) -> u8 {
         ..RunConfig::default()
     };
     capture_panics();
-    let reports = run_cases(&corpus.cases, &cfg);
+    let runs = match run_adapters(&a, &corpus.cases, &cfg) {
+        Ok(r) => r,
+        Err(e) => return usage_error(e),
+    };
     let colour = Colour::detect(std::io::stdout().is_terminal());
     let mut out = std::io::stdout().lock();
     let _ = write!(out, "{}", table::corpus_errors(&corpus.errors));
-    let _ = writeln!(out, "{}", table::format_table(&reports, colour));
-    let _ = write!(out, "{}", table::failures(&reports, colour));
+    let headed = runs.len() > 1 || runs.iter().any(|r| r.name != "builtin");
+    for run in &runs {
+        let reports = &run.reports;
+        if headed {
+            let _ = writeln!(out, "parser: {}", run.name);
+        }
+        let _ = writeln!(out, "{}", table::format_table(reports, colour));
+        let _ = write!(out, "{}", table::failures(reports, colour));
+        let _ = write!(out, "{}", adapter::breakdowns(reports));
+        if run.results_only() {
+            let _ = writeln!(
+                out,
+                "delta_contract: not applicable (the parser reports only final results)"
+            );
+        }
+        if !a.quiet {
+            eprintln!(
+                "{}{} case(s), {} replay(s), seed {}",
+                if headed {
+                    format!("{}: ", run.name)
+                } else {
+                    String::new()
+                },
+                reports.len(),
+                reports.iter().map(|r| r.replays).sum::<usize>(),
+                a.seed,
+            );
+            if run.stderr_bytes > 0 {
+                eprintln!(
+                    "{}: {} byte(s) on stderr; the last lines:\n{}",
+                    run.name,
+                    run.stderr_bytes,
+                    last_lines(&run.stderr_tail, 10)
+                );
+            }
+        }
+    }
+    if runs.len() > 1 {
+        let pairs: Vec<(String, Vec<CaseReport>)> = runs
+            .iter()
+            .map(|r| (r.name.clone(), r.reports.clone()))
+            .collect();
+        let _ = write!(out, "{}", matrix::render(&matrix::matrix(&pairs), colour));
+    }
     if !a.quiet {
-        eprintln!(
-            "{} case(s), {} replay(s), seed {}, in {:.2?}",
-            reports.len(),
-            reports.iter().map(|r| r.replays).sum::<usize>(),
-            a.seed,
-            started.elapsed()
-        );
+        eprintln!("done in {:.2?}", started.elapsed());
     }
     if !corpus.errors.is_empty() {
         EXIT_USAGE
-    } else if reports.iter().any(|r| r.status == Status::Fail) {
+    } else if runs
+        .iter()
+        .any(|run| run.reports.iter().any(|r| r.status.is_failure()))
+    {
         EXIT_FAIL
     } else {
         EXIT_OK
     }
+}
+
+/// Runs every `--parser` (builtin by default) over the cases.
+fn run_adapters(
+    a: &RunArgs,
+    cases: &[corpus::Case],
+    cfg: &RunConfig,
+) -> Result<Vec<adapter::ParserRun>, String> {
+    let mut opts = adapter::AdapterOptions::default();
+    if let Some(j) = a.jobs {
+        opts.jobs = j.max(1);
+    }
+    if !(a.timeout.is_finite() && a.timeout > 0.0) {
+        return Err(format!(
+            "--timeout must be a positive number of seconds, not {}",
+            a.timeout
+        ));
+    }
+    opts.timeout = std::time::Duration::from_secs_f64(a.timeout);
+    let specs = if a.parsers.is_empty() {
+        vec!["builtin".to_string()]
+    } else {
+        a.parsers.clone()
+    };
+    adapter::run_parsers(&specs, cases, cfg, &opts)
+}
+
+/// The last `n` lines of `s`.
+fn last_lines(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 fn parse_cuts(spec: &str) -> Result<Vec<Vec<usize>>, String> {

@@ -10,11 +10,14 @@
 use crate::event::{ErrorInfo, ErrorKind, Event, Folder, ParseResult, ToolCall, WarningInfo};
 use crate::formats::Format;
 use crate::harness::chunking::Cuts;
+use crate::harness::corpus::Case;
 use crate::harness::replay::{Backend, Breakdown, Builtin, Outcome, TurnOutcome};
+use crate::harness::run::{CaseReport, RunConfig, Status, run_cases_on};
 use crate::tools::Tools;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::VecDeque;
+use std::fmt::Write as _;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -1062,6 +1065,88 @@ impl AnyBackend {
             AnyBackend::Adapter(a) => Some(a),
         }
     }
+}
+
+/// One parser's run over a corpus, with what its adapter left behind.
+#[derive(Debug)]
+pub struct ParserRun {
+    /// The parser as given to `--parser` (`builtin`, `cmd:…`).
+    pub name: String,
+    /// The adapter's hello, for an external parser.
+    pub hello: Option<Hello>,
+    /// One report per case the parser supports, in case order.
+    pub reports: Vec<CaseReport>,
+    /// The adapter's counters, for an external parser.
+    pub stats: Option<AdapterStats>,
+    /// The last [`STDERR_TAIL_BYTES`] the adapter's children wrote to stderr.
+    pub stderr_tail: String,
+    /// Total stderr bytes.
+    pub stderr_bytes: u64,
+}
+
+impl ParserRun {
+    /// True when some case could not check the delta contract (the parser gave results only).
+    pub fn results_only(&self) -> bool {
+        self.reports.iter().any(|r| {
+            r.not_applicable
+                .iter()
+                .any(|n| n.starts_with("delta_contract:"))
+        })
+    }
+}
+
+/// Runs every `--parser` over the same cases, one after the other (each adapter is stopped
+/// before the next starts). `Err` names a parser that is not understood or does not start.
+pub fn run_parsers(
+    specs: &[String],
+    cases: &[Case],
+    cfg: &RunConfig,
+    opts: &AdapterOptions,
+) -> Result<Vec<ParserRun>, String> {
+    for s in specs {
+        parse_parser_spec(s)?;
+    }
+    let mut runs = Vec::new();
+    for s in specs {
+        let backend = AnyBackend::start(s, opts)?;
+        let reports = run_cases_on(cases, backend.backend(), cfg);
+        let adapter = backend.adapter();
+        runs.push(ParserRun {
+            name: s.clone(),
+            hello: adapter.map(|a| a.hello().clone()),
+            reports,
+            stats: adapter.map(Adapter::stats),
+            stderr_tail: adapter.map(Adapter::stderr_tail).unwrap_or_default(),
+            stderr_bytes: adapter.map_or(0, Adapter::stderr_bytes),
+        });
+    }
+    Ok(runs)
+}
+
+/// The cases an external parser did not answer (crash, timeout, protocol error), one line each
+/// with the first reason and the command that replays it.
+pub fn breakdowns(cases: &[CaseReport]) -> String {
+    let mut out = String::new();
+    for c in cases.iter().filter(|c| {
+        matches!(
+            c.status,
+            Status::Crash | Status::Timeout | Status::ProtocolError
+        )
+    }) {
+        let why = c
+            .not_applicable
+            .iter()
+            .find(|n| n.starts_with(c.status.as_str()))
+            .map_or("", String::as_str);
+        let _ = writeln!(
+            out,
+            "{} {} [{}]\n  {why}",
+            c.status.as_str().to_uppercase(),
+            c.id,
+            c.format
+        );
+    }
+    out
 }
 
 #[cfg(test)]
