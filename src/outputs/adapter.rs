@@ -676,9 +676,15 @@ impl Backend for Adapter {
             .exchange(request, deadline)
             .and_then(|line| read_response(&line, id, turns.len()));
         match answer {
-            Ok(turns) => {
+            Ok(Ok(turns)) => {
                 self.release(w, true);
                 Outcome::Done(turns)
+            }
+            Ok(Err(msg)) => {
+                // The adapter caught its parser's failure and stayed in step: keep the child.
+                self.release(w, true);
+                self.note(Breakdown::Crash);
+                Outcome::Broke(Breakdown::Crash, msg)
             }
             Err((why, msg)) => {
                 // After any breach the child's stream cannot be trusted to be in step: replace it.
@@ -895,8 +901,14 @@ fn breach(msg: String) -> (Breakdown, String) {
     (Breakdown::ProtocolError, msg)
 }
 
-/// Reads one response line for request `id` with `n` turns.
-fn read_response(line: &[u8], id: u64, n: usize) -> Result<Vec<TurnOutcome>, (Breakdown, String)> {
+/// Reads one response line for request `id` with `n` turns: the outcomes, or the adapter's
+/// own `error` message (`Ok(Err)`), or a breach of the protocol.
+#[allow(clippy::type_complexity)]
+fn read_response(
+    line: &[u8],
+    id: u64,
+    n: usize,
+) -> Result<Result<Vec<TurnOutcome>, String>, (Breakdown, String)> {
     let v: Value = serde_json::from_slice(line).map_err(|e| {
         breach(format!(
             "the response is not JSON ({e}): {}",
@@ -920,10 +932,7 @@ fn read_response(line: &[u8], id: u64, n: usize) -> Result<Vec<TurnOutcome>, (Br
                 .get("message")
                 .and_then(Value::as_str)
                 .unwrap_or("(no message)");
-            return Err((
-                Breakdown::Crash,
-                format!("the adapter reported an error: {msg}"),
-            ));
+            return Ok(Err(format!("the adapter reported an error: {msg}")));
         }
         "events" | "result" if turns_len != Some(n) => {
             return Err(breach(format!(
@@ -958,7 +967,8 @@ fn read_response(line: &[u8], id: u64, n: usize) -> Result<Vec<TurnOutcome>, (Br
                 Ok(result_outcome(r))
             }
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()
+        .map(Ok)
 }
 
 fn fold_events(events: impl Iterator<Item = Event>) -> TurnOutcome {
@@ -1178,7 +1188,7 @@ mod tests {
             7,
             "kimi_k2",
             &Tools::default(),
-            &[data.clone()],
+            std::slice::from_ref(&data),
             &[Cuts::At(vec![2])],
         );
         let v: Value = serde_json::from_slice(&req).unwrap();
@@ -1225,12 +1235,12 @@ mod tests {
     #[test]
     fn responses_are_checked() {
         let ok = br#"{"type":"events","id":3,"turns":[[{"type":"text","text":"hi"},{"type":"call_start","index":0,"name":"f"},{"type":"args_delta","index":0,"json":"{}"},{"type":"call_end","index":0}]]}"#;
-        let t = read_response(ok, 3, 1).unwrap();
+        let t = read_response(ok, 3, 1).unwrap().unwrap();
         assert!(t[0].events_seen);
         assert_eq!(t[0].result.text, "hi");
         assert_eq!(t[0].result.calls.len(), 1);
         let res = br#"{"type":"result","id":3,"turns":[{"text":"","calls":[{"name":"f","arguments":"{\"a\":1}"}],"errors":[{"kind":"invalid_json"}]}]}"#;
-        let t = read_response(res, 3, 1).unwrap();
+        let t = read_response(res, 3, 1).unwrap().unwrap();
         assert!(!t[0].events_seen);
         assert_eq!(t[0].result.calls[0].arguments, serde_json::json!({"a": 1}));
         assert_eq!(t[0].result.error_kinds(), vec![ErrorKind::InvalidJson]);
@@ -1241,10 +1251,10 @@ mod tests {
             Some(Breakdown::ProtocolError)
         );
         assert_eq!(kind(b"hello", 1), Some(Breakdown::ProtocolError));
-        assert_eq!(
-            kind(br#"{"type":"error","id":3,"message":"boom"}"#, 1),
-            Some(Breakdown::Crash)
-        );
+        assert!(matches!(
+            read_response(br#"{"type":"error","id":3,"message":"boom"}"#, 3, 1),
+            Ok(Err(m)) if m.contains("boom")
+        ));
         assert_eq!(
             kind(
                 br#"{"type":"events","id":3,"turns":[[{"type":"error","kind":"nope"}]]}"#,
