@@ -7,7 +7,8 @@ use conform::event::ParseResult;
 use conform::formats;
 use conform::harness::chunking::{ChunkingParams, Cuts, Strategy};
 use conform::harness::corpus::{self, LoadOptions};
-use conform::harness::replay::{capture_panics, events_of};
+use conform::harness::format_checks;
+use conform::harness::replay::{Builtin, capture_panics, events_of};
 use conform::harness::run::{CaseReport, RunConfig, run_cases_on};
 use conform::outputs::adapter::{self, AnyBackend, ParserRun};
 use conform::outputs::known::KnownFailures;
@@ -17,7 +18,7 @@ use conform::outputs::table::{self, Colour};
 use conform::outputs::{junit, markdown};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -52,6 +53,12 @@ enum Command {
     Formats,
     /// Measure parser throughput (whole and in small chunks) against serde_json.
     Bench(bench::BenchArgs),
+    /// Check the format-level invariants (cdata_split, type_inference) of the built-in parsers.
+    SelfCheck {
+        /// Only this format [default: every format that declares such checks].
+        #[arg(long)]
+        format: Option<String>,
+    },
     /// Compare, merge and render saved reports.
     #[command(subcommand)]
     Report(ReportCommand),
@@ -163,6 +170,7 @@ fn main() -> ExitCode {
         Command::Formats => cmd_formats(),
         Command::Bench(a) => bench::run(a),
         Command::Report(c) => cmd_report(c),
+        Command::SelfCheck { format } => cmd_self_check(format.as_deref()),
     };
     ExitCode::from(code)
 }
@@ -280,9 +288,26 @@ fn cmd_run(a: RunArgs) -> u8 {
             format: a.format.clone(),
         },
     );
+    // Format-level invariants (cdata_split, type_inference) of the formats in the corpus,
+    // decided before sharding so that shards split them like cases.
+    let formats_seen: BTreeSet<&str> = corpus.cases.iter().map(|c| c.format).collect();
     if let Some(s) = shard {
         corpus.cases.retain(|c| s.contains(&c.id));
     }
+    let checked: Vec<(&'static formats::Format, String, String)> = formats::REGISTRY
+        .iter()
+        .filter(|f| formats_seen.contains(f.id))
+        .flat_map(|f| {
+            format_checks::declared(f)
+                .into_iter()
+                .map(move |(id, m)| (*f, id, m))
+        })
+        .filter(|(_, id, _)| shard.is_none_or(|s| s.contains(id)))
+        .collect();
+    let digests = report::case_digests(
+        &corpus.cases,
+        checked.iter().map(|(_, id, m)| (id.as_str(), m.as_str())),
+    );
     let cfg = RunConfig {
         strategies: strategies.clone(),
         params: ChunkingParams {
@@ -306,7 +331,17 @@ fn cmd_run(a: RunArgs) -> u8 {
             Err(e) => return usage_error(e),
         };
         let progress = Progress::new(show_progress, corpus.cases.len(), spec);
-        let reports = run_cases_on(&corpus.cases, backend.backend(), &cfg, &|| progress.tick());
+        let mut reports = run_cases_on(&corpus.cases, backend.backend(), &cfg, &|| progress.tick());
+        let mut done: BTreeSet<&str> = BTreeSet::new();
+        for (f, _, _) in &checked {
+            if done.insert(f.id) && backend.backend().supports(f.id) {
+                reports.extend(
+                    format_checks::check_format(f, backend.backend())
+                        .into_iter()
+                        .filter(|r| checked.iter().any(|(_, id, _)| *id == r.id)),
+                );
+            }
+        }
         progress.done();
         per_case_seconds.insert(
             spec.clone(),
@@ -315,7 +350,7 @@ fn cmd_run(a: RunArgs) -> u8 {
                 .map(|r| (r.id.clone(), r.elapsed.as_secs_f64()))
                 .collect(),
         );
-        runs.push(report::build_run(spec, &corpus.cases, &reports, &known));
+        runs.push(report::build_run(spec, &digests, &reports, &known));
         parser_runs.push(ParserRun::new(spec, &backend, reports));
     }
     let matrix = (parser_runs.len() > 1).then(|| {
@@ -335,7 +370,7 @@ fn cmd_run(a: RunArgs) -> u8 {
         strategies: strategies.iter().map(|s| s.as_str().to_string()).collect(),
         chunking: (&cfg.params).into(),
         shard,
-        corpus: report::corpus_info(&corpus.cases, &corpus.errors),
+        corpus: report::corpus_info(&digests, &corpus.errors),
         runs,
         comparison: None,
         timings: None,
@@ -418,6 +453,37 @@ fn cmd_run(a: RunArgs) -> u8 {
     } else {
         EXIT_OK
     }
+}
+
+fn cmd_self_check(only: Option<&str>) -> u8 {
+    if let Some(f) = only
+        && formats::by_id(f).is_none()
+    {
+        return usage_error(format!(
+            "unknown format {f:?} (known: {})",
+            corpus::known_formats()
+        ));
+    }
+    capture_panics();
+    let mut failed = false;
+    for f in formats::REGISTRY
+        .iter()
+        .filter(|f| only.is_none_or(|o| o == f.id))
+    {
+        for r in format_checks::check_format(f, &Builtin) {
+            out!(
+                "{:<28} {:<5} {} replay(s)",
+                r.id,
+                r.status.as_str(),
+                r.replays
+            );
+            for v in &r.violations {
+                failed = true;
+                out!("  {}: {} (cuts {:?})", v.invariant, v.message, v.cuts);
+            }
+        }
+    }
+    if failed { EXIT_FAIL } else { EXIT_OK }
 }
 
 /// The last `n` lines of `s`.

@@ -7,7 +7,7 @@
 //! as one `ArgsDelta` when `</arguments>` closes (a later repeated element can still turn a
 //! scalar into an array, so nothing earlier is final).
 
-use super::{Format, StreamParser};
+use super::{Format, StreamParser, Typing};
 use crate::event::{ErrorKind, Event, ParseResult, ToolCall, push_text};
 use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
 use crate::lexers::xml::{Ctl, EntityMode, Section, Token, XmlConfig, XmlErrorKind, XmlTokenizer};
@@ -978,7 +978,36 @@ pub static FORMAT: Format = Format {
     new_parser,
     render: Some(render),
     markers,
+    cdata: Some(cdata_probe),
+    typing: Some(Typing {
+        table: include_str!("../../specs/forge_xml_typing.json"),
+        transcript: typing_probe,
+        key: "v",
+    }),
 };
+
+/// A call whose `content` travels in CDATA, for the `cdata_split` invariant.
+fn cdata_probe(text: &str) -> (Vec<u8>, ToolCall) {
+    let t = format!(
+        "<tool><server_name>local</server_name><tool_name>write_file</tool_name><arguments><content>{}</content></arguments></tool>",
+        cdata(text)
+    );
+    let call = ToolCall {
+        name: "write_file".into(),
+        id: None,
+        server: Some("local".into()),
+        arguments: serde_json::json!({ "content": text }),
+    };
+    (t.into_bytes(), call)
+}
+
+/// A call whose argument `v` is exactly `raw`, for the `type_inference` invariant.
+fn typing_probe(raw: &str) -> Vec<u8> {
+    format!(
+        "<tool><server_name>local</server_name><tool_name>t</tool_name><arguments><v>{raw}</v></arguments></tool>"
+    )
+    .into_bytes()
+}
 
 #[cfg(test)]
 mod tests;

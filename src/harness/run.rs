@@ -671,6 +671,8 @@ mod tests {
         new_parser: flaky,
         render: Some(echo_render),
         markers: no_markers,
+        cdata: None,
+        typing: None,
     };
 
     fn case(text: &str, expect: Option<Expectation>) -> Case {
