@@ -623,6 +623,14 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
     let mut tmp = tempfile::NamedTempFile::new_in(dir)
         .map_err(|e| format!("{}: cannot write: {e}", dir.display()))?;
+    // Temporary files are private (0600); a report is meant to be read by others.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = tmp
+            .as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644));
+    }
     tmp.write_all(contents)
         .and_then(|_| tmp.as_file().sync_all())
         .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
