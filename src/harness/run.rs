@@ -242,6 +242,8 @@ pub fn run_case_with(
             .not_applicable
             .push("delta_contract: the parser reports only final results, not events".into());
     }
+    // The same input again, for the determinism check.
+    let again = backend.replay(format, &case.tools, &case.turns, &whole_cuts);
     let whole_verdict = judge(case, &markers, &whole, &whole, Strategy::Whole, whole_cuts);
     tally(&mut report, &whole_verdict);
     for (inv, msg) in &whole_verdict.broken {
@@ -254,16 +256,7 @@ pub fn run_case_with(
             replay: replay_command(case, &[]),
         });
     }
-    if let Outcome::Done(again) = backend.replay(
-        format,
-        &case.tools,
-        &case.turns,
-        &case
-            .turns
-            .iter()
-            .map(|_| Cuts::At(Vec::new()))
-            .collect::<Vec<_>>(),
-    ) {
+    if let Outcome::Done(again) = again {
         let same = again.len() == whole.len()
             && again
                 .iter()
