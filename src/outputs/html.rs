@@ -157,7 +157,7 @@ fn thousands(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -203,14 +203,14 @@ fn header(out: &mut String, r: &Report, count: usize) {
     );
     for run in &r.runs {
         let t = &run.totals;
-        let _ = write!(
+        let _ = writeln!(
             out,
             "<section class=\"run\"><h2 class=\"parser\" title=\"{p}\">{p}</h2><div class=\"kpis\">\
              <div class=\"kpi\"><span class=\"v {}\">{}</span><span class=\"k\">parse success</span></div>\
              <div class=\"kpi\"><span class=\"v {}\">{}</span><span class=\"k\">match</span></div>\
              <div class=\"kpi\"><span class=\"v\">{}</span><span class=\"k\">cases</span></div>\
              <div class=\"kpi\"><span class=\"v {}\">{}</span><span class=\"k\">failing</span></div>\
-             </div></section>\n",
+             </div></section>",
             rate_class(t.parse_success_rate),
             percent(t.parse_success_rate),
             rate_class(t.match_rate),
@@ -356,57 +356,69 @@ fn trends(out: &mut String, reports: &[&Report]) {
             }
         }
     }
-    let labels = x_labels(reports);
-    out.push_str("<section id=\"trends\"><h2>Rates over time</h2>\n<p class=\"muted\">Parse success: replays of <code>y_</code> and unlabelled cases that ended without an error. Match: <code>y_</code> replays equal to their expectation. One point per report; hover a point for its numbers.</p>\n");
-    for parser in &parsers {
-        let runs: Vec<Option<&Run>> = reports
-            .iter()
-            .map(|r| r.runs.iter().find(|x| x.parser == *parser))
-            .collect();
-        let mut formats: Vec<&str> = runs
-            .iter()
-            .flatten()
-            .flat_map(|r| r.formats.keys().map(String::as_str))
-            .collect();
-        formats.sort_unstable();
-        formats.dedup();
-        if parsers.len() > 1 {
-            let _ = write!(out, "<h3 class=\"parser\">{}</h3>\n", escape(parser));
+    let runs: Vec<Vec<Option<&Run>>> = parsers
+        .iter()
+        .map(|p| {
+            reports
+                .iter()
+                .map(|r| r.runs.iter().find(|x| x.parser == *p))
+                .collect()
+        })
+        .collect();
+    let mut formats: Vec<&str> = runs
+        .iter()
+        .flatten()
+        .flatten()
+        .flat_map(|r| r.formats.keys().map(String::as_str))
+        .collect();
+    formats.sort_unstable();
+    formats.dedup();
+    // Panels: overall per parser (when there is more than one format), then each format with
+    // its parsers side by side, so that parsers compare at a glance.
+    let mut panels: Vec<(&str, usize, Vec<Option<&TotalsOut>>)> = Vec::new();
+    if formats.len() > 1 {
+        for (p, rs) in runs.iter().enumerate() {
+            panels.push((
+                "all formats",
+                p,
+                rs.iter().map(|r| r.map(|r| &r.totals)).collect(),
+            ));
         }
-        out.push_str("<div class=\"charts\">\n");
-        let mut panels: Vec<(&str, Vec<Option<&TotalsOut>>)> = formats
-            .iter()
-            .map(|f| {
-                (
-                    *f,
-                    runs.iter()
+    }
+    for f in &formats {
+        for (p, rs) in runs.iter().enumerate() {
+            if rs.iter().flatten().any(|r| r.formats.contains_key(*f)) {
+                panels.push((
+                    f,
+                    p,
+                    rs.iter()
                         .map(|r| r.and_then(|r| r.formats.get(*f)))
                         .collect(),
-                )
-            })
-            .collect();
-        if formats.len() > 1 {
-            panels.insert(
-                0,
-                (
-                    "all formats",
-                    runs.iter().map(|r| r.map(|r| &r.totals)).collect(),
-                ),
-            );
+                ));
+            }
         }
-        for (name, totals) in panels {
-            let parse: Vec<Sample> = totals.iter().map(|t| parse_sample(*t)).collect();
-            let matched: Vec<Sample> = totals.iter().map(|t| match_sample(*t)).collect();
-            let _ = write!(
-                out,
-                "<figure class=\"chart\"><figcaption>{}</figcaption>{}</figure>\n",
-                escape(name),
-                chart(name, &labels, &parse, &matched)
-            );
-        }
-        out.push_str("</div>\n");
     }
-    out.push_str("</section>\n");
+    let labels = x_labels(reports);
+    out.push_str("<section id=\"trends\"><h2>Rates over time</h2>\n<p class=\"muted\">Parse success: replays of <code>y_</code> and unlabelled cases that ended without an error. Match: <code>y_</code> replays equal to their expectation. One point per report; hover a point for its numbers.</p>\n<div class=\"charts\">\n");
+    for (name, p, totals) in panels {
+        let parse: Vec<Sample> = totals.iter().map(|t| parse_sample(*t)).collect();
+        let matched: Vec<Sample> = totals.iter().map(|t| match_sample(*t)).collect();
+        let sub = if parsers.len() > 1 {
+            format!(
+                "<span class=\"sub\" title=\"{0}\">{0}</span>",
+                escape(parsers[p])
+            )
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "<figure class=\"chart\"><figcaption>{}{sub}</figcaption>{}</figure>",
+            escape(name),
+            chart(name, &labels, &parse, &matched)
+        );
+    }
+    out.push_str("</div>\n</section>\n");
 }
 
 /// One label per report: full timestamp (tooltips) and a short tick label.
@@ -488,9 +500,9 @@ fn chart(name: &str, labels: &[(String, String)], parse: &[Sample], matched: &[S
     );
     // X ticks: at most about seven labels, always the latest.
     let step = n.saturating_sub(1).div_ceil(6).max(1);
-    for i in 0..n {
+    for (i, label) in labels.iter().enumerate() {
         let last = i + 1 == n;
-        let labelled = (i % step == 0 && (last || n - 1 - i >= step.div_ceil(2))) || last;
+        let labelled = last || (i % step == 0 && n - 1 - i >= step.div_ceil(2));
         let xi = x(i);
         let _ = write!(
             s,
@@ -503,7 +515,7 @@ fn chart(name: &str, labels: &[(String, String)], parse: &[Sample], matched: &[S
                 s,
                 "<text class=\"tick\" x=\"{xi:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
                 TOP + ph + 15.0,
-                escape(&labels[i].1)
+                escape(&label.1)
             );
         }
     }
@@ -533,11 +545,14 @@ fn chart(name: &str, labels: &[(String, String)], parse: &[Sample], matched: &[S
         LEFT + 214.0,
         latest(matched),
     );
-    let radius = if n > 60 { 2.0 } else { 3.5 };
-    for (ser, class, what) in [
+    // Both rates often sit at 100 %: lines go first (parse under the dashed match line), then
+    // the hollow match squares, then the parse dots inside them, so both stay visible.
+    let (dot, half) = if n > 60 { (1.6, 2.6) } else { (2.8, 4.5) };
+    let series = [
         (parse, "s-parse", "parse success"),
         (matched, "s-match", "match"),
-    ] {
+    ];
+    for (ser, class, _) in series {
         // A null rate (no denominator, or the format absent from that report) breaks the line.
         let mut segment: Vec<String> = Vec::new();
         let flush = |seg: &mut Vec<String>, s: &mut String| {
@@ -557,6 +572,8 @@ fn chart(name: &str, labels: &[(String, String)], parse: &[Sample], matched: &[S
             }
         }
         flush(&mut segment, &mut s);
+    }
+    for (ser, class, what) in series.iter().rev() {
         for (i, v) in ser.iter().enumerate() {
             let Some((r, ok, of)) = v else { continue };
             let tip = format!(
@@ -567,20 +584,20 @@ fn chart(name: &str, labels: &[(String, String)], parse: &[Sample], matched: &[S
                 thousands(*of)
             );
             let (cx, cy) = (x(i), y(*r));
-            if class == "s-parse" {
+            if *class == "s-parse" {
                 let _ = write!(
                     s,
-                    "<circle class=\"pt {class}\" cx=\"{cx:.1}\" cy=\"{cy:.1}\" r=\"{radius}\"><title>{}</title></circle>",
+                    "<circle class=\"pt {class}\" cx=\"{cx:.1}\" cy=\"{cy:.1}\" r=\"{dot}\"><title>{}</title></circle>",
                     escape(&tip)
                 );
             } else {
                 let _ = write!(
                     s,
                     "<rect class=\"pt {class}\" x=\"{:.1}\" y=\"{:.1}\" width=\"{w}\" height=\"{w}\"><title>{}</title></rect>",
-                    cx - radius,
-                    cy - radius,
+                    cx - half,
+                    cy - half,
                     escape(&tip),
-                    w = radius * 2.0
+                    w = half * 2.0
                 );
             }
         }
@@ -642,9 +659,9 @@ fn latest_tables(out: &mut String, r: &Report) {
     out.push_str("<section id=\"formats\"><h2>Latest run per format</h2>\n");
     for run in &r.runs {
         if r.runs.len() > 1 {
-            let _ = write!(out, "<h3 class=\"parser\">{}</h3>\n", escape(&run.parser));
+            let _ = writeln!(out, "<h3 class=\"parser\">{}</h3>", escape(&run.parser));
         }
-        out.push_str("<div class=\"scroll\"><table class=\"data\"><thead><tr><th>format</th><th class=\"num\">cases</th><th class=\"num\">passed</th><th class=\"num\">failed</th><th class=\"num\">xfail</th><th class=\"num\">xpass</th><th class=\"num\">replays</th><th class=\"num\">parse success</th><th class=\"num\">match</th><th>violations (cases)</th></tr></thead><tbody>");
+        out.push_str("<div class=\"scroll\"><table class=\"data formats\"><thead><tr><th>format</th><th class=\"num\">cases</th><th class=\"num\">passed</th><th class=\"num\">failed</th><th class=\"num\">xfail</th><th class=\"num\">xpass</th><th class=\"num\">replays</th><th class=\"num\">parse success</th><th class=\"num\">match</th><th>violations (cases)</th></tr></thead><tbody>");
         for (f, t) in &run.formats {
             totals_row(out, f, t, false);
         }
@@ -737,20 +754,20 @@ fn failures(out: &mut String, r: &Report) {
             String::new()
         };
         if failing.is_empty() {
-            let _ = write!(
+            let _ = writeln!(
                 out,
-                "<p class=\"callout callout-ok\">No failing cases{who}: every invariant holds.</p>\n"
+                "<p class=\"callout callout-ok\">No failing cases{who}: every invariant holds.</p>"
             );
             continue;
         }
-        let _ = write!(out, "<h3>{} failing case(s){who}</h3>\n", failing.len());
+        let _ = writeln!(out, "<h3>{} failing case(s){who}</h3>", failing.len());
         for c in failing.iter().take(MAX_FAILURES) {
             failure_card(out, c);
         }
         if failing.len() > MAX_FAILURES {
-            let _ = write!(
+            let _ = writeln!(
                 out,
-                "<p class=\"muted\">… and {} more in report.json.</p>\n",
+                "<p class=\"muted\">… and {} more in report.json.</p>",
                 failing.len() - MAX_FAILURES
             );
         }
@@ -824,7 +841,7 @@ fn matrix_cell(c: Option<&CaseOut>) -> String {
                 String::new()
             } else {
                 format!(
-                    "<div class=\"small muted\">{}</div>",
+                    "<span class=\"small muted\">{}</span>",
                     escape(&invariants.join(", "))
                 )
             };
@@ -946,10 +963,11 @@ code{background:var(--code-bg);padding:1px 5px;border-radius:4px;overflow-wrap:a
 .verdict{font-weight:600;font-size:13px;padding:3px 10px;border-radius:999px}
 .verdict.ok{color:var(--good);background:var(--good-bg)}
 .verdict.bad{color:var(--bad);background:var(--bad-bg)}
-.runs{display:grid;grid-template-columns:repeat(auto-fit,minmax(340px,1fr));gap:12px}
+.runs{display:grid;grid-template-columns:repeat(auto-fit,minmax(340px,460px));gap:12px}
 .run{margin:0;border:1px solid var(--line);border-radius:8px;padding:10px 14px}
 .run h2.parser{font-size:13px;font-weight:600;color:var(--muted);margin:0 0 6px;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
-.kpis{display:grid;grid-template-columns:repeat(4,1fr);gap:8px}
+.kpis{display:grid;grid-template-columns:repeat(4,auto);justify-content:space-between;gap:8px 14px}
+.kpi .k{white-space:nowrap}
 .kpi .v{display:block;font-size:22px;font-weight:650;font-variant-numeric:tabular-nums}
 .kpi .k{font-size:12px;color:var(--muted)}
 .good{color:var(--good)}.bad{color:var(--bad)}.warn{color:var(--warn)}.na{color:var(--muted)}
@@ -963,7 +981,8 @@ code{background:var(--code-bg);padding:1px 5px;border-radius:4px;overflow-wrap:a
 details{margin-top:10px}summary{cursor:pointer;color:var(--muted)}
 .charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(360px,1fr));gap:14px}
 .chart{margin:0;background:var(--card);border:1px solid var(--line);border-radius:8px;padding:10px 12px 4px}
-.chart figcaption{font-weight:600;font-size:13px}
+.chart figcaption{font-weight:600;font-size:13px;display:flex;gap:8px;align-items:baseline;min-width:0}
+.chart figcaption .sub{font:500 11.5px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;color:var(--muted);white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
 .chart svg{width:100%;height:auto;display:block}
 .grid{stroke:var(--grid);stroke-width:1}
 .axis{stroke:var(--muted);stroke-width:1}
@@ -974,7 +993,7 @@ details{margin-top:10px}summary{cursor:pointer;color:var(--muted)}
 .line.s-parse{stroke:var(--c-parse);stroke-width:3}
 .line.s-match{stroke:var(--c-match);stroke-dasharray:5 3}
 .pt.s-parse{fill:var(--c-parse)}
-.pt.s-match{fill:var(--card);stroke:var(--c-match);stroke-width:1.6}
+.pt.s-match{fill:var(--card);stroke:var(--c-match);stroke-width:1.8}
 .scroll{overflow-x:auto}
 table.data{width:100%;border-collapse:collapse;background:var(--card);border:1px solid var(--line);border-radius:8px;font-variant-numeric:tabular-nums}
 .data th,.data td{padding:6px 10px;border-bottom:1px solid var(--line);text-align:left;vertical-align:top}
@@ -982,6 +1001,10 @@ table.data{width:100%;border-collapse:collapse;background:var(--card);border:1px
 .data tbody tr:last-child>*{border-bottom:0}
 .data .num{text-align:right;white-space:nowrap}
 .data tr.all{font-weight:600}
+table.formats{table-layout:fixed;min-width:860px}
+table.formats th:first-child{width:15%}
+table.formats th:nth-child(8),table.formats th:nth-child(9){width:13%}
+table.formats th:last-child{width:22%}
 .data tr.failing th{color:var(--bad)}
 .meter{display:inline-block;width:56px;height:6px;border-radius:3px;background:var(--grid);margin-right:8px;vertical-align:middle;overflow:hidden}
 .meter span{display:block;height:100%;background:currentColor}
@@ -995,6 +1018,9 @@ h3.parser{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-
 .st-xfail,.st-skip{color:var(--muted);background:var(--code-bg)}
 .st-other{color:var(--other);background:var(--other-bg)}
 .matrix tr.agree th{font-weight:500;color:var(--muted)}
+.matrix th,.matrix td{padding:4px 10px}
+.matrix th[scope=row] code{white-space:nowrap;overflow-wrap:normal;background:none;padding:0}
+.matrix td .small{margin-left:6px}
 .failure{background:var(--card);border:1px solid var(--line);border-left:4px solid var(--bad);border-radius:8px;padding:10px 14px;margin:0 0 10px}
 .failure header{display:flex;flex-wrap:wrap;align-items:baseline;gap:8px}
 .failure code.id{font-weight:600}
@@ -1213,7 +1239,7 @@ mod tests {
         let section = &page[m..];
         assert!(section.find(">c3<").unwrap() < section.find("all agree: 1 case(s)").unwrap());
         assert!(section.contains("skipped"));
-        assert!(page.contains("<h3 class=\"parser\">cmd:x</h3>"));
+        assert!(page.contains("<span class=\"sub\" title=\"cmd:x\">cmd:x</span>"));
     }
 
     #[test]
