@@ -1,6 +1,7 @@
 //! The `conform` command line: `run`, `parse`, `formats`, `bench`.
 
 mod bench;
+mod fuzzing;
 
 use clap::{Args, Parser, Subcommand};
 use conform::event::ParseResult;
@@ -43,6 +44,8 @@ enum Command {
     Formats,
     /// Measure parser throughput (whole and in small chunks) against serde_json.
     Bench(bench::BenchArgs),
+    #[command(flatten)]
+    Fuzzing(fuzzing::FuzzCommand),
 }
 
 #[derive(Args)]
@@ -97,6 +100,7 @@ fn main() -> ExitCode {
         Command::Parse(a) => cmd_parse(a),
         Command::Formats => cmd_formats(),
         Command::Bench(a) => bench::run(a),
+        Command::Fuzzing(c) => fuzzing::run(c),
     };
     ExitCode::from(code)
 }
