@@ -8,13 +8,20 @@ use conform::event::ParseResult;
 use conform::formats;
 use conform::harness::chunking::{ChunkingParams, Cuts, Strategy};
 use conform::harness::corpus::{self, LoadOptions};
-use conform::harness::replay::{capture_panics, events_of};
-use conform::harness::run::{RunConfig, Status, run_cases};
+use conform::harness::replay::{Backend, Builtin, capture_panics, events_of};
+use conform::harness::run::{RunConfig, run_cases_on};
+use conform::outputs::known::KnownFailures;
+use conform::outputs::report::{self, Report, Shard};
 use conform::outputs::table::{self, Colour};
+use conform::outputs::{junit, markdown};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
+use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 /// Exit code: every expectation and invariant held.
 const EXIT_OK: u8 = 0;
@@ -46,6 +53,37 @@ enum Command {
     Bench(bench::BenchArgs),
     #[command(flatten)]
     Fuzzing(fuzzing::FuzzCommand),
+    /// Compare, merge and render saved reports.
+    #[command(subcommand)]
+    Report(ReportCommand),
+}
+
+#[derive(Subcommand)]
+enum ReportCommand {
+    /// Compare two reports case by case and per format (exit 1 on regressions).
+    Diff {
+        /// The earlier report.json.
+        old: PathBuf,
+        /// The later report.json.
+        new: PathBuf,
+    },
+    /// Merge shard reports into the report an unsharded run would write.
+    Merge {
+        /// The shard reports.
+        #[arg(required = true)]
+        reports: Vec<PathBuf>,
+        /// Where to write the merged report.json.
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+    /// Write report.md and junit.xml (and report.json) for a saved report into a directory.
+    Render {
+        /// The report.json.
+        report: PathBuf,
+        /// The directory to write into.
+        #[arg(short, long)]
+        output: PathBuf,
+    },
 }
 
 #[derive(Args)]
@@ -70,7 +108,25 @@ struct RunArgs {
     /// Comma-separated strategies [default: all]: whole, bytes, chars, two_cut, markers, random.
     #[arg(long, value_delimiter = ',')]
     strategies: Option<Vec<String>>,
-    /// Print only the table and failures, no per-run notes.
+    /// The parser to judge: `builtin` (default) or `cmd:COMMAND`; repeat to compare parsers.
+    #[arg(long = "parser", default_value = "builtin")]
+    parsers: Vec<String>,
+    /// Write report.json, report.md and junit.xml into this directory.
+    #[arg(long)]
+    report_dir: Option<PathBuf>,
+    /// Compare with a saved report: pass→fail cases and rate drops are regressions (exit 1).
+    #[arg(long)]
+    baseline: Option<PathBuf>,
+    /// Rewrite the --baseline file with this run's results (the only way it changes).
+    #[arg(long, requires = "baseline")]
+    update_baseline: bool,
+    /// Files of known failures [default: KNOWN_FAILURES in each corpus directory given].
+    #[arg(long)]
+    known_failures: Vec<PathBuf>,
+    /// Replay only shard K of N (1-based), split by a stable hash of the case id.
+    #[arg(long)]
+    shard: Option<String>,
+    /// Print only the table and failures: no progress bar, no closing note.
     #[arg(long, short)]
     quiet: bool,
 }
@@ -101,6 +157,7 @@ fn main() -> ExitCode {
         Command::Formats => cmd_formats(),
         Command::Bench(a) => bench::run(a),
         Command::Fuzzing(c) => fuzzing::run(c),
+        Command::Report(c) => cmd_report(c),
     };
     ExitCode::from(code)
 }
@@ -144,20 +201,64 @@ fn cmd_run(a: RunArgs) -> u8 {
             corpus::known_formats()
         ));
     }
+    let shard = match a.shard.as_deref().map(Shard::parse).transpose() {
+        Ok(s) => s,
+        Err(e) => return usage_error(e),
+    };
+    let mut backends: Vec<Box<dyn Backend>> = Vec::new();
+    for spec in &a.parsers {
+        match backend_for(spec) {
+            Ok(b) => backends.push(b),
+            Err(e) => return usage_error(e),
+        }
+    }
     let paths = if a.paths.is_empty() {
         vec!["corpus/".to_string()]
     } else {
         a.paths.clone()
     };
+    let mut known = KnownFailures::default();
+    let known_files: Vec<PathBuf> = if a.known_failures.is_empty() {
+        paths
+            .iter()
+            .map(|p| Path::new(p).join(corpus::KNOWN_FAILURES_FILE))
+            .filter(|p| p.is_file())
+            .collect()
+    } else {
+        a.known_failures.clone()
+    };
+    for f in &known_files {
+        match KnownFailures::load(f) {
+            Ok(k) => known.extend(k),
+            Err(e) => return usage_error(e),
+        }
+    }
+    let baseline = match &a.baseline {
+        Some(p) if p.exists() => match Report::read(p) {
+            Ok(r) => Some(r),
+            Err(e) => return usage_error(e),
+        },
+        Some(p) if !a.update_baseline => {
+            return usage_error(format!(
+                "{}: no such baseline (create it with --update-baseline)",
+                p.display()
+            ));
+        }
+        _ => None,
+    };
+
     let started = Instant::now();
-    let corpus = corpus::load(
+    let mut corpus = corpus::load(
         &paths,
         &LoadOptions {
             format: a.format.clone(),
         },
     );
+    if let Some(s) = shard {
+        corpus.cases.retain(|c| s.contains(&c.id));
+    }
     let cfg = RunConfig {
-        strategies,
+        strategies: strategies.clone(),
         params: ChunkingParams {
             seed: a.seed,
             random_groupings: a.seeds,
@@ -167,27 +268,222 @@ fn cmd_run(a: RunArgs) -> u8 {
         ..RunConfig::default()
     };
     capture_panics();
-    let reports = run_cases(&corpus.cases, &cfg);
+    let show_progress =
+        !a.quiet && std::io::stderr().is_terminal() && std::env::var_os("CI").is_none();
+    let mut runs = Vec::new();
+    let mut per_case_seconds = BTreeMap::new();
+    for backend in &backends {
+        let name = backend.name();
+        let progress = Progress::new(show_progress, corpus.cases.len(), &name);
+        let reports = run_cases_on(&corpus.cases, backend.as_ref(), &cfg, &|| progress.tick());
+        progress.done();
+        per_case_seconds.insert(
+            name.clone(),
+            reports
+                .iter()
+                .map(|r| (r.id.clone(), r.elapsed.as_secs_f64()))
+                .collect(),
+        );
+        runs.push(report::build_run(&name, &corpus.cases, &reports, &known));
+    }
+    let mut rep = Report {
+        schema_version: report::SCHEMA_VERSION,
+        tool: report::Tool {
+            name: "conform".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        },
+        seed: a.seed,
+        strategies: strategies.iter().map(|s| s.as_str().to_string()).collect(),
+        chunking: (&cfg.params).into(),
+        shard,
+        corpus: report::corpus_info(&corpus.cases, &corpus.errors),
+        runs,
+        comparison: None,
+        timings: None,
+    };
+    rep.comparison = baseline.as_ref().map(|b| report::compare(b, &rep));
+    rep.timings = Some(report::Timings {
+        generated_at: report::now_rfc3339(),
+        total_seconds: started.elapsed().as_secs_f64(),
+        per_case_seconds,
+    });
+
     let colour = Colour::detect(std::io::stdout().is_terminal());
     let mut out = std::io::stdout().lock();
     let _ = write!(out, "{}", table::corpus_errors(&corpus.errors));
-    let _ = writeln!(out, "{}", table::format_table(&reports, colour));
-    let _ = write!(out, "{}", table::failures(&reports, colour));
+    if let Some(c) = &rep.comparison {
+        let _ = write!(out, "{}", table::comparison(c, colour));
+    }
+    for run in &rep.runs {
+        if rep.runs.len() > 1 {
+            let _ = writeln!(out, "parser {}", run.parser);
+        }
+        let _ = writeln!(out, "{}", table::format_table(run, colour));
+        let _ = write!(out, "{}", table::failures(run, colour));
+        let seen: Vec<&str> = run.cases.iter().map(|c| c.id.as_str()).collect();
+        for id in known.unseen(&run.parser, &seen) {
+            if shard.is_none() {
+                let _ = writeln!(
+                    out,
+                    "note: known failure {id} of {} was not replayed",
+                    run.parser
+                );
+            }
+        }
+    }
+    drop(out);
+    if let Some(dir) = &a.report_dir
+        && let Err(e) = write_reports(dir, &rep)
+    {
+        return usage_error(e);
+    }
+    if a.update_baseline
+        && let Some(p) = &a.baseline
+    {
+        if let Err(e) = report::write_atomic(p, rep.stable().to_json().as_bytes()) {
+            return usage_error(e);
+        }
+        eprintln!("baseline {} updated", p.display());
+    }
     if !a.quiet {
         eprintln!(
             "{} case(s), {} replay(s), seed {}, in {:.2?}",
-            reports.len(),
-            reports.iter().map(|r| r.replays).sum::<usize>(),
+            corpus.cases.len(),
+            rep.runs.iter().map(|r| r.totals.replays).sum::<usize>(),
             a.seed,
             started.elapsed()
         );
     }
     if !corpus.errors.is_empty() {
         EXIT_USAGE
-    } else if reports.iter().any(|r| r.status == Status::Fail) {
+    } else if rep.has_failures() {
         EXIT_FAIL
     } else {
         EXIT_OK
+    }
+}
+
+/// The backend for a `--parser` value.
+fn backend_for(spec: &str) -> Result<Box<dyn Backend>, String> {
+    match spec {
+        "builtin" => Ok(Box::new(Builtin)),
+        other => Err(format!(
+            "unknown parser {other:?}: use `builtin` or `cmd:COMMAND`"
+        )),
+    }
+}
+
+/// Writes report.json, report.md and junit.xml, each atomically.
+fn write_reports(dir: &Path, rep: &Report) -> Result<(), String> {
+    report::write_atomic(&dir.join("report.json"), rep.to_json().as_bytes())?;
+    report::write_atomic(
+        &dir.join("report.md"),
+        markdown::render(rep, None).as_bytes(),
+    )?;
+    report::write_atomic(&dir.join("junit.xml"), junit::render(rep)?.as_bytes())?;
+    Ok(())
+}
+
+/// A progress bar on stderr that appears only once a run has taken more than a second.
+struct Progress {
+    bar: Option<ProgressBar>,
+    started: Instant,
+    shown: AtomicBool,
+}
+
+impl Progress {
+    fn new(enabled: bool, len: usize, parser: &str) -> Progress {
+        let bar = enabled.then(|| {
+            let b = ProgressBar::with_draw_target(Some(len as u64), ProgressDrawTarget::hidden());
+            b.set_style(
+                ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} cases {elapsed}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+            );
+            b.set_prefix(parser.to_string());
+            b
+        });
+        Progress {
+            bar,
+            started: Instant::now(),
+            shown: AtomicBool::new(false),
+        }
+    }
+
+    fn tick(&self) {
+        if let Some(b) = &self.bar {
+            b.inc(1);
+            if self.started.elapsed() > Duration::from_secs(1)
+                && !self.shown.swap(true, Ordering::Relaxed)
+            {
+                b.set_draw_target(ProgressDrawTarget::stderr());
+            }
+        }
+    }
+
+    fn done(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+/// `conform report …`: work on saved reports.
+fn cmd_report(c: ReportCommand) -> u8 {
+    match c {
+        ReportCommand::Diff { old, new } => {
+            let (old, new) = match (Report::read(&old), Report::read(&new)) {
+                (Ok(o), Ok(n)) => (o, n),
+                (Err(e), _) | (_, Err(e)) => return usage_error(e),
+            };
+            let c = report::compare(&old, &new);
+            let colour = Colour::detect(std::io::stdout().is_terminal());
+            let text = table::comparison(&c, colour);
+            if text.is_empty() {
+                println!("no differences in case statuses or rates");
+            } else {
+                print!("{text}");
+            }
+            if c.regressions.is_empty() {
+                EXIT_OK
+            } else {
+                EXIT_FAIL
+            }
+        }
+        ReportCommand::Merge { reports, output } => {
+            let mut parts = Vec::new();
+            for p in &reports {
+                match Report::read(p) {
+                    Ok(r) => parts.push(r),
+                    Err(e) => return usage_error(e),
+                }
+            }
+            match report::merge(&parts) {
+                Ok(m) => match report::write_atomic(&output, m.to_json().as_bytes()) {
+                    Ok(()) => {
+                        eprintln!(
+                            "merged {} report(s) into {} ({} case(s))",
+                            parts.len(),
+                            output.display(),
+                            m.corpus.cases
+                        );
+                        EXIT_OK
+                    }
+                    Err(e) => usage_error(e),
+                },
+                Err(e) => usage_error(e),
+            }
+        }
+        ReportCommand::Render {
+            report: path,
+            output,
+        } => match Report::read(&path) {
+            Ok(r) => match write_reports(&output, &r) {
+                Ok(()) => EXIT_OK,
+                Err(e) => usage_error(e),
+            },
+            Err(e) => usage_error(e),
+        },
     }
 }
 

@@ -5,7 +5,9 @@
 use crate::event::{Event, ToolCall};
 use crate::tools::Tools;
 
+pub mod anthropic_sse;
 pub mod kimi_k2;
+pub mod openai_sse;
 
 /// A push parser for one turn (or one session) of a format's stream.
 ///
@@ -37,7 +39,11 @@ pub struct Format {
 }
 
 /// Every format, in a fixed order. Adding a format is one module and one line here.
-pub static REGISTRY: &[&Format] = &[&kimi_k2::FORMAT];
+pub static REGISTRY: &[&Format] = &[
+    &kimi_k2::FORMAT,
+    &openai_sse::FORMAT,
+    &anthropic_sse::FORMAT,
+];
 
 /// Looks a format up by id.
 pub fn by_id(id: &str) -> Option<&'static Format> {

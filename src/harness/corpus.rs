@@ -7,7 +7,7 @@
 use crate::event::{ErrorKind, ToolCall};
 use crate::formats;
 use crate::tools::Tools;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -53,7 +53,7 @@ impl Label {
 }
 
 /// The expected error of an `n_` case.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExpectedError {
     /// The error kind that must be reported.
@@ -61,7 +61,7 @@ pub struct ExpectedError {
 }
 
 /// What a turn must fold to; absent fields are not checked.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Expectation {
     /// The exact visible text.
@@ -115,6 +115,37 @@ pub struct Case {
 }
 
 impl Case {
+    /// SHA-256 of everything that defines the case: id, format, label, bytes and expectations.
+    pub fn digest(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        for part in [
+            self.id.as_bytes(),
+            self.format.as_bytes(),
+            self.label.as_str().as_bytes(),
+        ] {
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part);
+        }
+        for t in &self.turns {
+            h.update((t.len() as u64).to_le_bytes());
+            h.update(t);
+        }
+        h.update(serde_json::to_vec(&self.expects).unwrap_or_default());
+        h.update(
+            serde_json::to_vec(
+                &self
+                    .tools
+                    .defs
+                    .iter()
+                    .map(|d| (&d.name, &d.parameters))
+                    .collect::<Vec<_>>(),
+            )
+            .unwrap_or_default(),
+        );
+        hex(&h.finalize())
+    }
+
     /// True when the case is a multi-turn session.
     pub fn is_session(&self) -> bool {
         self.turns.len() > 1
@@ -129,6 +160,11 @@ impl Case {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// Lower-case hexadecimal of bytes.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A corpus file that could not be loaded; the run goes on without it.
@@ -249,6 +285,9 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>, errors: &mut Vec<CorpusError>) {
         }
     }
 }
+
+/// The known-failures file of a corpus directory (not a case; see `outputs::known`).
+pub const KNOWN_FAILURES_FILE: &str = "KNOWN_FAILURES";
 
 /// Which files in a directory are cases: `.txt`, `.jsonl` and `.session.json`.
 fn is_case_file(p: &Path) -> bool {

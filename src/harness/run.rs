@@ -159,17 +159,25 @@ struct Verdict {
 
 /// Replays every case (in parallel) with the built-in parsers; one report per case, in order.
 pub fn run_cases(cases: &[Case], cfg: &RunConfig) -> Vec<CaseReport> {
-    run_cases_on(cases, &Builtin, cfg)
+    run_cases_on(cases, &Builtin, cfg, &|| {})
 }
 
-/// Replays every case the backend supports (in parallel); one report per case, in order.
-pub fn run_cases_on(cases: &[Case], backend: &dyn Backend, cfg: &RunConfig) -> Vec<CaseReport> {
+/// Replays every case the backend supports (in parallel), calling `progress` as each case
+/// finishes; one report per case, in case order.
+pub fn run_cases_on(
+    cases: &[Case],
+    backend: &dyn Backend,
+    cfg: &RunConfig,
+    progress: &(dyn Fn() + Sync),
+) -> Vec<CaseReport> {
     cases
         .par_iter()
         .filter(|c| backend.supports(c.format))
         .map(|c| {
             let format = formats::by_id(c.format).expect("corpus cases name registered formats");
-            run_case_with(c, format, backend, cfg)
+            let r = run_case_with(c, format, backend, cfg);
+            progress();
+            r
         })
         .collect()
 }

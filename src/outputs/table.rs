@@ -1,8 +1,8 @@
-//! The terminal summary: a per-format table, then the failing cases with their reproducers.
+//! The terminal summary: a per-format table, then regressions and failing cases with their
+//! reproducers.
 
-use super::summary::{Totals, percent, summarize};
+use super::report::{Comparison, Run, TotalsOut, is_failing};
 use crate::harness::corpus::CorpusError;
-use crate::harness::run::{CaseReport, Status};
 use comfy_table::{Cell, Color, ContentArrangement, Table, presets};
 use std::fmt::Write;
 
@@ -25,9 +25,25 @@ impl Colour {
             Colour::Never
         }
     }
+
+    fn codes(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Colour::Always => ("\x1b[31m", "\x1b[2m", "\x1b[0m"),
+            Colour::Never => ("", "", ""),
+        }
+    }
 }
 
-fn violations_cell(t: &Totals) -> String {
+/// A rate as a percentage with one decimal, never rounding a miss up to 100.0%.
+pub fn percent(r: Option<f64>) -> String {
+    match r {
+        None => "–".into(),
+        Some(x) if x < 1.0 && x > 0.999 => "99.9%".into(),
+        Some(x) => format!("{:.1}%", x * 100.0),
+    }
+}
+
+fn violations_cell(t: &TotalsOut) -> String {
     if t.violations.is_empty() {
         return "none".into();
     }
@@ -38,9 +54,8 @@ fn violations_cell(t: &Totals) -> String {
         .join(", ")
 }
 
-/// The per-format table.
-pub fn format_table(cases: &[CaseReport], colour: Colour) -> String {
-    let (per, all) = summarize(cases);
+/// The per-format table of one parser's run.
+pub fn format_table(run: &Run, colour: Colour) -> String {
     let mut table = Table::new();
     table
         .load_style(presets::UTF8_FULL_CONDENSED)
@@ -59,8 +74,13 @@ pub fn format_table(cases: &[CaseReport], colour: Colour) -> String {
     } else {
         table.enforce_styling();
     }
-    let row = |name: &str, t: &Totals| {
-        let failed = Cell::new(t.failed);
+    let row = |name: &str, t: &TotalsOut| {
+        let failed = if t.xfail > 0 {
+            format!("{} (+{} known)", t.failed, t.xfail)
+        } else {
+            t.failed.to_string()
+        };
+        let failed = Cell::new(failed);
         let failed = if colour == Colour::Always && t.failed > 0 {
             failed.fg(Color::Red)
         } else {
@@ -71,32 +91,66 @@ pub fn format_table(cases: &[CaseReport], colour: Colour) -> String {
             Cell::new(t.cases),
             failed,
             Cell::new(t.replays),
-            Cell::new(percent(t.parse_rate())),
-            Cell::new(percent(t.match_rate())),
+            Cell::new(percent(t.parse_success_rate)),
+            Cell::new(percent(t.match_rate)),
             Cell::new(violations_cell(t)),
         ]
     };
-    for (name, t) in &per {
+    for (name, t) in &run.formats {
         table.add_row(row(name, t));
     }
-    if per.len() > 1 {
-        table.add_row(row("all", &all));
+    if run.formats.len() != 1 {
+        table.add_row(row("all", &run.totals));
     }
     table.to_string()
 }
 
-/// The failing cases, each with its violations, minimized cuts and replay command.
-pub fn failures(cases: &[CaseReport], colour: Colour) -> String {
+/// Regressions and fixes against a baseline, regressions first.
+pub fn comparison(c: &Comparison, colour: Colour) -> String {
+    let (red, _, reset) = colour.codes();
     let mut out = String::new();
-    let (red, dim, reset) = if colour == Colour::Always {
-        ("\x1b[31m", "\x1b[2m", "\x1b[0m")
-    } else {
-        ("", "", "")
-    };
-    for c in cases.iter().filter(|c| c.status == Status::Fail) {
-        let _ = writeln!(out, "{red}FAIL{reset} {} [{}]", c.id, c.format);
+    for r in &c.regressions {
+        let _ = writeln!(
+            out,
+            "{red}REGRESSION{reset} {} ({}): {}",
+            r.subject, r.parser, r.change
+        );
+    }
+    for f in &c.fixes {
+        let _ = writeln!(out, "fixed {} ({}): {}", f.subject, f.parser, f.change);
+    }
+    if !c.new_cases.is_empty() || !c.removed_cases.is_empty() {
+        let _ = writeln!(
+            out,
+            "{} new case(s), {} removed case(s) since the baseline",
+            c.new_cases.len(),
+            c.removed_cases.len()
+        );
+    }
+    out
+}
+
+/// The failing cases of a run, each with its violations, minimized cuts and replay command.
+pub fn failures(run: &Run, colour: Colour) -> String {
+    let (red, dim, reset) = colour.codes();
+    let mut out = String::new();
+    for c in run.cases.iter().filter(|c| is_failing(&c.status)) {
+        let _ = writeln!(
+            out,
+            "{red}{}{reset} {} [{}]",
+            c.status.to_uppercase(),
+            c.id,
+            c.format
+        );
+        if c.status == "xpass" {
+            let _ = writeln!(
+                out,
+                "  passes now: remove it from the known failures of {}",
+                run.parser
+            );
+        }
         for v in &c.violations {
-            let how = match v.strategy {
+            let how = match &v.strategy {
                 Some(s) => format!(" under {s} ({} replay(s))", v.failing_replays),
                 None => String::new(),
             };
@@ -106,6 +160,11 @@ pub fn failures(cases: &[CaseReport], colour: Colour) -> String {
                 let _ = writeln!(out, "    minimal cuts: {}", cuts.join(" / "));
             }
             let _ = writeln!(out, "    {dim}replay:{reset} {}", v.replay);
+        }
+        for n in &c.notes {
+            if c.status != "fail" {
+                let _ = writeln!(out, "  {n}");
+            }
         }
     }
     out

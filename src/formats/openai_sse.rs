@@ -1,0 +1,1853 @@
+//! openai_sse: an OpenAI Chat Completions stream (`data: {chunk}` … `data: [DONE]`).
+//!
+//! Choice 0's `delta.content` is visible text (Kimi-style markers inside it are parsed with the
+//! kimi_k2 parser, seed 001), `delta.tool_calls[]` carry calls: the first entry for an index has
+//! the id and name, later ones argument fragments, which are validated incrementally (one
+//! [`JsonParser`] per call, each fragment fed once). Rules and every deviation: `specs/openai_sse.md`.
+
+use super::{Format, StreamParser};
+use crate::event::{ErrorKind, Event, ToolCall, push_text};
+use crate::lexers::json::{JsonConfig, JsonErrorKind, JsonParser};
+use crate::lexers::sse::{SseConfig, SseEvent, SseItem, SseParser};
+use crate::tools::Tools;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use std::collections::{HashMap, HashSet};
+
+/// Leniency options and limits. Every recovered deviation emits `Warning{kind: <option name>}`.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Parse Kimi-style `<|tool_call_begin|>…` markers inside `content` as calls (seed 001:
+    /// "works alongside" the JSON tool calls). Default true.
+    pub kimi_markers: bool,
+    /// A new index without an `id` still starts a call, with no id (sglang#7048). Default true;
+    /// off → `invalid_stream` and the call is dropped.
+    pub allow_missing_id: bool,
+    /// The same `id`/`name` repeated on later deltas of a call is ignored (warned once per call).
+    /// Default true; off → `invalid_stream` and the call fails.
+    pub allow_repeated_header: bool,
+    /// A second, different `id` on an index that already has a call ends that call and starts a
+    /// new one (Ollama puts parallel calls all on index 0). Default true; off → `invalid_stream`.
+    pub split_calls_on_new_id: bool,
+    /// The same `id` on two indices gives two calls. Default true; off → the second one fails
+    /// with `invalid_stream`.
+    pub allow_duplicate_id: bool,
+    /// Argument fragments that arrive before the call's name are held until the name comes.
+    /// Default true; off → `invalid_stream`.
+    pub buffer_args_before_name: bool,
+    /// A tool-call entry without `index` belongs to the latest call, or starts a new one when it
+    /// carries a new id (term-llm#314). Default true; off → `invalid_stream`.
+    pub infer_missing_index: bool,
+    /// A call whose arguments are empty (`""`, vllm#28806, qwen-code#6249) gets `{}`. Default
+    /// true; off → `empty_arguments`.
+    pub empty_arguments_as_object: bool,
+    /// `finish_reason: "stop"` ends open calls like `"tool_calls"` (gpt-4o under a forced
+    /// `tool_choice`, ollama#7963). Default true; off → each open call fails with `invalid_stream`.
+    pub end_calls_at_stop: bool,
+    /// With no `finish_reason` at all, `[DONE]` ends the open calls whose JSON is complete.
+    /// Default true; off → they fail with `unterminated`.
+    pub end_calls_at_stream_end: bool,
+    /// A stream that has its `finish_reason` but ends without `data: [DONE]` is accepted.
+    /// Default true; off → `invalid_stream`.
+    pub allow_missing_done: bool,
+    /// A last event not closed by a blank line whose payload is complete is used. Default true;
+    /// off → `invalid_stream`.
+    pub accept_unterminated_event: bool,
+    /// Choices other than 0 (`n > 1`) are ignored (warned once per turn). Default true; off →
+    /// `invalid_stream` once.
+    pub ignore_extra_choices: bool,
+    /// Largest arguments text of one call, in bytes; more → `limit_exceeded` for that call.
+    pub max_call_bytes: usize,
+    /// Deepest nesting of a call's arguments; deeper → `limit_exceeded`.
+    pub max_depth: usize,
+    /// Limits of the SSE layer.
+    pub sse: SseConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            kimi_markers: true,
+            allow_missing_id: true,
+            allow_repeated_header: true,
+            split_calls_on_new_id: true,
+            allow_duplicate_id: true,
+            buffer_args_before_name: true,
+            infer_missing_index: true,
+            empty_arguments_as_object: true,
+            end_calls_at_stop: true,
+            end_calls_at_stream_end: true,
+            allow_missing_done: true,
+            accept_unterminated_event: true,
+            ignore_extra_choices: true,
+            max_call_bytes: 16 << 20,
+            max_depth: 128,
+            sse: SseConfig::default(),
+        }
+    }
+}
+
+/// Incremental check that one call's arguments form a single JSON object; each fragment is fed
+/// once, so the cost is linear in the arguments whatever the number of deltas.
+pub(crate) struct Args {
+    json: JsonParser,
+    started: bool,
+    bytes: usize,
+    max_bytes: usize,
+}
+
+impl Args {
+    /// A validator for one call.
+    pub(crate) fn new(max_depth: usize, max_bytes: usize) -> Args {
+        Args {
+            json: JsonParser::new(JsonConfig {
+                max_depth,
+                stop_byte: None,
+                build_value: false,
+            }),
+            started: false,
+            bytes: 0,
+            max_bytes,
+        }
+    }
+
+    /// Feeds the next fragment; an `Err` fails the call for good.
+    pub(crate) fn feed(&mut self, frag: &str) -> Result<(), (ErrorKind, String)> {
+        self.bytes += frag.len();
+        if self.bytes > self.max_bytes {
+            return Err((
+                ErrorKind::LimitExceeded,
+                format!("arguments exceed {} bytes", self.max_bytes),
+            ));
+        }
+        if !self.started {
+            let rest = frag.trim_start_matches([' ', '\t', '\n', '\r']);
+            if let Some(c) = rest.chars().next() {
+                self.started = true;
+                if c != '{' {
+                    return Err((
+                        ErrorKind::InvalidJson,
+                        format!("arguments are not a JSON object (start with {c:?})"),
+                    ));
+                }
+            }
+        }
+        match self.json.feed(frag) {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind == JsonErrorKind::DepthLimit => Err((
+                ErrorKind::LimitExceeded,
+                format!("arguments: {}", e.message),
+            )),
+            Err(e) => Err((ErrorKind::InvalidJson, format!("arguments: {}", e.message))),
+        }
+    }
+
+    /// True while only whitespace (or nothing) has been fed.
+    pub(crate) fn is_empty(&self) -> bool {
+        !self.started
+    }
+
+    /// True once the object is complete.
+    pub(crate) fn is_complete(&self) -> bool {
+        self.json.is_complete()
+    }
+
+    /// Ends the arguments; `Err` carries the JSON parser's message.
+    pub(crate) fn finish(&mut self) -> Result<(), String> {
+        self.json.finish().map(|_| ()).map_err(|e| e.message)
+    }
+}
+
+/// A chunk as far as this parser reads it; unknown fields are skipped.
+#[derive(Deserialize)]
+struct WireChunk {
+    #[serde(default)]
+    choices: Option<Vec<WireChoice>>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct WireChoice {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default)]
+    delta: Option<WireDelta>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireDelta {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    refusal: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<WireToolCall>>,
+}
+
+#[derive(Deserialize)]
+struct WireToolCall {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<WireFunction>,
+}
+
+#[derive(Deserialize)]
+struct WireFunction {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<String>,
+}
+
+/// How a group of open calls is being closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Close {
+    /// The model said it finished: incomplete JSON is `invalid_json`.
+    Finished,
+    /// The model was cut (`length`, `content_filter`, no reason): incomplete JSON is `unterminated`.
+    Truncated,
+    /// The stream itself was cut: every open call is `unterminated`.
+    CutOff,
+}
+
+enum SlotState {
+    /// No name yet: argument fragments wait here.
+    Pending(String),
+    /// `CallStart` emitted with this output index.
+    Open(usize, Box<Args>),
+    /// Ended or failed; later deltas are ignored.
+    Closed,
+}
+
+struct Slot {
+    wire: u64,
+    id: Option<String>,
+    name: Option<String>,
+    state: SlotState,
+    warned_repeat: bool,
+    warned_pending: bool,
+}
+
+/// The openai_sse streaming parser.
+pub struct Parser {
+    config: Config,
+    sse: SseParser,
+    /// The kimi_k2 parser fed choice 0's `content`, when `kimi_markers` is on.
+    kimi: Option<Box<dyn StreamParser>>,
+    /// kimi call index → output index.
+    kimi_map: Vec<Option<usize>>,
+    slots: Vec<Slot>,
+    by_wire: HashMap<u64, usize>,
+    /// Ids of this turn's calls, for the duplicate-id rule without a scan per call.
+    ids: HashSet<String>,
+    /// One past the highest wire index seen: where an index-less entry with a new id goes.
+    next_wire: u64,
+    /// Slot of the latest tool-call entry, for entries without `index`.
+    last_slot: Option<usize>,
+    next_index: usize,
+    saw_event: bool,
+    finished: bool,
+    done: bool,
+    warned: Vec<&'static str>,
+}
+
+impl Parser {
+    /// A parser for one session.
+    pub fn new(config: Config) -> Parser {
+        let sse = SseParser::new(config.sse.clone());
+        let kimi = config.kimi_markers.then(new_kimi);
+        Parser {
+            config,
+            sse,
+            kimi,
+            kimi_map: Vec::new(),
+            slots: Vec::new(),
+            by_wire: HashMap::new(),
+            ids: HashSet::new(),
+            next_wire: 0,
+            last_slot: None,
+            next_index: 0,
+            saw_event: false,
+            finished: false,
+            done: false,
+            warned: Vec::new(),
+        }
+    }
+
+    fn reset_turn(&mut self) {
+        self.kimi = self.config.kimi_markers.then(new_kimi);
+        self.kimi_map.clear();
+        self.slots.clear();
+        self.by_wire.clear();
+        self.ids.clear();
+        self.next_wire = 0;
+        self.last_slot = None;
+        self.next_index = 0;
+        self.saw_event = false;
+        self.finished = false;
+        self.done = false;
+        self.warned.clear();
+    }
+
+    fn handle(&mut self, item: SseItem, out: &mut Vec<Event>) {
+        match item {
+            SseItem::Error(e) => {
+                let kind = if e.is_limit() {
+                    ErrorKind::LimitExceeded
+                } else {
+                    ErrorKind::InvalidStream
+                };
+                out.push(Event::error(kind, e.message));
+            }
+            SseItem::Event(ev) => self.on_event(ev, out),
+        }
+    }
+
+    /// Emits a warning for `option` once per turn; false when the option is off.
+    fn lenient(
+        &mut self,
+        on: bool,
+        option: &'static str,
+        msg: String,
+        out: &mut Vec<Event>,
+    ) -> bool {
+        if on {
+            if !self.warned.contains(&option) {
+                self.warned.push(option);
+                out.push(Event::warning(option, msg));
+            }
+        } else {
+            out.push(Event::error(ErrorKind::InvalidStream, msg));
+        }
+        on
+    }
+
+    fn on_event(&mut self, ev: SseEvent, out: &mut Vec<Event>) {
+        self.saw_event = true;
+        let at = ev.offset;
+        if self.done {
+            if !self.warned.contains(&"after_done") {
+                self.warned.push("after_done");
+                out.push(Event::error(
+                    ErrorKind::InvalidStream,
+                    format!("event at byte {at} after data: [DONE]"),
+                ));
+            }
+            return;
+        }
+        if ev.event == "error" {
+            out.push(Event::error(
+                ErrorKind::InvalidStream,
+                format!("provider error event at byte {at}: {}", ev.data),
+            ));
+            return;
+        }
+        if ev.event != "message" {
+            // Not part of the Chat Completions protocol; nothing in it can be a call or text.
+            return;
+        }
+        if ev.data.trim() == "[DONE]" {
+            if !ev.terminated
+                && !self.lenient(
+                    self.config.accept_unterminated_event,
+                    "accept_unterminated_event",
+                    format!("last event at byte {at} has no blank line after it"),
+                    out,
+                )
+            {
+                return;
+            }
+            self.on_done(out);
+            return;
+        }
+        let chunk: WireChunk = match serde_json::from_str(&ev.data) {
+            Ok(v) => v,
+            Err(e) => {
+                if !ev.terminated && e.is_eof() {
+                    out.push(Event::error(
+                        ErrorKind::Unterminated,
+                        format!("stream cut inside the payload of the event at byte {at}"),
+                    ));
+                } else {
+                    out.push(Event::error(
+                        ErrorKind::InvalidStream,
+                        format!("malformed payload in the event at byte {at}: {e}"),
+                    ));
+                }
+                return;
+            }
+        };
+        if !ev.terminated
+            && !self.lenient(
+                self.config.accept_unterminated_event,
+                "accept_unterminated_event",
+                format!("last event at byte {at} has no blank line after it"),
+                out,
+            )
+        {
+            return;
+        }
+        if let Some(err) = chunk.error.filter(|e| !e.is_null()) {
+            let msg = err
+                .get("message")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .unwrap_or_else(|| err.to_string());
+            out.push(Event::error(
+                ErrorKind::InvalidStream,
+                format!("provider error at byte {at}: {msg}"),
+            ));
+            return;
+        }
+        for choice in chunk.choices.unwrap_or_default() {
+            if choice.index.unwrap_or(0) != 0 {
+                self.lenient(
+                    self.config.ignore_extra_choices,
+                    "ignore_extra_choices",
+                    format!(
+                        "chunk at byte {at} has a choice other than 0 (n > 1); only choice 0 is parsed"
+                    ),
+                    out,
+                );
+                continue;
+            }
+            self.on_choice(choice, at, out);
+        }
+    }
+
+    fn on_choice(&mut self, choice: WireChoice, at: u64, out: &mut Vec<Event>) {
+        let (content, refusal, calls) = match choice.delta {
+            Some(d) => (d.content, d.refusal, d.tool_calls.unwrap_or_default()),
+            None => (None, None, Vec::new()),
+        };
+        if self.finished && (!calls.is_empty() || content.as_ref().is_some_and(|s| !s.is_empty())) {
+            if !self.warned.contains(&"after_finish") {
+                self.warned.push("after_finish");
+                out.push(Event::error(
+                    ErrorKind::InvalidStream,
+                    format!("delta at byte {at} after the finish_reason"),
+                ));
+            }
+            return;
+        }
+        if let Some(s) = content {
+            self.content(&s, out);
+        }
+        if let Some(s) = refusal {
+            // A refusal is what the user is shown instead of an answer: visible text.
+            push_text(out, &s);
+        }
+        for entry in calls {
+            self.tool_entry(entry, at, out);
+        }
+        if let Some(reason) = choice.finish_reason {
+            self.on_finish_reason(&reason, at, out);
+        }
+    }
+
+    fn content(&mut self, s: &str, out: &mut Vec<Event>) {
+        let Some(kimi) = self.kimi.as_mut() else {
+            push_text(out, s);
+            return;
+        };
+        let mut evs = Vec::new();
+        kimi.feed(s.as_bytes(), &mut evs);
+        self.forward_kimi(evs, out);
+    }
+
+    /// Renumbers the kimi parser's calls into this turn's single index sequence.
+    fn forward_kimi(&mut self, evs: Vec<Event>, out: &mut Vec<Event>) {
+        for ev in evs {
+            match ev {
+                Event::Text { text } => push_text(out, &text),
+                Event::CallStart {
+                    index,
+                    id,
+                    name,
+                    server,
+                } => {
+                    if self.kimi_map.len() <= index {
+                        self.kimi_map.resize(index + 1, None);
+                    }
+                    let n = self.next_index;
+                    self.next_index += 1;
+                    self.kimi_map[index] = Some(n);
+                    out.push(Event::CallStart {
+                        index: n,
+                        id,
+                        name,
+                        server,
+                    });
+                }
+                Event::ArgsDelta { index, json } => {
+                    if let Some(Some(n)) = self.kimi_map.get(index) {
+                        out.push(Event::ArgsDelta { index: *n, json });
+                    }
+                }
+                Event::CallEnd { index } => {
+                    if let Some(Some(n)) = self.kimi_map.get(index) {
+                        out.push(Event::CallEnd { index: *n });
+                    }
+                }
+                Event::Warning { kind, message } => out.push(Event::Warning {
+                    kind,
+                    message: format!("in content: {message}"),
+                }),
+                Event::Error { kind, message } => out.push(Event::Error {
+                    kind,
+                    message: format!("in content: {message}"),
+                }),
+            }
+        }
+    }
+
+    fn tool_entry(&mut self, entry: WireToolCall, at: u64, out: &mut Vec<Event>) {
+        let id = entry.id.as_deref().filter(|s| !s.is_empty());
+        let (name, args) = match &entry.function {
+            Some(f) => (
+                f.name.as_deref().filter(|s| !s.is_empty()),
+                f.arguments.as_deref(),
+            ),
+            None => (None, None),
+        };
+        let wire = match entry.index {
+            Some(w) => w,
+            None => {
+                if !self.lenient(
+                    self.config.infer_missing_index,
+                    "infer_missing_index",
+                    format!("tool_calls entry at byte {at} has no index"),
+                    out,
+                ) {
+                    return;
+                }
+                let last = self.last_slot.map(|s| &self.slots[s]);
+                match last {
+                    Some(s) if id.is_none() || s.id.as_deref() == id => s.wire,
+                    _ => self.next_wire,
+                }
+            }
+        };
+        let pos = match self.by_wire.get(&wire).copied() {
+            None => match self.new_slot(wire, id, at, out) {
+                Some(p) => p,
+                None => return,
+            },
+            Some(p) => {
+                let slot_id = self.slots[p].id.clone();
+                match (id, slot_id) {
+                    (Some(new), Some(old)) if new != old => {
+                        if !self.lenient(
+                            self.config.split_calls_on_new_id,
+                            "split_calls_on_new_id",
+                            format!(
+                                "a second id {new:?} on tool index {wire} at byte {at}: a new call"
+                            ),
+                            out,
+                        ) {
+                            self.fail(p, out, None);
+                            return;
+                        }
+                        self.close(p, Close::Finished, at, out);
+                        match self.new_slot(wire, id, at, out) {
+                            Some(p) => p,
+                            None => return,
+                        }
+                    }
+                    (Some(_), _) => {
+                        if matches!(self.slots[p].state, SlotState::Pending(_))
+                            && self.slots[p].id.is_none()
+                        {
+                            self.slots[p].id = id.map(str::to_string);
+                        } else if !self.repeated_header(p, at, out) {
+                            return;
+                        }
+                        p
+                    }
+                    (None, _) => p,
+                }
+            }
+        };
+        self.last_slot = Some(pos);
+        if let Some(name) = name {
+            match &self.slots[pos].state {
+                SlotState::Pending(_) => {
+                    self.slots[pos].name = Some(name.to_string());
+                    self.start(pos, at, out);
+                }
+                SlotState::Open(..) => {
+                    if self.slots[pos].name.as_deref() == Some(name) {
+                        if !self.repeated_header(pos, at, out) {
+                            return;
+                        }
+                    } else {
+                        let msg =
+                            format!("call at tool index {wire} renamed to {name:?} at byte {at}");
+                        self.fail(pos, out, Some((ErrorKind::InvalidStream, msg)));
+                        return;
+                    }
+                }
+                SlotState::Closed => return,
+            }
+        }
+        if let Some(frag) = args {
+            self.args(pos, frag, at, out);
+        }
+    }
+
+    /// Handles an id or name sent again; false when the call failed.
+    fn repeated_header(&mut self, pos: usize, at: u64, out: &mut Vec<Event>) -> bool {
+        if matches!(self.slots[pos].state, SlotState::Closed) {
+            return false;
+        }
+        if self.config.allow_repeated_header {
+            if !self.slots[pos].warned_repeat {
+                self.slots[pos].warned_repeat = true;
+                out.push(Event::warning(
+                    "allow_repeated_header",
+                    format!("id or name sent again at byte {at}"),
+                ));
+            }
+            true
+        } else {
+            let msg = format!("id or name sent again at byte {at}");
+            self.fail(pos, out, Some((ErrorKind::InvalidStream, msg)));
+            false
+        }
+    }
+
+    fn new_slot(
+        &mut self,
+        wire: u64,
+        id: Option<&str>,
+        at: u64,
+        out: &mut Vec<Event>,
+    ) -> Option<usize> {
+        let mut ok = true;
+        if id.is_none() {
+            ok = self.lenient(
+                self.config.allow_missing_id,
+                "allow_missing_id",
+                format!("new tool index {wire} at byte {at} has no id"),
+                out,
+            );
+        } else if id.is_some_and(|i| self.ids.contains(i)) {
+            ok = self.lenient(
+                self.config.allow_duplicate_id,
+                "allow_duplicate_id",
+                format!(
+                    "id {:?} at byte {at} is already used by another call",
+                    id.unwrap_or("")
+                ),
+                out,
+            );
+        }
+        if let Some(i) = id {
+            self.ids.insert(i.to_string());
+        }
+        self.next_wire = self.next_wire.max(wire.saturating_add(1));
+        let pos = self.slots.len();
+        self.slots.push(Slot {
+            wire,
+            id: id.map(str::to_string),
+            name: None,
+            state: if ok {
+                SlotState::Pending(String::new())
+            } else {
+                SlotState::Closed
+            },
+            warned_repeat: false,
+            warned_pending: false,
+        });
+        self.by_wire.insert(wire, pos);
+        ok.then_some(pos)
+    }
+
+    fn start(&mut self, pos: usize, at: u64, out: &mut Vec<Event>) {
+        let n = self.next_index;
+        self.next_index += 1;
+        let slot = &mut self.slots[pos];
+        let pending = match std::mem::replace(
+            &mut slot.state,
+            SlotState::Open(
+                n,
+                Box::new(Args::new(self.config.max_depth, self.config.max_call_bytes)),
+            ),
+        ) {
+            SlotState::Pending(buf) => buf,
+            _ => String::new(),
+        };
+        out.push(Event::CallStart {
+            index: n,
+            id: slot.id.clone(),
+            name: slot.name.clone().unwrap_or_default(),
+            server: None,
+        });
+        if !pending.is_empty() {
+            self.args(pos, &pending, at, out);
+        }
+    }
+
+    fn args(&mut self, pos: usize, frag: &str, at: u64, out: &mut Vec<Event>) {
+        if frag.is_empty() {
+            return;
+        }
+        let max = self.config.max_call_bytes;
+        let buffer_ok = self.config.buffer_args_before_name;
+        let slot = &mut self.slots[pos];
+        let err = match &mut slot.state {
+            SlotState::Pending(_) if !buffer_ok => Some((
+                ErrorKind::InvalidStream,
+                format!("arguments before the name at byte {at}"),
+            )),
+            SlotState::Pending(buf) if buf.len() + frag.len() > max => Some((
+                ErrorKind::LimitExceeded,
+                format!("arguments exceed {max} bytes at byte {at}"),
+            )),
+            SlotState::Pending(buf) => {
+                buf.push_str(frag);
+                if !slot.warned_pending {
+                    slot.warned_pending = true;
+                    out.push(Event::warning(
+                        "buffer_args_before_name",
+                        format!("arguments before the name at byte {at}"),
+                    ));
+                }
+                None
+            }
+            SlotState::Open(n, a) => {
+                let n = *n;
+                match a.feed(frag) {
+                    Ok(()) => {
+                        out.push(Event::ArgsDelta {
+                            index: n,
+                            json: frag.into(),
+                        });
+                        None
+                    }
+                    Err((kind, msg)) => {
+                        Some((kind, format!("call {n}: {msg} (event at byte {at})")))
+                    }
+                }
+            }
+            SlotState::Closed => None,
+        };
+        if err.is_some() {
+            self.fail(pos, out, err);
+        }
+    }
+
+    /// Marks a call failed, with its error if given.
+    fn fail(&mut self, pos: usize, out: &mut Vec<Event>, err: Option<(ErrorKind, String)>) {
+        self.slots[pos].state = SlotState::Closed;
+        if let Some((kind, msg)) = err {
+            out.push(Event::error(kind, msg));
+        }
+    }
+
+    /// Ends one call: `CallEnd` when its arguments are a complete object, an error otherwise.
+    fn close(&mut self, pos: usize, how: Close, at: u64, out: &mut Vec<Event>) {
+        let empty_ok = self.config.empty_arguments_as_object;
+        let slot = &mut self.slots[pos];
+        let wire = slot.wire;
+        match std::mem::replace(&mut slot.state, SlotState::Closed) {
+            SlotState::Closed => {}
+            SlotState::Pending(_) => {
+                let kind = if how == Close::CutOff {
+                    ErrorKind::Unterminated
+                } else {
+                    ErrorKind::MissingName
+                };
+                out.push(Event::error(
+                    kind,
+                    format!("call at tool index {wire} never got a name (closed at byte {at})"),
+                ));
+            }
+            SlotState::Open(n, mut a) => {
+                if how == Close::CutOff {
+                    out.push(Event::error(
+                        ErrorKind::Unterminated,
+                        format!("call {n}: the stream ended without finish_reason or [DONE]"),
+                    ));
+                } else if a.is_empty() {
+                    if empty_ok {
+                        out.push(Event::warning(
+                            "empty_arguments_as_object",
+                            format!("call {n} has empty arguments; taken as {{}}"),
+                        ));
+                        out.push(Event::ArgsDelta {
+                            index: n,
+                            json: "{}".into(),
+                        });
+                        out.push(Event::CallEnd { index: n });
+                    } else {
+                        out.push(Event::error(
+                            ErrorKind::EmptyArguments,
+                            format!("call {n} has empty arguments"),
+                        ));
+                    }
+                } else {
+                    let complete = a.is_complete();
+                    match a.finish() {
+                        Ok(()) => out.push(Event::CallEnd { index: n }),
+                        Err(msg) => {
+                            let kind = if how == Close::Truncated && !complete {
+                                ErrorKind::Unterminated
+                            } else {
+                                ErrorKind::InvalidJson
+                            };
+                            out.push(Event::error(
+                                kind,
+                                format!(
+                                    "call {n}: arguments incomplete ({msg}), closed at byte {at}"
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Closes every open call, in output-index order (pending ones last).
+    fn close_all(&mut self, how: Close, at: u64, out: &mut Vec<Event>) {
+        let mut order: Vec<(usize, usize)> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(p, s)| match s.state {
+                SlotState::Open(n, _) => Some((n, p)),
+                SlotState::Pending(_) => Some((usize::MAX, p)),
+                SlotState::Closed => None,
+            })
+            .collect();
+        order.sort_unstable();
+        for (_, p) in order {
+            self.close(p, how, at, out);
+        }
+    }
+
+    fn has_open(&self) -> bool {
+        self.slots
+            .iter()
+            .any(|s| !matches!(s.state, SlotState::Closed))
+    }
+
+    fn on_finish_reason(&mut self, reason: &str, at: u64, out: &mut Vec<Event>) {
+        self.finished = true;
+        match reason {
+            "length" | "content_filter" => self.close_all(Close::Truncated, at, out),
+            "stop" if self.has_open() => {
+                if self.lenient(
+                    self.config.end_calls_at_stop,
+                    "end_calls_at_stop",
+                    format!("finish_reason \"stop\" at byte {at} with open tool calls"),
+                    out,
+                ) {
+                    self.close_all(Close::Finished, at, out);
+                } else {
+                    for p in 0..self.slots.len() {
+                        self.fail(p, out, None);
+                    }
+                }
+            }
+            _ => self.close_all(Close::Finished, at, out),
+        }
+    }
+
+    fn on_done(&mut self, out: &mut Vec<Event>) {
+        self.done = true;
+        if self.finished || !self.has_open() {
+            return;
+        }
+        let at = self.sse.offset();
+        if self.config.end_calls_at_stream_end {
+            out.push(Event::warning(
+                "end_calls_at_stream_end",
+                "no finish_reason: open calls end at [DONE]",
+            ));
+            self.close_all(Close::Truncated, at, out);
+        } else {
+            self.close_all(Close::CutOff, at, out);
+        }
+    }
+}
+
+fn new_kimi() -> Box<dyn StreamParser> {
+    Box::new(super::kimi_k2::Parser::new(
+        super::kimi_k2::Config::default(),
+    ))
+}
+
+impl StreamParser for Parser {
+    fn feed(&mut self, chunk: &[u8], out: &mut Vec<Event>) {
+        let mut items = Vec::new();
+        self.sse.feed(chunk, &mut |i| items.push(i));
+        for i in items {
+            self.handle(i, out);
+        }
+    }
+
+    fn finish(&mut self, out: &mut Vec<Event>) {
+        let mut items = Vec::new();
+        self.sse.finish(&mut |i| items.push(i));
+        for i in items {
+            self.handle(i, out);
+        }
+        if let Some(mut kimi) = self.kimi.take() {
+            let mut evs = Vec::new();
+            kimi.finish(&mut evs);
+            self.forward_kimi(evs, out);
+        }
+        let at = self.sse.offset();
+        if !self.done && self.saw_event {
+            if self.finished {
+                self.lenient(
+                    self.config.allow_missing_done,
+                    "allow_missing_done",
+                    "the stream ended without data: [DONE]".into(),
+                    out,
+                );
+            } else if self.has_open() {
+                self.close_all(Close::CutOff, at, out);
+            } else {
+                out.push(Event::error(
+                    ErrorKind::Unterminated,
+                    format!("the stream ended at byte {at} without finish_reason or [DONE]"),
+                ));
+            }
+        }
+        self.reset_turn();
+    }
+}
+
+/// Bytes of text per `content` delta in rendered streams.
+const TEXT_PIECE: usize = 16;
+/// Bytes of arguments per delta in rendered streams: small, so a roundtrip exercises reassembly.
+const ARGS_PIECE: usize = 8;
+
+/// Splits `s` into pieces of about `n` bytes, at character boundaries.
+pub(crate) fn pieces(s: &str, n: usize) -> Vec<&str> {
+    let mut v = Vec::new();
+    let mut start = 0;
+    while start < s.len() {
+        let mut end = (start + n).min(s.len());
+        while !s.is_char_boundary(end) {
+            end += 1;
+        }
+        v.push(&s[start..end]);
+        start = end;
+    }
+    v
+}
+
+fn chunk_line(out: &mut Vec<u8>, delta: Value, finish: Option<&str>) {
+    let chunk = json!({
+        "id": "chatcmpl-conform",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "conform",
+        "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
+    });
+    out.extend_from_slice(b"data: ");
+    out.extend_from_slice(chunk.to_string().as_bytes());
+    out.extend_from_slice(b"\n\n");
+}
+
+/// The Kimi delimiters, which `content` must not contain when rendered (they would parse as calls).
+const KIMI_MARKERS: [&str; 5] = [
+    "<|tool_calls_section_begin|>",
+    "<|tool_calls_section_end|>",
+    "<|tool_call_begin|>",
+    "<|tool_call_argument_begin|>",
+    "<|tool_call_end|>",
+];
+
+/// Renders text and calls as a canonical gpt-4o-like stream: role chunk, content deltas, per call
+/// a first delta with id/name/`arguments: ""` then ~8-byte argument fragments, a finish chunk,
+/// and `data: [DONE]`.
+pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>, String> {
+    if let Some(m) = KIMI_MARKERS.iter().find(|m| text.contains(*m)) {
+        return Err(format!(
+            "text contains the Kimi marker {m}, which would parse as markup"
+        ));
+    }
+    let mut out = Vec::new();
+    chunk_line(
+        &mut out,
+        json!({"role": "assistant", "content": null, "refusal": null}),
+        None,
+    );
+    for p in pieces(text, TEXT_PIECE) {
+        chunk_line(&mut out, json!({ "content": p }), None);
+    }
+    for (i, c) in calls.iter().enumerate() {
+        if c.name.is_empty() {
+            return Err(format!("call {i} has an empty name"));
+        }
+        if c.server.is_some() {
+            return Err(format!(
+                "call {i} has a server, which OpenAI tool calls cannot carry"
+            ));
+        }
+        if !c.arguments.is_object() {
+            return Err(format!("call {i}: arguments are not a JSON object"));
+        }
+        let mut first = Map::new();
+        first.insert("index".into(), json!(i));
+        if let Some(id) = &c.id {
+            first.insert("id".into(), json!(id));
+        }
+        first.insert("type".into(), json!("function"));
+        first.insert("function".into(), json!({"name": c.name, "arguments": ""}));
+        chunk_line(&mut out, json!({ "tool_calls": [first] }), None);
+        let args = c.arguments.to_string();
+        for p in pieces(&args, ARGS_PIECE) {
+            chunk_line(
+                &mut out,
+                json!({"tool_calls": [{"index": i, "function": {"arguments": p}}]}),
+                None,
+            );
+        }
+    }
+    let reason = if calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
+    chunk_line(&mut out, json!({}), Some(reason));
+    out.extend_from_slice(b"data: [DONE]\n\n");
+    Ok(out)
+}
+
+fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
+    Box::new(Parser::new(Config::default()))
+}
+
+fn markers(_tools: &Tools) -> Vec<String> {
+    let mut m: Vec<String> = vec!["data: ".into(), "[DONE]".into()];
+    m.extend(KIMI_MARKERS.iter().map(|s| s.to_string()));
+    m
+}
+
+/// The openai_sse format.
+pub static FORMAT: Format = Format {
+    id: "openai_sse",
+    summary: "OpenAI Chat Completions SSE stream (delta.content, delta.tool_calls[])",
+    new_parser,
+    render: Some(render),
+    markers,
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::ParseResult;
+    use crate::formats::run_chunks;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn run_cfg(input: &[u8], config: &Config, cuts: &[usize]) -> ParseResult {
+        let mut p = Parser::new(config.clone());
+        let mut chunks: Vec<&[u8]> = Vec::new();
+        let mut prev = 0;
+        for &c in cuts {
+            chunks.push(&input[prev..c]);
+            prev = c;
+        }
+        chunks.push(&input[prev..]);
+        ParseResult::fold(&run_chunks(&mut p, chunks))
+    }
+
+    fn assert_same(a: &ParseResult, b: &ParseResult, what: &str) {
+        assert_eq!(a, b, "{what}");
+        assert_eq!(a.completion, b.completion, "{what}");
+    }
+
+    /// Parses whole, byte by byte and at every single cut (in the first `limit` bytes), and
+    /// checks the results agree.
+    pub(crate) fn parse_all_cuts(input: &[u8], config: &Config, limit: usize) -> ParseResult {
+        let whole = run_cfg(input, config, &[]);
+        let bytes: Vec<usize> = (1..input.len()).collect();
+        assert_same(&run_cfg(input, config, &bytes), &whole, "byte by byte");
+        for c in 0..=input.len().min(limit) {
+            assert_same(
+                &run_cfg(input, config, &[c]),
+                &whole,
+                &format!("cut at {c}"),
+            );
+        }
+        whole
+    }
+
+    fn parse(input: &str) -> ParseResult {
+        parse_all_cuts(input.as_bytes(), &Config::default(), usize::MAX)
+    }
+
+    fn parse_with(input: &str, config: Config) -> ParseResult {
+        parse_all_cuts(input.as_bytes(), &config, usize::MAX)
+    }
+
+    fn chunk(delta: Value, finish: Option<&str>) -> String {
+        let c = json!({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        format!("data: {c}\n\n")
+    }
+
+    fn tc(entries: Value) -> String {
+        chunk(json!({ "tool_calls": entries }), None)
+    }
+
+    fn fin(reason: &str) -> String {
+        chunk(json!({}), Some(reason))
+    }
+
+    const DONE: &str = "data: [DONE]\n\n";
+
+    fn warnings(r: &ParseResult) -> Vec<&str> {
+        r.warnings.iter().map(|w| w.kind.as_str()).collect()
+    }
+
+    fn one_call() -> String {
+        [
+            chunk(json!({"role": "assistant", "content": null}), None),
+            tc(json!([{"index": 0, "id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": ""}}])),
+            tc(json!([{"index": 0, "function": {"arguments": "{\"ci"}}])),
+            tc(json!([{"index": 0, "function": {"arguments": "ty\":\"Paris\"}"}}])),
+        ]
+        .concat()
+    }
+
+    #[test]
+    fn a_call_is_started_by_id_and_name_and_ended_by_finish_reason() {
+        let r = parse(&(one_call() + &fin("tool_calls") + DONE));
+        assert!(r.errors.is_empty(), "{:?}", r.errors);
+        assert_eq!(r.calls.len(), 1);
+        assert_eq!(r.calls[0].id.as_deref(), Some("call_1"));
+        assert_eq!(r.calls[0].name, "get_weather");
+        assert_eq!(r.calls[0].arguments, json!({"city": "Paris"}));
+        assert!(r.warnings.is_empty());
+    }
+
+    #[test]
+    fn events_follow_the_delta_contract() {
+        let mut p = Parser::new(Config::default());
+        let s = one_call() + &fin("tool_calls") + DONE;
+        let evs = run_chunks(&mut p, [s.as_bytes()]);
+        let kinds: Vec<&str> = evs
+            .iter()
+            .map(|e| match e {
+                Event::CallStart { .. } => "start",
+                Event::ArgsDelta { .. } => "delta",
+                Event::CallEnd { .. } => "end",
+                _ => "other",
+            })
+            .collect();
+        assert_eq!(kinds, ["start", "delta", "delta", "end"]);
+    }
+
+    #[test]
+    fn content_is_text_and_refusal_is_text() {
+        let s = chunk(
+            json!({"role": "assistant", "content": "", "refusal": null}),
+            None,
+        ) + &chunk(json!({"content": "Hé"}), None)
+            + &chunk(json!({"content": "llo"}), None)
+            + &chunk(json!({"refusal": " no"}), None)
+            + &fin("stop")
+            + DONE;
+        let r = parse(&s);
+        assert_eq!(r.text, "Héllo no");
+        assert!(r.errors.is_empty() && r.warnings.is_empty());
+    }
+
+    #[test]
+    fn usage_chunk_and_empty_tool_calls_are_ignored() {
+        let s = chunk(json!({"role": "assistant", "tool_calls": []}), None)
+            + &chunk(json!({"content": "x"}), None)
+            + &fin("stop")
+            + "data: {\"choices\":[],\"usage\":{\"total_tokens\":3}}\n\n"
+            + DONE;
+        let r = parse(&s);
+        assert_eq!(r.text, "x");
+        assert!(r.errors.is_empty() && r.warnings.is_empty());
+    }
+
+    #[test]
+    fn parallel_calls_on_two_indices() {
+        let s = one_call()
+            + &tc(
+                json!([{"index": 1, "id": "call_2", "function": {"name": "b", "arguments": "{}"}}]),
+            )
+            + &fin("tool_calls")
+            + DONE;
+        let r = parse(&s);
+        assert_eq!(r.calls.len(), 2);
+        assert_eq!(r.calls[1].name, "b");
+    }
+
+    #[test]
+    fn new_index_without_id_is_a_call_without_id() {
+        let s = tc(json!([{"index": 0, "function": {"name": "a", "arguments": "{}"}}]))
+            + &fin("tool_calls")
+            + DONE;
+        let r = parse(&s);
+        assert_eq!(r.calls.len(), 1);
+        assert_eq!(r.calls[0].id, None);
+        assert_eq!(warnings(&r), ["allow_missing_id"]);
+        let strict = Config {
+            allow_missing_id: false,
+            ..Config::default()
+        };
+        let r = parse_with(&s, strict);
+        assert!(r.calls.is_empty());
+        assert_eq!(r.error_kinds(), [ErrorKind::InvalidStream]);
+    }
+
+    #[test]
+    fn second_id_on_index_zero_splits_the_calls() {
+        let s = tc(
+            json!([{"index": 0, "id": "a1", "function": {"name": "ls", "arguments": "{\"path\":\"a\"}"}}]),
+        ) + &tc(
+            json!([{"index": 0, "id": "a2", "function": {"name": "ls", "arguments": "{\"path\":\".\"}"}}]),
+        ) + &fin("tool_calls")
+            + DONE;
+        let r = parse(&s);
+        assert_eq!(r.calls.len(), 2);
+        assert_eq!(r.calls[1].id.as_deref(), Some("a2"));
+        assert_eq!(r.calls[1].arguments, json!({"path": "."}));
+        assert_eq!(warnings(&r), ["split_calls_on_new_id"]);
+        let strict = Config {
+            split_calls_on_new_id: false,
+            ..Config::default()
+        };
+        let r = parse_with(&s, strict);
+        assert!(r.calls.is_empty());
+        assert_eq!(r.error_kinds(), [ErrorKind::InvalidStream]);
+    }
+
+    #[test]
+    fn second_id_while_the_first_call_is_incomplete_fails_the_first() {
+        let s = tc(
+            json!([{"index": 0, "id": "a1", "function": {"name": "ls", "arguments": "{\"path\":"}}]),
+        ) + &tc(
+            json!([{"index": 0, "id": "a2", "function": {"name": "ls", "arguments": "{}"}}]),
+        ) + &fin("tool_calls")
+            + DONE;
+        let r = parse(&s);
+        assert_eq!(r.calls.len(), 1);
+        assert_eq!(r.calls[0].id.as_deref(), Some("a2"));
+        assert_eq!(r.error_kinds(), [ErrorKind::InvalidJson]);
+    }
+
+    #[test]
+    fn arguments_before_the_name_are_buffered() {
+        let s = tc(json!([{"index": 0, "id": "c", "function": {"arguments": "{\"x\":"}}]))
+            + &tc(json!([{"index": 0, "function": {"name": "f", "arguments": "1}"}}]))
+            + &fin("tool_calls")
+            + DONE;
+        let r = parse(&s);
+        assert_eq!(r.calls[0].arguments, json!({"x": 1}));
+        assert_eq!(warnings(&r), ["buffer_args_before_name"]);
+        let strict = Config {
+            buffer_args_before_name: false,
+            ..Config::default()
+        };
+        assert_eq!(
+            parse_with(&s, strict).error_kinds(),
+            [ErrorKind::InvalidStream]
+        );
+    }
+
+    #[test]
+    fn a_call_that_never_gets_a_name_is_missing_name() {
+        let s = tc(json!([{"index": 0, "id": "c", "function": {"arguments": "{}"}}]))
+            + &fin("tool_calls")
+            + DONE;
+        let r = parse(&s);
+        assert!(r.calls.is_empty());
+        assert_eq!(r.error_kinds(), [ErrorKind::MissingName]);
+    }
+
+    #[test]
+    fn repeated_id_and_name_are_tolerated_once_warned() {
+        let s =
+            tc(json!([{"index": 0, "id": "c", "function": {"name": "f", "arguments": "{\"a\""}}]))
+                + &tc(
+                    json!([{"index": 0, "id": "c", "function": {"name": "f", "arguments": ":1"}}]),
+                )
+                + &tc(
+                    json!([{"index": 0, "id": "c", "function": {"name": "f", "arguments": "}"}}]),
+                )
+                + &fin("tool_calls")
+                + DONE;
+        let r = parse(&s);
+        assert_eq!(r.calls[0].arguments, json!({"a": 1}));
+        assert_eq!(warnings(&r), ["allow_repeated_header"]);
+        let strict = Config {
+            allow_repeated_header: false,
+            ..Config::default()
+        };
+        let r = parse_with(&s, strict);
+        assert!(r.calls.is_empty());
+        assert_eq!(r.error_kinds(), [ErrorKind::InvalidStream]);
+    }
+
+    #[test]
+    fn a_renamed_call_fails() {
+        let s = tc(json!([{"index": 0, "id": "c", "function": {"name": "f", "arguments": "{"}}]))
+            + &tc(json!([{"index": 0, "function": {"name": "g", "arguments": "}"}}]))
+            + &fin("tool_calls")
+            + DONE;
+        let r = parse(&s);
+        assert!(r.calls.is_empty());
+        assert_eq!(r.error_kinds(), [ErrorKind::InvalidStream]);
+    }
+
+    #[test]
+    fn same_id_on_two_indices_gives_two_calls() {
+        let s = tc(json!([{"index": 0, "id": "c", "function": {"name": "f", "arguments": "{}"}}]))
+            + &tc(json!([{"index": 1, "id": "c", "function": {"name": "g", "arguments": "{}"}}]))
+            + &fin("tool_calls")
+            + DONE;
+        let r = parse(&s);
+        assert_eq!(r.calls.len(), 2);
+        assert_eq!(warnings(&r), ["allow_duplicate_id"]);
+        let strict = Config {
+            allow_duplicate_id: false,
+            ..Config::default()
+        };
+        let r = parse_with(&s, strict);
+        assert_eq!(r.calls.len(), 1);
+        assert_eq!(r.error_kinds(), [ErrorKind::InvalidStream]);
+    }
+
+    #[test]
+    fn entries_without_index_join_the_latest_call_or_start_one_on_a_new_id() {
+        let s = tc(json!([{"id": "c1", "function": {"name": "f", "arguments": "{\"a\":"}}]))
+            + &tc(json!([{"function": {"arguments": "1}"}}]))
+            + &tc(json!([{"id": "c2", "function": {"name": "g", "arguments": "{}"}}]))
+            + &fin("tool_calls")
+            + DONE;
+        let r = parse(&s);
+        assert_eq!(r.calls.len(), 2);
+        assert_eq!(r.calls[0].arguments, json!({"a": 1}));
+        assert_eq!(r.calls[1].name, "g");
+        assert_eq!(warnings(&r), ["infer_missing_index"]);
+        let strict = Config {
+            infer_missing_index: false,
+            ..Config::default()
+        };
+        assert!(parse_with(&s, strict).calls.is_empty());
+    }
+
+    #[test]
+    fn empty_arguments_become_an_empty_object() {
+        let s = tc(json!([{"index": 0, "id": "c", "function": {"name": "now", "arguments": ""}}]))
+            + &fin("tool_calls")
+            + DONE;
+        let r = parse(&s);
+        assert_eq!(r.calls[0].arguments, json!({}));
+        assert_eq!(warnings(&r), ["empty_arguments_as_object"]);
+        let strict = Config {
+            empty_arguments_as_object: false,
+            ..Config::default()
+        };
+        assert_eq!(
+            parse_with(&s, strict).error_kinds(),
+            [ErrorKind::EmptyArguments]
+        );
+    }
+
+    #[test]
+    fn finish_reason_stop_ends_calls_with_a_warning() {
+        let r = parse(&(one_call() + &fin("stop") + DONE));
+        assert_eq!(r.calls.len(), 1);
+        assert_eq!(warnings(&r), ["end_calls_at_stop"]);
+        let strict = Config {
+            end_calls_at_stop: false,
+            ..Config::default()
+        };
+        let r = parse_with(&(one_call() + &fin("stop") + DONE), strict);
+        assert!(r.calls.is_empty());
+        assert_eq!(r.error_kinds(), [ErrorKind::InvalidStream]);
+    }
+
+    #[test]
+    fn finish_reason_length_with_incomplete_arguments_is_unterminated() {
+        let s = tc(
+            json!([{"index": 0, "id": "c", "function": {"name": "f", "arguments": "{\"a\": \"par"}}]),
+        ) + &fin("length")
+            + DONE;
+        let r = parse(&s);
+        assert!(r.calls.is_empty());
+        assert_eq!(r.error_kinds(), [ErrorKind::Unterminated]);
+        // Complete arguments survive a length stop.
+        let r = parse(&(one_call() + &fin("length") + DONE));
+        assert_eq!(r.calls.len(), 1);
+    }
+
+    #[test]
+    fn incomplete_arguments_at_tool_calls_are_invalid_json() {
+        let s = tc(
+            json!([{"index": 0, "id": "c", "function": {"name": "f", "arguments": "{\"a\": 1"}}]),
+        ) + &fin("tool_calls")
+            + DONE;
+        assert_eq!(parse(&s).error_kinds(), [ErrorKind::InvalidJson]);
+    }
+
+    #[test]
+    fn absent_finish_reason_ends_complete_calls_at_done() {
+        let r = parse(&(one_call() + DONE));
+        assert_eq!(r.calls.len(), 1);
+        assert_eq!(warnings(&r), ["end_calls_at_stream_end"]);
+        let strict = Config {
+            end_calls_at_stream_end: false,
+            ..Config::default()
+        };
+        assert_eq!(
+            parse_with(&(one_call() + DONE), strict).error_kinds(),
+            [ErrorKind::Unterminated]
+        );
+    }
+
+    #[test]
+    fn a_stream_cut_off_without_finish_or_done_is_unterminated() {
+        let r = parse(&one_call());
+        assert!(r.calls.is_empty());
+        assert_eq!(r.error_kinds(), [ErrorKind::Unterminated]);
+        let r = parse(&chunk(json!({"content": "hi"}), None));
+        assert_eq!(r.text, "hi");
+        assert_eq!(r.error_kinds(), [ErrorKind::Unterminated]);
+    }
+
+    #[test]
+    fn a_missing_done_after_finish_reason_is_a_warning() {
+        let r = parse(&(one_call() + &fin("tool_calls")));
+        assert_eq!(r.calls.len(), 1);
+        assert_eq!(warnings(&r), ["allow_missing_done"]);
+        let strict = Config {
+            allow_missing_done: false,
+            ..Config::default()
+        };
+        assert_eq!(
+            parse_with(&(one_call() + &fin("tool_calls")), strict).error_kinds(),
+            [ErrorKind::InvalidStream]
+        );
+    }
+
+    #[test]
+    fn a_last_event_without_blank_line_is_accepted_and_a_cut_payload_is_unterminated() {
+        let s = one_call() + &fin("tool_calls") + "data: [DONE]";
+        let r = parse(&s);
+        assert_eq!(r.calls.len(), 1);
+        assert_eq!(warnings(&r), ["accept_unterminated_event"]);
+        let s = one_call() + "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"He";
+        let r = parse(&s);
+        assert_eq!(
+            r.error_kinds(),
+            [ErrorKind::Unterminated, ErrorKind::Unterminated]
+        );
+    }
+
+    #[test]
+    fn other_choices_are_ignored_with_one_warning() {
+        let s = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}},{\"index\":1,\"delta\":{\"content\":\"b\"}}]}\n\n".to_string()
+            + "data: {\"choices\":[{\"index\":1,\"delta\":{\"content\":\"c\"}}]}\n\n"
+            + &fin("stop")
+            + DONE;
+        let r = parse(&s);
+        assert_eq!(r.text, "a");
+        assert_eq!(warnings(&r), ["ignore_extra_choices"]);
+        let strict = Config {
+            ignore_extra_choices: false,
+            ..Config::default()
+        };
+        assert_eq!(
+            parse_with(&s, strict).error_kinds(),
+            [ErrorKind::InvalidStream, ErrorKind::InvalidStream]
+        );
+    }
+
+    #[test]
+    fn concatenated_objects_in_one_call_are_invalid_json() {
+        let s = tc(
+            json!([{"index": 0, "id": "c", "function": {"name": "f", "arguments": "{\"a\":1}{\"b\":2}"}}]),
+        ) + &fin("tool_calls")
+            + DONE;
+        let r = parse(&s);
+        assert!(r.calls.is_empty());
+        assert_eq!(r.error_kinds(), [ErrorKind::InvalidJson]);
+    }
+
+    #[test]
+    fn arguments_that_are_not_an_object_are_invalid_json() {
+        for a in ["[1]", "\"{\\\"a\\\":1}\"", "42"] {
+            let s = tc(json!([{"index": 0, "id": "c", "function": {"name": "f", "arguments": a}}]))
+                + &fin("tool_calls")
+                + DONE;
+            assert_eq!(parse(&s).error_kinds(), [ErrorKind::InvalidJson], "{a}");
+        }
+    }
+
+    #[test]
+    fn name_and_first_args_as_two_entries_in_one_chunk() {
+        let s = tc(json!([
+            {"index": 0, "id": "c", "function": {"name": "f"}},
+            {"index": 0, "function": {"arguments": "{\"q\":true}"}}
+        ])) + &fin("tool_calls")
+            + DONE;
+        let r = parse(&s);
+        assert_eq!(r.calls[0].arguments, json!({"q": true}));
+        assert!(r.warnings.is_empty());
+    }
+
+    #[test]
+    fn malformed_payload_is_invalid_stream_naming_the_offset() {
+        let s = chunk(json!({"content": "a"}), None)
+            + "data: {\"choices\": [\n\n"
+            + &fin("stop")
+            + DONE;
+        let r = parse(&s);
+        assert_eq!(r.text, "a");
+        assert_eq!(r.error_kinds(), [ErrorKind::InvalidStream]);
+        let at = chunk(json!({"content": "a"}), None).len();
+        assert!(
+            r.errors[0].message.contains(&format!("byte {at}")),
+            "{}",
+            r.errors[0].message
+        );
+    }
+
+    #[test]
+    fn error_objects_and_error_events_are_invalid_stream() {
+        let s = chunk(json!({"content": "a"}), None)
+            + "data: {\"error\":{\"message\":\"overloaded\",\"type\":\"server_error\"}}\n\n";
+        let r = parse(&s);
+        assert_eq!(
+            r.error_kinds(),
+            [ErrorKind::InvalidStream, ErrorKind::Unterminated]
+        );
+        assert!(r.errors[0].message.contains("overloaded"));
+        let s = "event: error\ndata: boom\n\n".to_string() + &fin("stop") + DONE;
+        assert_eq!(parse(&s).error_kinds(), [ErrorKind::InvalidStream]);
+    }
+
+    #[test]
+    fn sse_errors_map_to_invalid_stream_and_limits() {
+        let s = "garbage line\n\n".to_string() + &fin("stop") + DONE;
+        assert_eq!(parse(&s).error_kinds(), [ErrorKind::InvalidStream]);
+        let mut bytes = chunk(json!({"content": "a"}), None).into_bytes();
+        bytes.extend_from_slice(b"data: \xff\n\n");
+        bytes.extend_from_slice((fin("stop") + DONE).as_bytes());
+        let r = parse_all_cuts(&bytes, &Config::default(), usize::MAX);
+        assert_eq!(r.error_kinds(), [ErrorKind::InvalidStream]);
+        let small = Config {
+            sse: SseConfig {
+                max_line_bytes: 90,
+                ..SseConfig::default()
+            },
+            ..Config::default()
+        };
+        let s = chunk(json!({"content": "a".repeat(100)}), None) + &fin("stop") + DONE;
+        assert_eq!(
+            parse_with(&s, small).error_kinds(),
+            [ErrorKind::LimitExceeded]
+        );
+    }
+
+    #[test]
+    fn oversized_arguments_are_limit_exceeded() {
+        let cfg = Config {
+            max_call_bytes: 10,
+            ..Config::default()
+        };
+        let s = tc(
+            json!([{"index": 0, "id": "c", "function": {"name": "f", "arguments": "{\"a\":\"0123456789\"}"}}]),
+        ) + &fin("tool_calls")
+            + DONE;
+        assert_eq!(
+            parse_with(&s, cfg).error_kinds(),
+            [ErrorKind::LimitExceeded]
+        );
+    }
+
+    #[test]
+    fn crlf_line_ends_and_comments() {
+        let s = (": ping\n\n".to_string() + &one_call() + &fin("tool_calls") + DONE)
+            .replace('\n', "\r\n");
+        let r = parse(&s);
+        assert_eq!(r.calls.len(), 1);
+        assert!(r.errors.is_empty());
+    }
+
+    #[test]
+    fn data_after_done_and_deltas_after_finish_are_invalid_stream() {
+        let r = parse(
+            &(one_call() + &fin("tool_calls") + DONE + &chunk(json!({"content": "x"}), None)),
+        );
+        assert_eq!(r.error_kinds(), [ErrorKind::InvalidStream]);
+        let r = parse(
+            &(one_call() + &fin("tool_calls") + &chunk(json!({"content": "x"}), None) + DONE),
+        );
+        assert_eq!(r.calls.len(), 1);
+        assert_eq!(r.error_kinds(), [ErrorKind::InvalidStream]);
+    }
+
+    const KIMI: &str = "<|tool_calls_section_begin|><|tool_call_begin|>functions.list_directory:0<|tool_call_argument_begin|>{\"path\": \"/x\"}<|tool_call_end|><|tool_calls_section_end|>";
+
+    #[test]
+    fn kimi_markers_in_content_are_calls_even_split_across_deltas() {
+        let content = format!("Listing. {KIMI}");
+        let s = pieces(&content, 5)
+            .into_iter()
+            .map(|p| chunk(json!({ "content": p }), None))
+            .collect::<String>()
+            + &fin("stop")
+            + DONE;
+        let r = parse(&s);
+        assert_eq!(r.text, "Listing. ");
+        assert_eq!(r.calls.len(), 1);
+        assert_eq!(r.calls[0].name, "list_directory");
+        assert_eq!(r.calls[0].id.as_deref(), Some("0"));
+        assert_eq!(r.calls[0].arguments, json!({"path": "/x"}));
+        let off = Config {
+            kimi_markers: false,
+            ..Config::default()
+        };
+        assert_eq!(parse_with(&s, off).text, content);
+    }
+
+    #[test]
+    fn kimi_and_native_calls_share_one_index_sequence_in_start_order() {
+        let s = chunk(json!({ "content": KIMI }), None) + &one_call() + &fin("tool_calls") + DONE;
+        let mut p = Parser::new(Config::default());
+        let evs = run_chunks(&mut p, [s.as_bytes()]);
+        let starts: Vec<(usize, String)> = evs
+            .iter()
+            .filter_map(|e| match e {
+                Event::CallStart { index, name, .. } => Some((*index, name.to_string())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            starts,
+            [
+                (0, "list_directory".to_string()),
+                (1, "get_weather".to_string())
+            ]
+        );
+        assert_eq!(parse(&s).calls.len(), 2);
+    }
+
+    #[test]
+    fn attempt_completion_is_the_completion() {
+        let s = tc(
+            json!([{"index": 0, "id": "c", "function": {"name": "attempt_completion", "arguments": "{\"result\":\"Done: 3 files\"}"}}]),
+        ) + &fin("tool_calls")
+            + DONE;
+        assert_eq!(parse(&s).completion.as_deref(), Some("Done: 3 files"));
+    }
+
+    #[test]
+    fn sessions_restart_indices_after_finish() {
+        let s = one_call() + &fin("tool_calls") + DONE;
+        let mut p = Parser::new(Config::default());
+        let mut evs = Vec::new();
+        p.feed(s.as_bytes(), &mut evs);
+        p.finish(&mut evs);
+        p.feed(s.as_bytes(), &mut evs);
+        p.finish(&mut evs);
+        let starts: Vec<usize> = evs
+            .iter()
+            .filter_map(|e| match e {
+                Event::CallStart { index, .. } => Some(*index),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(starts, [0, 0]);
+        assert_eq!(ParseResult::fold(&evs).calls.len(), 2);
+    }
+
+    #[test]
+    fn render_gives_a_gpt4o_shaped_stream_that_parses_back() {
+        let calls = vec![
+            ToolCall {
+                name: "get_weather".into(),
+                id: Some("call_1".into()),
+                server: None,
+                arguments: json!({"city": "Zürich", "days": 3}),
+            },
+            ToolCall {
+                name: "now".into(),
+                id: None,
+                server: None,
+                arguments: json!({}),
+            },
+        ];
+        let bytes = render("Let me check – ok.", &calls, &Tools::default()).unwrap();
+        let s = String::from_utf8(bytes.clone()).unwrap();
+        assert!(s.starts_with("data: {"));
+        assert!(s.ends_with("data: [DONE]\n\n"));
+        assert!(s.contains("\"finish_reason\":\"tool_calls\""));
+        let r = parse_all_cuts(&bytes, &Config::default(), usize::MAX);
+        assert_eq!(r.text, "Let me check – ok.");
+        assert_eq!(r.calls, calls);
+        assert!(r.errors.is_empty());
+        assert!(
+            render(
+                "x",
+                &[ToolCall {
+                    name: "f".into(),
+                    id: None,
+                    server: None,
+                    arguments: json!([1])
+                }],
+                &Tools::default()
+            )
+            .is_err()
+        );
+    }
+
+    /// The recorded gpt-4o streams (`shared/realdata/openai_sse`), if present.
+    fn realdata_dir() -> Option<std::path::PathBuf> {
+        let near =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/realdata/openai_sse");
+        [near, "/work/shared/realdata/openai_sse".into()]
+            .into_iter()
+            .find(|p| p.is_dir())
+    }
+
+    #[test]
+    fn real_gpt4o_streams_parse_without_errors_under_every_cut() {
+        let Some(dir) = realdata_dir() else {
+            eprintln!("skipped: shared/realdata/openai_sse not found");
+            return;
+        };
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "txt"))
+            .collect();
+        files.sort();
+        assert_eq!(
+            files.len(),
+            12,
+            "expected the 12 recorded streams in {dir:?}"
+        );
+        // Each file is parsed ~2050 times; files run on their own threads to keep this fast.
+        let results: Vec<(std::path::PathBuf, ParseResult)> = std::thread::scope(|s| {
+            let handles: Vec<_> = files
+                .iter()
+                .map(|f| {
+                    s.spawn(move || {
+                        let bytes = std::fs::read(f).unwrap();
+                        (f.clone(), parse_all_cuts(&bytes, &Config::default(), 2048))
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut calls = 0;
+        let mut with_text = 0;
+        for (f, r) in &results {
+            assert!(r.errors.is_empty(), "{f:?}: {:?}", r.errors);
+            for w in &r.warnings {
+                assert_eq!(w.kind, "ignore_extra_choices", "{f:?}: {w:?}");
+            }
+            calls += r.calls.len();
+            with_text += usize::from(!r.text.is_empty());
+            for c in &r.calls {
+                assert!(
+                    c.id.as_deref().is_some_and(|i| i.starts_with("call_")),
+                    "{f:?}"
+                );
+                assert!(
+                    c.arguments.as_object().is_some_and(|o| !o.is_empty()),
+                    "{f:?}"
+                );
+            }
+        }
+        // 4 streams with tool calls, one of them with two parallel calls; 8 with content only.
+        assert_eq!(calls, 5);
+        assert_eq!(with_text, 8);
+    }
+
+    fn arb_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i32>().prop_map(Value::from),
+            "[a-zé\"\\\\ \n{}<|€😀]{0,8}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 12, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..3).prop_map(Value::from),
+                proptest::collection::btree_map("[a-z]{1,4}", inner, 0..3)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn arb_call() -> impl Strategy<Value = ToolCall> {
+        (
+            "[a-z_]{1,10}",
+            proptest::option::of("call_[A-Za-z0-9]{1,8}"),
+            proptest::collection::btree_map("[a-z]{1,5}", arb_value(), 0..4),
+        )
+            .prop_map(|(name, id, args)| ToolCall {
+                name,
+                id,
+                server: None,
+                arguments: Value::Object(args.into_iter().collect()),
+            })
+    }
+
+    fn cut(input: &[u8], cuts: &[usize]) -> Vec<usize> {
+        let mut cs: Vec<usize> = cuts.iter().map(|c| c % (input.len() + 1)).collect();
+        cs.sort_unstable();
+        cs
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn roundtrip_under_random_cuts(text in "[a-zé \n€😀<|]{0,24}", calls in proptest::collection::vec(arb_call(), 0..3),
+                                       cuts in proptest::collection::vec(any::<usize>(), 0..8)) {
+            let bytes = render(&text, &calls, &Tools::default()).unwrap();
+            let r = run_cfg(&bytes, &Config::default(), &cut(&bytes, &cuts));
+            prop_assert!(r.errors.is_empty(), "{:?}", r.errors);
+            prop_assert_eq!(r.text, text);
+            prop_assert_eq!(r.calls, calls);
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic_and_are_split_invariant(
+            bytes in proptest::collection::vec(prop_oneof![
+                Just(b'\n'), Just(b'{'), Just(b'}'), Just(b'"'), Just(b':'), any::<u8>()], 0..80),
+            cuts in proptest::collection::vec(any::<usize>(), 0..6)) {
+            let whole = run_cfg(&bytes, &Config::default(), &[]);
+            prop_assert_eq!(run_cfg(&bytes, &Config::default(), &cut(&bytes, &cuts)), whole);
+        }
+
+        #[test]
+        fn mutated_streams_never_panic_and_are_split_invariant(
+            calls in proptest::collection::vec(arb_call(), 1..3),
+            edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..4),
+            cuts in proptest::collection::vec(any::<usize>(), 0..6)) {
+            let mut bytes = render("hi", &calls, &Tools::default()).unwrap();
+            for (at, b) in edits {
+                let i = at % bytes.len();
+                bytes[i] = b;
+            }
+            let whole = run_cfg(&bytes, &Config::default(), &[]);
+            prop_assert_eq!(run_cfg(&bytes, &Config::default(), &cut(&bytes, &cuts)), whole);
+        }
+    }
+}

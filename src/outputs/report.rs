@@ -1,0 +1,754 @@
+//! `report.json`: the versioned, deterministic record of a run (`specs/report.md`).
+//!
+//! Everything but the `timings` section is a pure function of the corpus, the seed, the options
+//! and the parsers, so two runs with the same seed give byte-identical reports apart from it.
+
+use super::known::KnownFailures;
+use crate::harness::chunking::ChunkingParams;
+use crate::harness::corpus::{Case, CorpusError, hex};
+use crate::harness::run::{CaseReport, Status, Violation};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// The schema version written in every report; bumped on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The whole report: one or more parser runs over the same corpus and chunkings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Report {
+    /// Always [`SCHEMA_VERSION`] for reports this version writes.
+    pub schema_version: u32,
+    /// The tool that wrote the report.
+    pub tool: Tool,
+    /// The master seed of every seeded chunking.
+    pub seed: u64,
+    /// The strategies replayed.
+    pub strategies: Vec<String>,
+    /// The chunking parameters.
+    pub chunking: Chunking,
+    /// The shard this report covers, if the corpus was split.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
+    /// What was loaded.
+    pub corpus: CorpusInfo,
+    /// One entry per parser judged.
+    pub runs: Vec<Run>,
+    /// Case-by-case comparison with a baseline, when one was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comparison: Option<Comparison>,
+    /// Wall-clock facts, kept apart because they change from run to run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timings: Option<Timings>,
+}
+
+/// Name and version of the tool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tool {
+    /// Always `conform`.
+    pub name: String,
+    /// The crate version.
+    pub version: String,
+}
+
+/// Chunking parameters, as given on the command line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Chunking {
+    /// Random groupings per case.
+    pub random_groupings: usize,
+    /// Largest random chunk, in bytes.
+    pub random_max_chunk: usize,
+    /// Most single-cut replays per transcript.
+    pub two_cut_cap: usize,
+}
+
+impl From<&ChunkingParams> for Chunking {
+    fn from(p: &ChunkingParams) -> Chunking {
+        Chunking {
+            random_groupings: p.random_groupings,
+            random_max_chunk: p.random_max_chunk,
+            two_cut_cap: p.two_cut_cap,
+        }
+    }
+}
+
+/// Which part of a sharded corpus a report covers (`index` counts from 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Shard {
+    /// This shard, 1..=count.
+    pub index: u32,
+    /// How many shards the corpus was split into.
+    pub count: u32,
+}
+
+impl Shard {
+    /// Parses `K/N`.
+    pub fn parse(s: &str) -> Result<Shard, String> {
+        let (k, n) = s
+            .split_once('/')
+            .ok_or_else(|| format!("invalid shard {s:?}: expected K/N, e.g. 2/4"))?;
+        let index: u32 = k
+            .trim()
+            .parse()
+            .map_err(|_| format!("invalid shard index {k:?}"))?;
+        let count: u32 = n
+            .trim()
+            .parse()
+            .map_err(|_| format!("invalid shard count {n:?}"))?;
+        if count == 0 || index == 0 || index > count {
+            return Err(format!("invalid shard {s:?}: need 1 <= K <= N"));
+        }
+        Ok(Shard { index, count })
+    }
+
+    /// Whether a case id belongs to this shard (a stable hash of the id, so shards partition).
+    pub fn contains(&self, case_id: &str) -> bool {
+        crate::harness::chunking::stable_hash(case_id) % u64::from(self.count)
+            == u64::from(self.index - 1)
+    }
+}
+
+/// What the corpus held.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CorpusInfo {
+    /// SHA-256 over the sorted per-case digests: equal digests, equal corpus.
+    pub digest: String,
+    /// Cases loaded (in this shard).
+    pub cases: usize,
+    /// Files that could not be loaded.
+    pub errors: Vec<CorpusErrorOut>,
+}
+
+/// A corpus file that could not be loaded.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CorpusErrorOut {
+    /// The file.
+    pub path: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+/// One parser's results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Run {
+    /// The parser (`builtin`, or `cmd:…` for an adapter).
+    pub parser: String,
+    /// Overall counts.
+    pub totals: TotalsOut,
+    /// Counts per format, by id.
+    pub formats: BTreeMap<String, TotalsOut>,
+    /// Every case, sorted by id.
+    pub cases: Vec<CaseOut>,
+}
+
+/// Counts and rates of a set of cases.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TotalsOut {
+    /// Cases replayed.
+    pub cases: usize,
+    /// Cases that passed.
+    pub passed: usize,
+    /// Cases that failed (any status but pass, known failures excluded).
+    pub failed: usize,
+    /// Known failures that still fail.
+    pub xfail: usize,
+    /// Known failures that now pass: the mark must be removed.
+    pub xpass: usize,
+    /// Replays run.
+    pub replays: usize,
+    /// Replays of y_ and unlabelled cases.
+    pub parse_replays: usize,
+    /// Of those, replays without an error.
+    pub parse_ok: usize,
+    /// `parse_ok / parse_replays`, or null.
+    pub parse_success_rate: Option<f64>,
+    /// Replays of y_ cases.
+    pub match_replays: usize,
+    /// Of those, replays equal to the expectation.
+    pub match_ok: usize,
+    /// `match_ok / match_replays`, or null.
+    pub match_rate: Option<f64>,
+    /// Cases breaking each invariant.
+    pub violations: BTreeMap<String, usize>,
+}
+
+/// One case's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaseOut {
+    /// The case id (file path, plus `#line` for JSONL lines).
+    pub id: String,
+    /// The format id.
+    pub format: String,
+    /// `y`, `n`, `i` or `unlabelled`.
+    pub label: String,
+    /// `pass`, `fail`, `xfail`, `xpass`, `crash`, `timeout` or `protocol_error`.
+    pub status: String,
+    /// SHA-256 of the case's bytes and expectations.
+    pub digest: String,
+    /// Replays run.
+    pub replays: usize,
+    /// Replays without an error.
+    pub error_free: usize,
+    /// Replays equal to the expectation.
+    pub matched: usize,
+    /// Broken invariants with their minimal reproducers.
+    pub violations: Vec<ViolationOut>,
+    /// Invariants that did not apply, and breakdowns of external parsers, with reasons.
+    pub notes: Vec<String>,
+}
+
+/// One broken invariant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ViolationOut {
+    /// The invariant id.
+    pub invariant: String,
+    /// The strategy of the first failing replay, or null for whole-input checks.
+    pub strategy: Option<String>,
+    /// Minimized cut offsets, one list per turn.
+    pub cuts: Vec<Vec<usize>>,
+    /// Replays that broke the invariant.
+    pub failing_replays: usize,
+    /// What went wrong.
+    pub message: String,
+    /// The command that reproduces it.
+    pub replay: String,
+}
+
+impl From<&Violation> for ViolationOut {
+    fn from(v: &Violation) -> Self {
+        ViolationOut {
+            invariant: v.invariant.as_str().into(),
+            strategy: v.strategy.map(|s| s.as_str().into()),
+            cuts: v.cuts.clone(),
+            failing_replays: v.failing_replays,
+            message: v.message.clone(),
+            replay: v.replay.clone(),
+        }
+    }
+}
+
+/// Wall-clock facts of the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Timings {
+    /// When the report was written (UTC, RFC 3339).
+    pub generated_at: String,
+    /// Seconds the whole run took.
+    pub total_seconds: f64,
+    /// Seconds per case id, per parser.
+    pub per_case_seconds: BTreeMap<String, BTreeMap<String, f64>>,
+}
+
+/// The comparison of a report with a baseline.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Comparison {
+    /// Pass→fail cases and rate drops: these fail the run.
+    pub regressions: Vec<Change>,
+    /// Fail→pass cases and rate rises.
+    pub fixes: Vec<Change>,
+    /// Cases the baseline did not have.
+    pub new_cases: Vec<String>,
+    /// Cases the baseline had and this run does not.
+    pub removed_cases: Vec<String>,
+}
+
+/// One difference between a baseline and a report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Change {
+    /// The parser concerned.
+    pub parser: String,
+    /// A case id, or `format:<id>` for a rate.
+    pub subject: String,
+    /// What changed, e.g. `pass → fail` or `parse success 100.0% → 98.2%`.
+    pub change: String,
+}
+
+/// Status of a case after known failures are applied.
+pub fn final_status(status: Status, known: bool) -> &'static str {
+    match (status, known) {
+        (Status::Pass, true) => "xpass",
+        (Status::Pass, false) => "pass",
+        (_, true) => "xfail",
+        (s, false) => s.as_str(),
+    }
+}
+
+/// True when a final status counts as a failure of the run.
+pub fn is_failing(status: &str) -> bool {
+    !matches!(status, "pass" | "xfail")
+}
+
+impl TotalsOut {
+    /// Counts of the given cases.
+    pub fn of<'a>(cases: impl IntoIterator<Item = &'a CaseOut>) -> TotalsOut {
+        let mut t = TotalsOut::default();
+        for c in cases {
+            t.cases += 1;
+            match c.status.as_str() {
+                "pass" => t.passed += 1,
+                "xfail" => t.xfail += 1,
+                "xpass" => {
+                    t.xpass += 1;
+                    t.failed += 1;
+                }
+                _ => t.failed += 1,
+            }
+            t.replays += c.replays;
+            if c.label == "y" || c.label == "unlabelled" {
+                t.parse_replays += c.replays;
+                t.parse_ok += c.error_free;
+            }
+            if c.label == "y" {
+                t.match_replays += c.replays;
+                t.match_ok += c.matched;
+            }
+            for v in &c.violations {
+                *t.violations.entry(v.invariant.clone()).or_default() += 1;
+            }
+        }
+        t.parse_success_rate = ratio(t.parse_ok, t.parse_replays);
+        t.match_rate = ratio(t.match_ok, t.match_replays);
+        t
+    }
+}
+
+fn ratio(n: usize, d: usize) -> Option<f64> {
+    (d > 0).then(|| n as f64 / d as f64)
+}
+
+/// Builds one parser's run from its case reports.
+pub fn build_run(
+    parser: &str,
+    cases: &[Case],
+    reports: &[CaseReport],
+    known: &KnownFailures,
+) -> Run {
+    let digests: BTreeMap<&str, String> =
+        cases.iter().map(|c| (c.id.as_str(), c.digest())).collect();
+    let mut out: Vec<CaseOut> = reports
+        .iter()
+        .map(|r| {
+            let status = final_status(r.status, known.contains(parser, &r.id));
+            CaseOut {
+                id: r.id.clone(),
+                format: r.format.to_string(),
+                label: r.label.to_string(),
+                status: status.to_string(),
+                digest: digests.get(r.id.as_str()).cloned().unwrap_or_default(),
+                replays: r.replays,
+                error_free: r.error_free,
+                matched: r.matched,
+                violations: r.violations.iter().map(ViolationOut::from).collect(),
+                notes: r.not_applicable.clone(),
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.id.cmp(&b.id));
+    finish_run(parser.to_string(), out)
+}
+
+/// Computes the totals of a run from its cases.
+pub fn finish_run(parser: String, cases: Vec<CaseOut>) -> Run {
+    let mut per: BTreeMap<String, Vec<&CaseOut>> = BTreeMap::new();
+    for c in &cases {
+        per.entry(c.format.clone()).or_default().push(c);
+    }
+    let formats = per
+        .into_iter()
+        .map(|(f, cs)| (f, TotalsOut::of(cs)))
+        .collect();
+    Run {
+        parser,
+        totals: TotalsOut::of(&cases),
+        formats,
+        cases,
+    }
+}
+
+/// The corpus digest: SHA-256 over the sorted per-case digests, so shards merge exactly.
+pub fn corpus_digest<'a>(digests: impl IntoIterator<Item = &'a str>) -> String {
+    use sha2::{Digest, Sha256};
+    let mut sorted: Vec<&str> = digests.into_iter().collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut h = Sha256::new();
+    for d in sorted {
+        h.update(d.as_bytes());
+        h.update(b"\n");
+    }
+    hex(&h.finalize())
+}
+
+/// The corpus section of a report.
+pub fn corpus_info(cases: &[Case], errors: &[CorpusError]) -> CorpusInfo {
+    let digests: Vec<String> = cases.iter().map(Case::digest).collect();
+    let mut errs: Vec<CorpusErrorOut> = errors
+        .iter()
+        .map(|e| CorpusErrorOut {
+            path: e.path.clone(),
+            message: e.message.clone(),
+        })
+        .collect();
+    errs.sort();
+    CorpusInfo {
+        digest: corpus_digest(digests.iter().map(String::as_str)),
+        cases: cases.len(),
+        errors: errs,
+    }
+}
+
+impl Report {
+    /// True when the run must exit 1: failures, unexpected passes or regressions.
+    pub fn has_failures(&self) -> bool {
+        self.runs.iter().any(|r| r.totals.failed > 0)
+            || self
+                .comparison
+                .as_ref()
+                .is_some_and(|c| !c.regressions.is_empty())
+    }
+
+    /// The report without its run-to-run parts (timings, comparison): what a baseline keeps.
+    pub fn stable(&self) -> Report {
+        Report {
+            timings: None,
+            comparison: None,
+            ..self.clone()
+        }
+    }
+
+    /// Pretty JSON with a trailing newline.
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
+        s.push('\n');
+        s
+    }
+
+    /// Reads a report, naming the file in errors.
+    pub fn read(path: &Path) -> Result<Report, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let r: Report = serde_json::from_str(&text)
+            .map_err(|e| format!("{}: not a conform report: {e}", path.display()))?;
+        if r.schema_version != SCHEMA_VERSION {
+            return Err(format!(
+                "{}: report schema version {} (this conform reads {SCHEMA_VERSION})",
+                path.display(),
+                r.schema_version
+            ));
+        }
+        Ok(r)
+    }
+}
+
+/// Compares `new` with `base` case by case and per format, parser by parser.
+pub fn compare(base: &Report, new: &Report) -> Comparison {
+    let mut c = Comparison::default();
+    for run in &new.runs {
+        let Some(old) = base.runs.iter().find(|r| r.parser == run.parser) else {
+            continue;
+        };
+        let before: BTreeMap<&str, &CaseOut> =
+            old.cases.iter().map(|c| (c.id.as_str(), c)).collect();
+        let after: BTreeMap<&str, &CaseOut> =
+            run.cases.iter().map(|c| (c.id.as_str(), c)).collect();
+        for (id, now) in &after {
+            match before.get(id) {
+                None => c.new_cases.push(id.to_string()),
+                Some(was) => {
+                    let (was_bad, now_bad) = (is_failing(&was.status), is_failing(&now.status));
+                    let change = Change {
+                        parser: run.parser.clone(),
+                        subject: id.to_string(),
+                        change: format!("{} → {}", was.status, now.status),
+                    };
+                    if !was_bad && now_bad {
+                        c.regressions.push(change);
+                    } else if was_bad && !now_bad {
+                        c.fixes.push(change);
+                    }
+                }
+            }
+        }
+        for id in before.keys() {
+            if !after.contains_key(id) {
+                c.removed_cases.push(id.to_string());
+            }
+        }
+        for (format, now) in &run.formats {
+            let Some(was) = old.formats.get(format) else {
+                continue;
+            };
+            for (name, a, b) in [
+                (
+                    "parse success",
+                    was.parse_success_rate,
+                    now.parse_success_rate,
+                ),
+                ("match", was.match_rate, now.match_rate),
+            ] {
+                let (Some(a), Some(b)) = (a, b) else { continue };
+                let change = Change {
+                    parser: run.parser.clone(),
+                    subject: format!("format:{format}"),
+                    change: format!(
+                        "{name} {} → {}",
+                        super::table::percent(Some(a)),
+                        super::table::percent(Some(b))
+                    ),
+                };
+                if b < a - 1e-12 {
+                    c.regressions.push(change);
+                } else if b > a + 1e-12 {
+                    c.fixes.push(change);
+                }
+            }
+        }
+    }
+    let dedup = |v: &mut Vec<String>| {
+        let set: BTreeSet<String> = v.drain(..).collect();
+        v.extend(set);
+    };
+    dedup(&mut c.new_cases);
+    dedup(&mut c.removed_cases);
+    c
+}
+
+/// Merges shard reports into the report an unsharded run would have written.
+pub fn merge(parts: &[Report]) -> Result<Report, String> {
+    let first = parts.first().ok_or("nothing to merge")?;
+    for p in parts {
+        if p.seed != first.seed
+            || p.strategies != first.strategies
+            || p.chunking != first.chunking
+            || p.tool != first.tool
+        {
+            return Err("the reports were made with different seeds, strategies, chunkings or conform versions".into());
+        }
+    }
+    let mut runs: Vec<Run> = Vec::new();
+    for parser in first.runs.iter().map(|r| r.parser.clone()) {
+        let mut cases: BTreeMap<String, CaseOut> = BTreeMap::new();
+        for p in parts {
+            for r in p.runs.iter().filter(|r| r.parser == parser) {
+                for c in &r.cases {
+                    if cases.insert(c.id.clone(), c.clone()).is_some() {
+                        return Err(format!("case {} appears in more than one report", c.id));
+                    }
+                }
+            }
+        }
+        runs.push(finish_run(parser, cases.into_values().collect()));
+    }
+    let all_digests: Vec<String> = runs
+        .first()
+        .map(|r| r.cases.iter().map(|c| c.digest.clone()).collect())
+        .unwrap_or_default();
+    let mut errors: Vec<CorpusErrorOut> =
+        parts.iter().flat_map(|p| p.corpus.errors.clone()).collect();
+    errors.sort();
+    errors.dedup();
+    let timings =
+        parts
+            .iter()
+            .filter_map(|p| p.timings.as_ref())
+            .fold(None, |acc: Option<Timings>, t| {
+                Some(match acc {
+                    None => t.clone(),
+                    Some(mut a) => {
+                        a.total_seconds = a.total_seconds.max(t.total_seconds);
+                        a.generated_at = a.generated_at.max(t.generated_at.clone());
+                        for (p, m) in &t.per_case_seconds {
+                            a.per_case_seconds
+                                .entry(p.clone())
+                                .or_default()
+                                .extend(m.clone());
+                        }
+                        a
+                    }
+                })
+            });
+    Ok(Report {
+        schema_version: SCHEMA_VERSION,
+        tool: first.tool.clone(),
+        seed: first.seed,
+        strategies: first.strategies.clone(),
+        chunking: first.chunking.clone(),
+        shard: None,
+        corpus: CorpusInfo {
+            digest: corpus_digest(all_digests.iter().map(String::as_str)),
+            cases: all_digests.len(),
+            errors,
+        },
+        runs,
+        comparison: None,
+        timings,
+    })
+}
+
+/// Writes `contents` to `path` atomically: a temporary file in the same directory, then rename.
+pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), String> {
+    use std::io::Write;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .map_err(|e| format!("{}: cannot write: {e}", dir.display()))?;
+    tmp.write_all(contents)
+        .and_then(|_| tmp.as_file().sync_all())
+        .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+    tmp.persist(path)
+        .map_err(|e| format!("{}: cannot write: {}", path.display(), e.error))?;
+    Ok(())
+}
+
+/// Current UTC time as RFC 3339, without a date library.
+pub fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil-from-days (Howard Hinnant's algorithm, public domain).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(id: &str, status: &str, label: &str) -> CaseOut {
+        CaseOut {
+            id: id.into(),
+            format: "kimi_k2".into(),
+            label: label.into(),
+            status: status.into(),
+            digest: format!("d-{id}"),
+            replays: 10,
+            error_free: if status == "pass" { 10 } else { 7 },
+            matched: if status == "pass" { 10 } else { 5 },
+            violations: vec![],
+            notes: vec![],
+        }
+    }
+
+    fn report(cases: Vec<CaseOut>) -> Report {
+        Report {
+            schema_version: SCHEMA_VERSION,
+            tool: Tool {
+                name: "conform".into(),
+                version: "0".into(),
+            },
+            seed: 0,
+            strategies: vec!["whole".into()],
+            chunking: Chunking {
+                random_groupings: 1,
+                random_max_chunk: 1,
+                two_cut_cap: 1,
+            },
+            shard: None,
+            corpus: CorpusInfo {
+                digest: String::new(),
+                cases: cases.len(),
+                errors: vec![],
+            },
+            runs: vec![finish_run("builtin".into(), cases)],
+            comparison: None,
+            timings: None,
+        }
+    }
+
+    #[test]
+    fn comparison_finds_regressions_fixes_new_and_removed() {
+        let base = report(vec![
+            case("a", "pass", "y"),
+            case("b", "fail", "y"),
+            case("c", "pass", "y"),
+        ]);
+        let new = report(vec![
+            case("a", "fail", "y"),
+            case("b", "pass", "y"),
+            case("d", "pass", "y"),
+        ]);
+        let c = compare(&base, &new);
+        assert_eq!(c.regressions.iter().filter(|r| r.subject == "a").count(), 1);
+        assert_eq!(c.fixes.iter().filter(|r| r.subject == "b").count(), 1);
+        assert_eq!(c.new_cases, ["d"]);
+        assert_eq!(c.removed_cases, ["c"]);
+    }
+
+    #[test]
+    fn a_rate_drop_is_a_regression_even_when_statuses_agree() {
+        let base = report(vec![case("a", "fail", "y")]);
+        let mut worse = case("a", "fail", "y");
+        worse.matched = 1;
+        let c = compare(&base, &report(vec![worse]));
+        assert_eq!(c.regressions.len(), 1);
+        assert!(c.regressions[0].subject.starts_with("format:"));
+    }
+
+    #[test]
+    fn known_failures_turn_into_xfail_and_xpass() {
+        assert_eq!(final_status(Status::Fail, true), "xfail");
+        assert_eq!(final_status(Status::Pass, true), "xpass");
+        assert!(is_failing("xpass") && !is_failing("xfail"));
+        let t = TotalsOut::of(&[case("a", "xfail", "y"), case("b", "xpass", "y")]);
+        assert_eq!((t.xfail, t.xpass, t.failed), (1, 1, 1));
+    }
+
+    #[test]
+    fn shards_partition_any_ids() {
+        let ids: Vec<String> = (0..500).map(|i| format!("corpus/x/y_{i}.txt")).collect();
+        for n in 1..6 {
+            for id in &ids {
+                let owners = (1..=n)
+                    .filter(|k| {
+                        Shard {
+                            index: *k,
+                            count: n,
+                        }
+                        .contains(id)
+                    })
+                    .count();
+                assert_eq!(owners, 1);
+            }
+        }
+        assert!(Shard::parse("0/3").is_err());
+        assert!(Shard::parse("4/3").is_err());
+        assert_eq!(Shard::parse("2/3").unwrap(), Shard { index: 2, count: 3 });
+    }
+
+    #[test]
+    fn rfc3339_is_well_formed() {
+        let t = now_rfc3339();
+        assert_eq!(t.len(), 20);
+        assert!(t.starts_with("20") && t.ends_with('Z'));
+    }
+}
