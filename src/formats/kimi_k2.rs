@@ -228,6 +228,11 @@ impl Parser {
             while !input.is_char_boundary(take) {
                 take -= 1;
             }
+            if take == 0 {
+                // A character longer than the room left still decides the match (markers are
+                // ASCII); taking nothing would drop it (found by the `parse` fuzz target).
+                take = input.chars().next().map_or(0, char::len_utf8);
+            }
             let mut tmp = std::mem::take(&mut self.pending);
             let held = tmp.len();
             tmp.push_str(&input[..take]);
@@ -1120,6 +1125,20 @@ mod tests {
     #[test]
     fn max_marker_is_the_longest_marker() {
         assert_eq!(MAX_MARKER, MARKERS.iter().map(|m| m.len()).max().unwrap());
+    }
+
+    #[test]
+    fn a_wide_character_after_a_long_marker_prefix_is_kept() {
+        // 27 bytes held back, then characters wider than the 2 bytes of room left.
+        let s = "<|tool_call_argument_begin|é䥽9 ".as_bytes();
+        let whole = parse_with(Config::default(), &[s]);
+        assert_eq!(whole.text, "<|tool_call_argument_begin|é䥽9 ");
+        for cut in 1..s.len() {
+            assert_eq!(parse_with(Config::default(), &[&s[..cut], &s[cut..]]), whole);
+        }
+        let bad = b"<|tool_call_argument_begin|\xa4x";
+        let r = parse_with(Config::default(), &[bad]);
+        assert_eq!(r.text, "<|tool_call_argument_begin|\u{FFFD}x");
     }
 
     #[test]
