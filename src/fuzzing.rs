@@ -5,9 +5,15 @@
 //! fuzz targets include the same files, so a seed decodes in a target exactly as it was written
 //! here and a minimized case fails for the reason the target found.
 
-#[allow(dead_code, reason = "shared with the fuzz targets, which use the other half")]
+#[allow(
+    dead_code,
+    reason = "shared with the fuzz targets, which use the other half"
+)]
 pub mod checks;
-#[allow(dead_code, reason = "shared with the fuzz targets, which use the other half")]
+#[allow(
+    dead_code,
+    reason = "shared with the fuzz targets, which use the other half"
+)]
 pub mod layout;
 
 use clap::{Args, Subcommand};
@@ -83,7 +89,13 @@ fn format_index(id: &str) -> u8 {
 /// A file name made of the safe characters of a case id.
 fn file_name(id: &str) -> String {
     id.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect()
 }
 
@@ -140,7 +152,11 @@ fn seeds(a: SeedArgs) -> Result<u8, String> {
                 let text = c.arguments.to_string();
                 if json_seen.insert(text.clone()) {
                     let n = json_seen.len();
-                    put("json", format!("args_{n}"), layout::encode_cut_text(&[], text.as_bytes()))?;
+                    put(
+                        "json",
+                        format!("args_{n}"),
+                        layout::encode_cut_text(&[], text.as_bytes()),
+                    )?;
                 }
             }
             if case.label == Label::Accept
@@ -168,7 +184,9 @@ fn seeds(a: SeedArgs) -> Result<u8, String> {
             .map(|c| c.tools.as_ref().clone())
             .unwrap_or_default();
         let markers = (f.markers)(&tools);
-        let xml = markers.iter().any(|m| m.starts_with('<') && !m.starts_with("<|"));
+        let xml = markers
+            .iter()
+            .any(|m| m.starts_with('<') && !m.starts_with("<|"));
         let names: Vec<String> = words.iter().cloned().collect();
         if xml {
             for n in &names {
@@ -182,6 +200,9 @@ fn seeds(a: SeedArgs) -> Result<u8, String> {
         }
         words.extend(markers);
         words.extend(JSON_WORDS.iter().map(|s| s.to_string()));
+        for (_, extra) in EXTRA_WORDS.iter().filter(|(id, _)| *id == f.id) {
+            words.extend(extra.iter().map(|s| s.to_string()));
+        }
     }
     let mut all = BTreeSet::new();
     for (id, words) in &dict {
@@ -191,7 +212,11 @@ fn seeds(a: SeedArgs) -> Result<u8, String> {
     write_dict(&a.dicts.join("all.dict"), &all)?;
     let json: BTreeSet<String> = JSON_WORDS.iter().map(|s| s.to_string()).collect();
     write_dict(&a.dicts.join("json.dict"), &json)?;
-    let sse: BTreeSet<String> = SSE_WORDS.iter().chain(JSON_WORDS).map(|s| s.to_string()).collect();
+    let sse: BTreeSet<String> = SSE_WORDS
+        .iter()
+        .chain(JSON_WORDS)
+        .map(|s| s.to_string())
+        .collect();
     write_dict(&a.dicts.join("sse.dict"), &sse)?;
     for (target, n) in &written {
         println!("{n:>5} seed(s) in {}", a.out.join(target).display());
@@ -204,26 +229,126 @@ fn seeds(a: SeedArgs) -> Result<u8, String> {
     Ok(0)
 }
 
+/// Keywords of a format that are not delimiters (its `markers` give those).
+const EXTRA_WORDS: &[(&str, &[&str])] = &[
+    (
+        "kimi_k2",
+        &["functions.", ":0", "functions.a.b:1", "<|im_end|>", " <|"],
+    ),
+    (
+        "roo_xml",
+        &["attempt_completion", "result", "path", "content"],
+    ),
+    ("strict_xml", &["<param>", "</param>"]),
+    (
+        "forge_xml",
+        &[
+            "<tool>",
+            "</tool>",
+            "<server_name>",
+            "<tool_name>",
+            "<arguments>",
+            "NaN",
+            "+Inf",
+            "-Inf",
+            "007",
+            "TRUE",
+            "Null",
+        ],
+    ),
+    (
+        "forge_json",
+        &[
+            "<tool>",
+            "</tool>",
+            "\"server_name\"",
+            "\"tool_name\"",
+            "\"arguments\"",
+        ],
+    ),
+];
+
 /// JSON tokens every format's arguments are made of.
 const JSON_WORDS: &[&str] = &[
-    "{", "}", "[", "]", ":", ",", "\"", "\\\"", "\\\\", "\\u0000", "\\ud83d\\ude00", "\\n", "true",
-    "false", "null", "-0", "1e308", "-1.5E-7", "18446744073709551616", "{\"", "\":", "\"}",
+    "{",
+    "}",
+    "[",
+    "]",
+    ":",
+    ",",
+    "\"",
+    "\\\"",
+    "\\\\",
+    "\\u0000",
+    "\\ud83d\\ude00",
+    "\\n",
+    "true",
+    "false",
+    "null",
+    "-0",
+    "1e308",
+    "-1.5E-7",
+    "18446744073709551616",
+    "{\"",
+    "\":",
+    "\"}",
 ];
 
 /// XML constructs the XML formats must handle.
 const XML_WORDS: &[&str] = &[
-    "<![CDATA[", "]]>", "]]]]><![CDATA[>", "&amp;", "&lt;", "&gt;", "&quot;", "&apos;", "&#60;",
-    "&#x3C;", "</", "/>", "<?xml version=\"1.0\"?>", "<!--", "-->", "<!DOCTYPE",
+    "<![CDATA[",
+    "]]>",
+    "]]]]><![CDATA[>",
+    "&amp;",
+    "&lt;",
+    "&gt;",
+    "&quot;",
+    "&apos;",
+    "&#60;",
+    "&#x3C;",
+    "</",
+    "/>",
+    "<?xml version=\"1.0\"?>",
+    "<!--",
+    "-->",
+    "<!DOCTYPE",
 ];
 
 /// SSE framing and the provider event vocabulary.
 const SSE_WORDS: &[&str] = &[
-    "data: ", "data:", "event: ", "id: ", "retry: ", ": ping", "\n\n", "\r\n", "\r", "[DONE]",
-    "\"choices\"", "\"delta\"", "\"content\"", "\"tool_calls\"", "\"index\"", "\"id\"",
-    "\"function\"", "\"name\"", "\"arguments\"", "\"finish_reason\"", "\"type\"",
-    "message_start", "content_block_start", "content_block_delta", "content_block_stop",
-    "message_delta", "message_stop", "tool_use", "input_json_delta", "partial_json",
-    "text_delta", "\"input\"", "error",
+    "data: ",
+    "data:",
+    "event: ",
+    "id: ",
+    "retry: ",
+    ": ping",
+    "\n\n",
+    "\r\n",
+    "\r",
+    "[DONE]",
+    "\"choices\"",
+    "\"delta\"",
+    "\"content\"",
+    "\"tool_calls\"",
+    "\"index\"",
+    "\"id\"",
+    "\"function\"",
+    "\"name\"",
+    "\"arguments\"",
+    "\"finish_reason\"",
+    "\"type\"",
+    "message_start",
+    "content_block_start",
+    "content_block_delta",
+    "content_block_stop",
+    "message_delta",
+    "message_stop",
+    "tool_use",
+    "input_json_delta",
+    "partial_json",
+    "text_delta",
+    "\"input\"",
+    "error",
 ];
 
 /// Writes a libFuzzer dictionary: one quoted entry per line, non-printables as `\xNN`.

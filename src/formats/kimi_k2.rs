@@ -1134,7 +1134,10 @@ mod tests {
         let whole = parse_with(Config::default(), &[s]);
         assert_eq!(whole.text, "<|tool_call_argument_begin|é䥽9 ");
         for cut in 1..s.len() {
-            assert_eq!(parse_with(Config::default(), &[&s[..cut], &s[cut..]]), whole);
+            assert_eq!(
+                parse_with(Config::default(), &[&s[..cut], &s[cut..]]),
+                whole
+            );
         }
         let bad = b"<|tool_call_argument_begin|\xa4x";
         let r = parse_with(Config::default(), &[bad]);

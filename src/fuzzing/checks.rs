@@ -163,7 +163,10 @@ pub fn summary(r: &ParseResult) -> String {
         .map(|c| {
             format!(
                 "{}{}{}({})",
-                c.server.as_deref().map(|s| format!("{s}/")).unwrap_or_default(),
+                c.server
+                    .as_deref()
+                    .map(|s| format!("{s}/"))
+                    .unwrap_or_default(),
                 c.name,
                 c.id.as_deref().map(|s| format!("#{s}")).unwrap_or_default(),
                 c.arguments
