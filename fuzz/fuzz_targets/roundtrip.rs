@@ -4,7 +4,7 @@
 //! calls whose names, ids, servers and nested JSON arguments are strings in which single bytes
 //! expand to markup (`<`, `&`, `]]>`, quotes, `<|`, non-ASCII…). When the renderer refuses the
 //! calls (its format cannot carry them) the input is skipped; otherwise the whole and the cut
-//! parse must give back exactly the text and the calls, with no error and no warning. Tool
+//! parse must give back exactly the text and the calls, with no error, and warn alike. Tool
 //! definitions are made from the calls, so formats that check names and schemas accept them.
 
 #![no_main]

@@ -999,6 +999,10 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
         if !c.arguments.is_object() {
             return Err(format!("call {i}: arguments are not a JSON object"));
         }
+        if c.id.as_deref() == Some("") {
+            // The parser reads `"id": ""` as no id (found by the `roundtrip` fuzz target).
+            return Err(format!("call {i} has an empty id, which reads as no id"));
+        }
         let mut first = Map::new();
         first.insert("index".into(), json!(i));
         if let Some(id) = &c.id {
@@ -1672,6 +1676,17 @@ mod tests {
             .collect();
         assert_eq!(starts, [0, 0]);
         assert_eq!(ParseResult::fold(&evs).calls.len(), 2);
+    }
+
+    #[test]
+    fn render_refuses_an_empty_id() {
+        let call = ToolCall {
+            name: "now".into(),
+            id: Some(String::new()),
+            server: None,
+            arguments: json!({}),
+        };
+        assert!(render("", &[call], &Tools::default()).is_err());
     }
 
     #[test]
