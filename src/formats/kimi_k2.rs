@@ -225,13 +225,12 @@ impl Parser {
         while !self.pending.is_empty() {
             let need = MAX_MARKER - self.pending.len();
             let mut take = need.min(input.len());
+            // Round up, not down: a character that straddles the room left still decides the
+            // match (markers are ASCII), and stopping short of it would leave `NeedMore` with
+            // input unread, which was then dropped (found by the `parse` and `roundtrip` fuzz
+            // targets).
             while !input.is_char_boundary(take) {
-                take -= 1;
-            }
-            if take == 0 {
-                // A character longer than the room left still decides the match (markers are
-                // ASCII); taking nothing would drop it (found by the `parse` fuzz target).
-                take = input.chars().next().map_or(0, char::len_utf8);
+                take += 1;
             }
             let mut tmp = std::mem::take(&mut self.pending);
             let held = tmp.len();
@@ -1138,6 +1137,12 @@ mod tests {
                 parse_with(Config::default(), &[&s[..cut], &s[cut..]]),
                 whole
             );
+        }
+        // 16 bytes held, then 11 bytes of marker prefix and a character past the room left.
+        let s = "<|tool_calls_section_begin|\u{FFFD}".as_bytes();
+        for cut in 1..s.len() {
+            let r = parse_with(Config::default(), &[&s[..cut], &s[cut..]]);
+            assert_eq!(r.text, "<|tool_calls_section_begin|\u{FFFD}", "cut {cut}");
         }
         let bad = b"<|tool_call_argument_begin|\xa4x";
         let r = parse_with(Config::default(), &[bad]);
