@@ -543,3 +543,41 @@ fn shrink(
     });
     split(&m)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dictionaries_escape_quotes_backslashes_and_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.dict");
+        let words: BTreeSet<String> = ["a\"b\\", "é\n"].iter().map(|s| s.to_string()).collect();
+        write_dict(&p, &words).unwrap();
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(text.contains("\"a\\\"b\\\\\"\n"), "{text}");
+        assert!(text.contains("\"\\xC3\\xA9\\x0A\"\n"), "{text}");
+    }
+
+    #[test]
+    fn shrinking_keeps_the_cut_with_its_byte() {
+        // Fails when some cut falls right after a `!`.
+        let fails = |d: &[u8], c: &[usize]| c.iter().any(|&i| d[i - 1] == b'!');
+        let data = b"abc!defgh!ij";
+        let (d, c) = shrink(data, &[2, 4, 7, 10], true, &fails);
+        assert_eq!((d.len(), d[0], c), (2, b'!', vec![1]));
+    }
+
+    #[test]
+    fn every_parse_seed_decodes_to_its_transcript() {
+        let corpus = corpus::load(&["corpus/".to_string()], &LoadOptions::default());
+        for case in corpus.cases.iter().take(40) {
+            let idx = format_index(case.format);
+            let enc = layout::encode_parse(idx, &[], &case.turns[0]);
+            let d = layout::decode_parse(&enc);
+            assert_eq!(formats::REGISTRY[d.format as usize].id, case.format);
+            assert_eq!(d.transcript, case.turns[0]);
+            assert!(d.cuts.resolve(d.transcript.len()).is_empty());
+        }
+    }
+}
