@@ -253,6 +253,9 @@ struct OpenCall {
 pub struct Folder {
     result: ParseResult,
     open: Vec<Option<OpenCall>>,
+    /// Ended calls by start index, so the result lists calls in start order even when a later
+    /// call ends first (interleaved native and in-content calls of openai_sse).
+    ended: Vec<Option<ToolCall>>,
     /// Number of `CallStart` events seen: the index the next one must carry.
     started: usize,
     /// Delta-contract breaches seen so far, in order, each a human-readable sentence.
@@ -319,7 +322,10 @@ impl Folder {
                         Value::String(args)
                     }
                 };
-                self.result.calls.push(ToolCall {
+                if self.ended.len() <= *index {
+                    self.ended.resize_with(*index + 1, || None);
+                }
+                self.ended[*index] = Some(ToolCall {
                     name,
                     id,
                     server,
@@ -339,6 +345,10 @@ impl Folder {
 
     /// Ends the fold; calls still open are dropped (they never reached `CallEnd`).
     pub fn finish(mut self) -> ParseResult {
+        self.result.calls = std::mem::take(&mut self.ended)
+            .into_iter()
+            .flatten()
+            .collect();
         self.result.completion = completion_of(&self.result.calls);
         self.result
     }

@@ -8,15 +8,18 @@ use conform::event::ParseResult;
 use conform::formats;
 use conform::harness::chunking::{ChunkingParams, Cuts, Strategy};
 use conform::harness::corpus::{self, LoadOptions};
-use conform::harness::replay::{Backend, Builtin, capture_panics, events_of};
-use conform::harness::run::{RunConfig, run_cases_on};
+use conform::harness::format_checks;
+use conform::harness::replay::{Builtin, capture_panics, events_of};
+use conform::harness::run::{CaseReport, RunConfig, run_cases_on};
+use conform::outputs::adapter::{self, AnyBackend, ParserRun};
 use conform::outputs::known::KnownFailures;
+use conform::outputs::matrix;
 use conform::outputs::report::{self, Report, Shard};
 use conform::outputs::table::{self, Colour};
 use conform::outputs::{junit, markdown};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -53,6 +56,12 @@ enum Command {
     Bench(bench::BenchArgs),
     #[command(flatten)]
     Fuzzing(fuzzing::FuzzCommand),
+    /// Check the format-level invariants (cdata_split, type_inference) of the built-in parsers.
+    SelfCheck {
+        /// Only this format [default: every format that declares such checks].
+        #[arg(long)]
+        format: Option<String>,
+    },
     /// Compare, merge and render saved reports.
     #[command(subcommand)]
     Report(ReportCommand),
@@ -108,8 +117,9 @@ struct RunArgs {
     /// Comma-separated strategies [default: all]: whole, bytes, chars, two_cut, markers, random.
     #[arg(long, value_delimiter = ',')]
     strategies: Option<Vec<String>>,
-    /// The parser to judge: `builtin` (default) or `cmd:COMMAND`; repeat to compare parsers.
-    #[arg(long = "parser", default_value = "builtin")]
+    /// The parser judged: `builtin` or `cmd:COMMAND` (an adapter, see specs/adapter.md);
+    /// repeat to compare several [default: builtin].
+    #[arg(long = "parser", value_name = "PARSER")]
     parsers: Vec<String>,
     /// Write report.json, report.md and junit.xml into this directory.
     #[arg(long)]
@@ -129,6 +139,12 @@ struct RunArgs {
     /// Print only the table and failures: no progress bar, no closing note.
     #[arg(long, short)]
     quiet: bool,
+    /// Child processes per adapter [default: number of cores].
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Seconds an adapter may take to answer one replay.
+    #[arg(long, default_value_t = 10.0)]
+    timeout: f64,
 }
 
 #[derive(Args)]
@@ -158,8 +174,16 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench::run(a),
         Command::Fuzzing(c) => fuzzing::run(c),
         Command::Report(c) => cmd_report(c),
+        Command::SelfCheck { format } => cmd_self_check(format.as_deref()),
     };
     ExitCode::from(code)
+}
+
+/// Prints to stdout, ignoring a closed pipe (`conform parse … | head` must not panic).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
 }
 
 fn usage_error(msg: impl std::fmt::Display) -> u8 {
@@ -174,7 +198,7 @@ fn cmd_formats() -> u8 {
         } else {
             " (no renderer)"
         };
-        println!("{:<14} {}{render}", f.id, f.summary);
+        out!("{:<14} {}{render}", f.id, f.summary);
     }
     EXIT_OK
 }
@@ -205,13 +229,27 @@ fn cmd_run(a: RunArgs) -> u8 {
         Ok(s) => s,
         Err(e) => return usage_error(e),
     };
-    let mut backends: Vec<Box<dyn Backend>> = Vec::new();
-    for spec in &a.parsers {
-        match backend_for(spec) {
-            Ok(b) => backends.push(b),
-            Err(e) => return usage_error(e),
+    let specs = if a.parsers.is_empty() {
+        vec!["builtin".to_string()]
+    } else {
+        a.parsers.clone()
+    };
+    for spec in &specs {
+        if let Err(e) = adapter::parse_parser_spec(spec) {
+            return usage_error(e);
         }
     }
+    let mut adapter_opts = adapter::AdapterOptions::default();
+    if let Some(j) = a.jobs {
+        adapter_opts.jobs = j.max(1);
+    }
+    if !(a.timeout.is_finite() && a.timeout > 0.0) {
+        return usage_error(format!(
+            "--timeout must be a positive number of seconds, not {}",
+            a.timeout
+        ));
+    }
+    adapter_opts.timeout = Duration::from_secs_f64(a.timeout);
     let paths = if a.paths.is_empty() {
         vec!["corpus/".to_string()]
     } else {
@@ -254,9 +292,26 @@ fn cmd_run(a: RunArgs) -> u8 {
             format: a.format.clone(),
         },
     );
+    // Format-level invariants (cdata_split, type_inference) of the formats in the corpus,
+    // decided before sharding so that shards split them like cases.
+    let formats_seen: BTreeSet<&str> = corpus.cases.iter().map(|c| c.format).collect();
     if let Some(s) = shard {
         corpus.cases.retain(|c| s.contains(&c.id));
     }
+    let checked: Vec<(&'static formats::Format, String, String)> = formats::REGISTRY
+        .iter()
+        .filter(|f| formats_seen.contains(f.id))
+        .flat_map(|f| {
+            format_checks::declared(f)
+                .into_iter()
+                .map(move |(id, m)| (*f, id, m))
+        })
+        .filter(|(_, id, _)| shard.is_none_or(|s| s.contains(id)))
+        .collect();
+    let digests = report::case_digests(
+        &corpus.cases,
+        checked.iter().map(|(_, id, m)| (id.as_str(), m.as_str())),
+    );
     let cfg = RunConfig {
         strategies: strategies.clone(),
         params: ChunkingParams {
@@ -272,20 +327,43 @@ fn cmd_run(a: RunArgs) -> u8 {
         !a.quiet && std::io::stderr().is_terminal() && std::env::var_os("CI").is_none();
     let mut runs = Vec::new();
     let mut per_case_seconds = BTreeMap::new();
-    for backend in &backends {
-        let name = backend.name();
-        let progress = Progress::new(show_progress, corpus.cases.len(), &name);
-        let reports = run_cases_on(&corpus.cases, backend.as_ref(), &cfg, &|| progress.tick());
+    let mut parser_runs: Vec<ParserRun> = Vec::new();
+    for spec in &specs {
+        // Each adapter is stopped before the next one starts.
+        let backend = match AnyBackend::start(spec, &adapter_opts) {
+            Ok(b) => b,
+            Err(e) => return usage_error(e),
+        };
+        let progress = Progress::new(show_progress, corpus.cases.len(), spec);
+        let mut reports = run_cases_on(&corpus.cases, backend.backend(), &cfg, &|| progress.tick());
+        let mut done: BTreeSet<&str> = BTreeSet::new();
+        for (f, _, _) in &checked {
+            if done.insert(f.id) && backend.backend().supports(f.id) {
+                reports.extend(
+                    format_checks::check_format(f, backend.backend())
+                        .into_iter()
+                        .filter(|r| checked.iter().any(|(_, id, _)| *id == r.id)),
+                );
+            }
+        }
         progress.done();
         per_case_seconds.insert(
-            name.clone(),
+            spec.clone(),
             reports
                 .iter()
                 .map(|r| (r.id.clone(), r.elapsed.as_secs_f64()))
                 .collect(),
         );
-        runs.push(report::build_run(&name, &corpus.cases, &reports, &known));
+        runs.push(report::build_run(spec, &digests, &reports, &known));
+        parser_runs.push(ParserRun::new(spec, &backend, reports));
     }
+    let matrix = (parser_runs.len() > 1).then(|| {
+        let pairs: Vec<(String, Vec<CaseReport>)> = parser_runs
+            .iter()
+            .map(|r| (r.name.clone(), r.reports.clone()))
+            .collect();
+        matrix::matrix(&pairs)
+    });
     let mut rep = Report {
         schema_version: report::SCHEMA_VERSION,
         tool: report::Tool {
@@ -296,7 +374,7 @@ fn cmd_run(a: RunArgs) -> u8 {
         strategies: strategies.iter().map(|s| s.as_str().to_string()).collect(),
         chunking: (&cfg.params).into(),
         shard,
-        corpus: report::corpus_info(&corpus.cases, &corpus.errors),
+        corpus: report::corpus_info(&digests, &corpus.errors),
         runs,
         comparison: None,
         timings: None,
@@ -314,12 +392,27 @@ fn cmd_run(a: RunArgs) -> u8 {
     if let Some(c) = &rep.comparison {
         let _ = write!(out, "{}", table::comparison(c, colour));
     }
-    for run in &rep.runs {
-        if rep.runs.len() > 1 {
-            let _ = writeln!(out, "parser {}", run.parser);
+    let headed = rep.runs.len() > 1 || rep.runs.iter().any(|r| r.parser != "builtin");
+    for (run, pr) in rep.runs.iter().zip(&parser_runs) {
+        if headed {
+            let _ = writeln!(out, "parser: {}", run.parser);
         }
         let _ = writeln!(out, "{}", table::format_table(run, colour));
         let _ = write!(out, "{}", table::failures(run, colour));
+        if pr.results_only() {
+            let _ = writeln!(
+                out,
+                "delta_contract: not applicable (the parser reports only final results)"
+            );
+        }
+        if !a.quiet && pr.stderr_bytes > 0 {
+            eprintln!(
+                "{}: {} byte(s) on stderr; the last lines:\n{}",
+                pr.name,
+                pr.stderr_bytes,
+                last_lines(&pr.stderr_tail, 10)
+            );
+        }
         let seen: Vec<&str> = run.cases.iter().map(|c| c.id.as_str()).collect();
         for id in known.unseen(&run.parser, &seen) {
             if shard.is_none() {
@@ -331,9 +424,12 @@ fn cmd_run(a: RunArgs) -> u8 {
             }
         }
     }
+    if let Some(m) = &matrix {
+        let _ = write!(out, "{}", matrix::render(m, colour));
+    }
     drop(out);
     if let Some(dir) = &a.report_dir
-        && let Err(e) = write_reports(dir, &rep)
+        && let Err(e) = write_reports(dir, &rep, matrix.as_ref())
     {
         return usage_error(e);
     }
@@ -363,22 +459,50 @@ fn cmd_run(a: RunArgs) -> u8 {
     }
 }
 
-/// The backend for a `--parser` value.
-fn backend_for(spec: &str) -> Result<Box<dyn Backend>, String> {
-    match spec {
-        "builtin" => Ok(Box::new(Builtin)),
-        other => Err(format!(
-            "unknown parser {other:?}: use `builtin` or `cmd:COMMAND`"
-        )),
+fn cmd_self_check(only: Option<&str>) -> u8 {
+    if let Some(f) = only
+        && formats::by_id(f).is_none()
+    {
+        return usage_error(format!(
+            "unknown format {f:?} (known: {})",
+            corpus::known_formats()
+        ));
     }
+    capture_panics();
+    let mut failed = false;
+    for f in formats::REGISTRY
+        .iter()
+        .filter(|f| only.is_none_or(|o| o == f.id))
+    {
+        for r in format_checks::check_format(f, &Builtin) {
+            out!(
+                "{:<28} {:<5} {} replay(s)",
+                r.id,
+                r.status.as_str(),
+                r.replays
+            );
+            for v in &r.violations {
+                failed = true;
+                out!("  {}: {} (cuts {:?})", v.invariant, v.message, v.cuts);
+            }
+        }
+    }
+    if failed { EXIT_FAIL } else { EXIT_OK }
+}
+
+/// The last `n` lines of `s`.
+fn last_lines(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 /// Writes report.json, report.md and junit.xml, each atomically.
-fn write_reports(dir: &Path, rep: &Report) -> Result<(), String> {
+fn write_reports(dir: &Path, rep: &Report, matrix: Option<&matrix::Matrix>) -> Result<(), String> {
     report::write_atomic(&dir.join("report.json"), rep.to_json().as_bytes())?;
+    let md_matrix = matrix.map(matrix::markdown);
     report::write_atomic(
         &dir.join("report.md"),
-        markdown::render(rep, None).as_bytes(),
+        markdown::render(rep, md_matrix.as_deref()).as_bytes(),
     )?;
     report::write_atomic(&dir.join("junit.xml"), junit::render(rep)?.as_bytes())?;
     Ok(())
@@ -440,9 +564,9 @@ fn cmd_report(c: ReportCommand) -> u8 {
             let colour = Colour::detect(std::io::stdout().is_terminal());
             let text = table::comparison(&c, colour);
             if text.is_empty() {
-                println!("no differences in case statuses or rates");
+                out!("no differences in case statuses or rates");
             } else {
-                print!("{text}");
+                let _ = write!(std::io::stdout().lock(), "{text}");
             }
             if c.regressions.is_empty() {
                 EXIT_OK
@@ -478,7 +602,7 @@ fn cmd_report(c: ReportCommand) -> u8 {
             report: path,
             output,
         } => match Report::read(&path) {
-            Ok(r) => match write_reports(&output, &r) {
+            Ok(r) => match write_reports(&output, &r, None) {
                 Ok(()) => EXIT_OK,
                 Err(e) => usage_error(e),
             },
@@ -570,7 +694,7 @@ fn cmd_parse(a: ParseArgs) -> u8 {
     } else {
         json!({"format": case.format, "case": case.id, "turns": turns})
     };
-    println!(
+    out!(
         "{}",
         serde_json::to_string_pretty(&doc).unwrap_or_else(|e| e.to_string())
     );

@@ -796,6 +796,8 @@ pub static FORMAT: Format = Format {
     new_parser,
     render: Some(render),
     markers,
+    cdata: None,
+    typing: None,
 };
 
 #[cfg(test)]

@@ -6,8 +6,13 @@ use crate::event::{Event, ToolCall};
 use crate::tools::Tools;
 
 pub mod anthropic_sse;
+pub mod forge_json;
+pub mod forge_xml;
 pub mod kimi_k2;
 pub mod openai_sse;
+pub mod roo_xml;
+pub mod strict_xml;
+mod xml_prose;
 
 /// A push parser for one turn (or one session) of a format's stream.
 ///
@@ -36,6 +41,25 @@ pub struct Format {
     pub render: Option<RenderFn>,
     /// The delimiters of the format, for the `markers` chunking and the markup-leak check.
     pub markers: fn(&Tools) -> Vec<String>,
+    /// For formats that carry text in CDATA: a one-call transcript whose string argument holds
+    /// `text` in CDATA (with `]]>` split), and the call it must parse to (`cdata_split`).
+    pub cdata: Option<CdataProbe>,
+    /// For formats that type element text: the machine-readable typing table (`type_inference`).
+    pub typing: Option<Typing>,
+}
+
+/// Renders a one-call transcript carrying `text` in CDATA, with the call it must parse to.
+pub type CdataProbe = fn(text: &str) -> (Vec<u8>, ToolCall);
+
+/// How a format types scalar text, for the `type_inference` invariant.
+pub struct Typing {
+    /// JSON rows `{"xml": raw element text, "json": expected value, "rule": name}` (a file in
+    /// `specs/`, included at build time so the spec and the check cannot drift apart).
+    pub table: &'static str,
+    /// A one-call transcript whose argument `key` is written as exactly this raw element text.
+    pub transcript: fn(raw: &str) -> Vec<u8>,
+    /// The argument that carries the value.
+    pub key: &'static str,
 }
 
 /// Every format, in a fixed order. Adding a format is one module and one line here.
@@ -43,6 +67,10 @@ pub static REGISTRY: &[&Format] = &[
     &kimi_k2::FORMAT,
     &openai_sse::FORMAT,
     &anthropic_sse::FORMAT,
+    &roo_xml::FORMAT,
+    &strict_xml::FORMAT,
+    &forge_xml::FORMAT,
+    &forge_json::FORMAT,
 ];
 
 /// Looks a format up by id.

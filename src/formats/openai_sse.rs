@@ -1052,6 +1052,8 @@ pub static FORMAT: Format = Format {
     new_parser,
     render: Some(render),
     markers,
+    cdata: None,
+    typing: None,
 };
 
 #[cfg(test)]
@@ -1667,20 +1669,25 @@ mod tests {
     fn sessions_restart_indices_after_finish() {
         let s = one_call() + &fin("tool_calls") + DONE;
         let mut p = Parser::new(Config::default());
-        let mut evs = Vec::new();
-        p.feed(s.as_bytes(), &mut evs);
-        p.finish(&mut evs);
-        p.feed(s.as_bytes(), &mut evs);
-        p.finish(&mut evs);
-        let starts: Vec<usize> = evs
+        let mut turns = Vec::new();
+        for _ in 0..2 {
+            let mut evs = Vec::new();
+            p.feed(s.as_bytes(), &mut evs);
+            p.finish(&mut evs);
+            turns.push(evs);
+        }
+        let starts: Vec<usize> = turns
             .iter()
+            .flatten()
             .filter_map(|e| match e {
                 Event::CallStart { index, .. } => Some(*index),
                 _ => None,
             })
             .collect();
         assert_eq!(starts, [0, 0]);
-        assert_eq!(ParseResult::fold(&evs).calls.len(), 2);
+        for evs in &turns {
+            assert_eq!(ParseResult::fold(evs).calls.len(), 1);
+        }
     }
 
     #[test]

@@ -73,6 +73,9 @@ pub struct Expectation {
     /// `null` for no error, or the error kind that must be reported.
     #[serde(default, deserialize_with = "present")]
     pub error: Option<Option<ExpectedError>>,
+    /// The exact error kinds, in order (pins errors that come together).
+    #[serde(default)]
+    pub errors: Option<Vec<ErrorKind>>,
     /// The warning kinds, in order.
     #[serde(default)]
     pub warnings: Option<Vec<String>>,

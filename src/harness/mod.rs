@@ -4,6 +4,7 @@
 
 pub mod chunking;
 pub mod corpus;
+pub mod format_checks;
 pub mod invariants;
 pub mod minimize;
 pub mod replay;

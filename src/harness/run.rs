@@ -233,6 +233,11 @@ pub fn run_case_with(
 
     // Checks on the whole input.
     report.replays += 1;
+    if whole.iter().any(|t| !t.events_seen) {
+        report
+            .not_applicable
+            .push("delta_contract: the parser reports only final results, not events".into());
+    }
     let whole_verdict = judge(case, &markers, &whole, &whole, Strategy::Whole, whole_cuts);
     tally(&mut report, &whole_verdict);
     for (inv, msg) in &whole_verdict.broken {
@@ -447,7 +452,14 @@ fn judge(
         }
         if matches!(case.label, Label::Accept | Label::Unlabelled)
             && r.errors.is_empty()
-            && let Some(l) = markup_leak(&r.text, markers)
+            && let Some(l) = markup_leak(
+                &r.text,
+                markers,
+                case.expects
+                    .get(t)
+                    .and_then(Option::as_ref)
+                    .and_then(|e| e.text.as_deref()),
+            )
         {
             note(Invariant::NoMarkupLeak, format!("{}{l}", at(t)));
         }
@@ -659,6 +671,8 @@ mod tests {
         new_parser: flaky,
         render: Some(echo_render),
         markers: no_markers,
+        cdata: None,
+        typing: None,
     };
 
     fn case(text: &str, expect: Option<Expectation>) -> Case {

@@ -3,6 +3,7 @@
 //! Nothing here knows a tool-call format.
 
 pub mod json;
+pub mod markdown;
 pub mod sse;
 pub mod utf8;
 pub mod xml;

@@ -1,7 +1,10 @@
-//! What a run produces: the terminal table, aggregates and reports.
+//! What a run produces: the terminal table, reports, baselines, adapters and the comparison
+//! matrix.
 
+pub mod adapter;
 pub mod junit;
 pub mod known;
 pub mod markdown;
+pub mod matrix;
 pub mod report;
 pub mod table;

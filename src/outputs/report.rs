@@ -329,14 +329,14 @@ fn ratio(n: usize, d: usize) -> Option<f64> {
 }
 
 /// Builds one parser's run from its case reports.
+///
+/// `digests` maps every case id (corpus cases and format checks) to its digest.
 pub fn build_run(
     parser: &str,
-    cases: &[Case],
+    digests: &BTreeMap<String, String>,
     reports: &[CaseReport],
     known: &KnownFailures,
 ) -> Run {
-    let digests: BTreeMap<&str, String> =
-        cases.iter().map(|c| (c.id.as_str(), c.digest())).collect();
     let mut out: Vec<CaseOut> = reports
         .iter()
         .map(|r| {
@@ -391,9 +391,25 @@ pub fn corpus_digest<'a>(digests: impl IntoIterator<Item = &'a str>) -> String {
     hex(&h.finalize())
 }
 
+/// Digests of every case: corpus cases, and format-level checks (keyed `format#invariant`).
+pub fn case_digests<'a>(
+    cases: &[Case],
+    checks: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> BTreeMap<String, String> {
+    use sha2::{Digest, Sha256};
+    let mut m: BTreeMap<String, String> =
+        cases.iter().map(|c| (c.id.clone(), c.digest())).collect();
+    for (id, material) in checks {
+        m.insert(
+            id.to_string(),
+            hex(&Sha256::digest(format!("{id}\n{material}").as_bytes())),
+        );
+    }
+    m
+}
+
 /// The corpus section of a report.
-pub fn corpus_info(cases: &[Case], errors: &[CorpusError]) -> CorpusInfo {
-    let digests: Vec<String> = cases.iter().map(Case::digest).collect();
+pub fn corpus_info(digests: &BTreeMap<String, String>, errors: &[CorpusError]) -> CorpusInfo {
     let mut errs: Vec<CorpusErrorOut> = errors
         .iter()
         .map(|e| CorpusErrorOut {
@@ -403,8 +419,8 @@ pub fn corpus_info(cases: &[Case], errors: &[CorpusError]) -> CorpusInfo {
         .collect();
     errs.sort();
     CorpusInfo {
-        digest: corpus_digest(digests.iter().map(String::as_str)),
-        cases: cases.len(),
+        digest: corpus_digest(digests.values().map(String::as_str)),
+        cases: digests.len(),
         errors: errs,
     }
 }
@@ -607,6 +623,14 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
     let mut tmp = tempfile::NamedTempFile::new_in(dir)
         .map_err(|e| format!("{}: cannot write: {e}", dir.display()))?;
+    // Temporary files are private (0600); a report is meant to be read by others.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = tmp
+            .as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644));
+    }
     tmp.write_all(contents)
         .and_then(|_| tmp.as_file().sync_all())
         .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;

@@ -1,0 +1,1013 @@
+//! forge_xml: Forge's pure-XML tool calls (ADR-0019, ADR-0024; spec in `specs/forge_xml.md`).
+//!
+//! `<tool><server_name>…</server_name><tool_name>…</tool_name><arguments>…</arguments></tool>`
+//! inside prose. Arguments are XML elements: nested elements are objects, repeated elements are
+//! arrays, element text is typed by [`infer_scalar`], CDATA is never typed. The shared streaming
+//! tokenizer does the lexing; this host builds the arguments value incrementally and emits it
+//! as one `ArgsDelta` when `</arguments>` closes (a later repeated element can still turn a
+//! scalar into an array, so nothing earlier is final).
+
+use super::{Format, StreamParser, Typing};
+use crate::event::{ErrorKind, Event, ParseResult, ToolCall, push_text};
+use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
+use crate::lexers::xml::{Ctl, EntityMode, Section, Token, XmlConfig, XmlErrorKind, XmlTokenizer};
+use crate::tools::Tools;
+use serde_json::{Map, Number, Value};
+
+/// The server a call gets when it has no `<server_name>` (Forge's default).
+pub const DEFAULT_SERVER: &str = "local";
+
+/// Strings longer than this are rendered in CDATA rather than entity-escaped (ADR-0024).
+pub const CDATA_THRESHOLD: usize = 1000;
+
+/// Strings with more markup characters (`<`, `&`) than this are rendered in CDATA.
+pub const CDATA_MARKUP_CHARS: usize = 8;
+
+/// Parser options; every leniency emits `Warning{kind: <option name>}`.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// A bare `&` in a call (`a && b`) is kept as `&`, as Forge's ampersand-fallback retry does.
+    /// Default true. Off: `malformed_markup`.
+    pub allow_bare_ampersand: bool,
+    /// An unknown entity in a call (`&nbsp;`) is kept literally, as Forge does. Default true.
+    /// Off: `malformed_markup`.
+    pub allow_unknown_entities: bool,
+    /// Attributes on `<tool>` or on any element of a call are ignored. Default false
+    /// (`malformed_markup`): Forge's grammar has no attributes.
+    pub ignore_attributes: bool,
+    /// Maximum element nesting inside a call, `<tool>` included (`limit_exceeded`).
+    pub max_depth: usize,
+    /// Maximum bytes from `<tool>` to `</tool>` (`limit_exceeded`); a memory bound, not Forge's
+    /// 10 MiB policy.
+    pub max_call_bytes: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            allow_bare_ampersand: true,
+            allow_unknown_entities: true,
+            ignore_attributes: false,
+            max_depth: 64,
+            max_call_bytes: 32 * 1024 * 1024,
+        }
+    }
+}
+
+const WS: [char; 4] = [' ', '\t', '\n', '\r'];
+
+fn is_xml_ws(s: &str) -> bool {
+    s.bytes().all(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+}
+
+/// Types the text of an element that holds no CDATA (the ADR-0019 table; `specs/forge_xml.md`).
+///
+/// Recognised on the text trimmed of XML whitespace: `true`/`false`/`null` in any case; integer
+/// syntax `[+-]?[0-9]+` that fits i64 or u64; decimal/exponent syntax that is finite in f64;
+/// `[+-]?inf`, `[+-]?infinity`, `nan` in any case as the strings `"+Inf"`, `"-Inf"`, `"NaN"`.
+/// Everything else (including integers beyond 64 bits and floats that overflow) is the string
+/// exactly as written, untrimmed.
+pub fn infer_scalar(text: &str) -> Value {
+    let t = text.trim_matches(WS);
+    if t.len() <= 9 {
+        let l = t.to_ascii_lowercase();
+        match l.as_str() {
+            "true" => return Value::Bool(true),
+            "false" => return Value::Bool(false),
+            "null" => return Value::Null,
+            "nan" => return Value::String("NaN".into()),
+            "inf" | "+inf" | "infinity" | "+infinity" => return Value::String("+Inf".into()),
+            "-inf" | "-infinity" => return Value::String("-Inf".into()),
+            _ => {}
+        }
+    }
+    let b = t.as_bytes();
+    let digits = b
+        .strip_prefix(b"+")
+        .or_else(|| b.strip_prefix(b"-"))
+        .unwrap_or(b);
+    if !digits.is_empty() && digits.iter().all(u8::is_ascii_digit) {
+        let unsigned = t.strip_prefix('+').unwrap_or(t);
+        if let Ok(i) = unsigned.parse::<i64>() {
+            return Value::Number(i.into());
+        }
+        if let Ok(u) = unsigned.parse::<u64>() {
+            return Value::Number(u.into());
+        }
+        return Value::String(text.to_string());
+    }
+    if is_float_syntax(digits)
+        && let Ok(f) = t.parse::<f64>()
+        && let Some(n) = Number::from_f64(f)
+    {
+        return Value::Number(n);
+    }
+    Value::String(text.to_string())
+}
+
+/// `(d+ '.' d* | '.' d+) exp? | d+ exp`, exp = `[eE][+-]?d+` (sign already stripped).
+fn is_float_syntax(b: &[u8]) -> bool {
+    let int = b.iter().take_while(|c| c.is_ascii_digit()).count();
+    let mut i = int;
+    let mut frac = 0;
+    let dot = b.get(i) == Some(&b'.');
+    if dot {
+        i += 1;
+        frac = b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
+        i += frac;
+    }
+    if int + frac == 0 {
+        return false;
+    }
+    let mut exp = false;
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(b.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        let e = b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
+        if e == 0 {
+            return false;
+        }
+        i += e;
+        exp = true;
+    }
+    i == b.len() && (dot || exp)
+}
+
+fn is_array_schema(s: &Value) -> bool {
+    match s.get("type") {
+        Some(Value::String(t)) => t == "array",
+        Some(Value::Array(ts)) => ts.iter().any(|t| t == "array"),
+        _ => false,
+    }
+}
+
+/// The schema of member `key` of an object schema, and whether it is an array (then the
+/// element schema is `items`).
+fn member_schema(parent: Option<&Value>, key: &str) -> (Option<Value>, bool) {
+    let Some(s) = parent
+        .and_then(|p| p.get("properties"))
+        .and_then(|p| p.get(key))
+    else {
+        return (None, false);
+    };
+    if is_array_schema(s) {
+        (s.get("items").cloned(), true)
+    } else {
+        (Some(s.clone()), false)
+    }
+}
+
+/// Adds one child element's value: repetition (or an array schema) makes an array.
+fn add_child(map: &mut Map<String, Value>, key: &str, value: Value, array: bool) {
+    match map.get_mut(key) {
+        Some(Value::Array(a)) => a.push(value),
+        Some(old) => {
+            let first = old.take();
+            *old = Value::Array(vec![first, value]);
+        }
+        None => {
+            map.insert(
+                key.to_string(),
+                if array {
+                    Value::Array(vec![value])
+                } else {
+                    value
+                },
+            );
+        }
+    }
+}
+
+/// One open element inside `<arguments>` (the first frame is `<arguments>` itself).
+struct Frame {
+    name: String,
+    map: Map<String, Value>,
+    text: String,
+    cdata: bool,
+    kids: bool,
+    schema: Option<Value>,
+    array: bool,
+}
+
+impl Frame {
+    fn new(name: &str, schema: Option<Value>, array: bool) -> Frame {
+        Frame {
+            name: name.to_string(),
+            map: Map::new(),
+            text: String::new(),
+            cdata: false,
+            kids: false,
+            schema,
+            array,
+        }
+    }
+
+    fn has_content(&self) -> bool {
+        self.cdata || !is_xml_ws(&self.text)
+    }
+
+    fn value(self) -> Value {
+        if self.kids {
+            Value::Object(self.map)
+        } else if self.cdata {
+            Value::String(self.text)
+        } else {
+            infer_scalar(&self.text)
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Field {
+    Server,
+    Name,
+}
+
+/// A confirmed call in progress.
+struct Call {
+    start: u64,
+    server: Option<String>,
+    name: Option<String>,
+    field: Option<(Field, String)>,
+    started: bool,
+    args_done: bool,
+    stack: Vec<Frame>,
+}
+
+enum Mode {
+    Prose,
+    /// After `<tool>` with only whitespace so far: a call or a mention of `<tool>`.
+    Pending {
+        raw: String,
+        start: u64,
+        attrs: bool,
+    },
+    Call(Box<Call>),
+    /// A failed call: everything up to the next `</tool>` is swallowed.
+    Skip,
+}
+
+type Fail = (ErrorKind, String);
+
+fn fail(kind: ErrorKind, off: u64, what: &str) -> Fail {
+    (kind, format!("{what} at byte {off}"))
+}
+
+struct Host {
+    cfg: Config,
+    tools: Tools,
+    mode: Mode,
+    index: usize,
+}
+
+fn prose_ctl() -> Ctl {
+    Ctl {
+        entities: Some(EntityMode::Raw),
+        depth: Some(0),
+        ..Ctl::go()
+    }
+}
+
+impl Host {
+    fn on_token(&mut self, t: Token<'_>, off: u64, out: &mut Vec<Event>) -> Ctl {
+        loop {
+            match &mut self.mode {
+                Mode::Prose => return self.prose(t, off, out),
+                Mode::Skip => {
+                    match t {
+                        Token::End { name: "tool", .. } | Token::Eof { .. } => {
+                            self.mode = Mode::Prose;
+                            return prose_ctl();
+                        }
+                        _ => return Ctl::go(),
+                    };
+                }
+                Mode::Pending { raw, start, attrs } => {
+                    let keep = match &t {
+                        Token::Text(s) => is_xml_ws(s),
+                        _ => false,
+                    };
+                    if keep && (raw.len() as u64) < self.cfg.max_call_bytes {
+                        if let Token::Text(s) = t {
+                            raw.push_str(s);
+                        }
+                        return Ctl::go();
+                    }
+                    let confirm = matches!(
+                        t,
+                        Token::Start {
+                            name: "server_name" | "tool_name" | "arguments",
+                            ..
+                        }
+                    );
+                    if confirm {
+                        let (start, attrs) = (*start, *attrs);
+                        self.mode = Mode::Call(Box::new(Call {
+                            start,
+                            server: None,
+                            name: None,
+                            field: None,
+                            started: false,
+                            args_done: false,
+                            stack: Vec::new(),
+                        }));
+                        if attrs && let Err(e) = self.attrs_ok(start, out) {
+                            return self.failed(e, out);
+                        }
+                        let mut c = self.call_token(t, off, out);
+                        if c.entities.is_none() && matches!(self.mode, Mode::Call(_)) {
+                            c.entities = Some(EntityMode::Decode);
+                        }
+                        return c;
+                    }
+                    let raw = std::mem::take(raw);
+                    push_text(out, &raw);
+                    self.mode = Mode::Prose;
+                }
+                Mode::Call(_) => return self.call_token(t, off, out),
+            }
+        }
+    }
+
+    fn attrs_ok(&self, off: u64, out: &mut Vec<Event>) -> Result<(), Fail> {
+        if self.cfg.ignore_attributes {
+            out.push(Event::warning(
+                "ignore_attributes",
+                format!("attributes ignored at byte {off}"),
+            ));
+            Ok(())
+        } else {
+            Err(fail(
+                ErrorKind::MalformedMarkup,
+                off,
+                "attributes in a call",
+            ))
+        }
+    }
+
+    fn prose(&mut self, t: Token<'_>, off: u64, out: &mut Vec<Event>) -> Ctl {
+        match t {
+            Token::Text(s) => push_text(out, s),
+            Token::Start {
+                name: "tool",
+                attrs,
+                self_closing: false,
+                raw,
+            } => {
+                self.mode = Mode::Pending {
+                    raw: raw.to_string(),
+                    start: off,
+                    attrs: !attrs.is_empty(),
+                };
+                return Ctl {
+                    depth: Some(1),
+                    ..Ctl::go()
+                };
+            }
+            Token::Start { raw, .. } | Token::End { raw, .. } | Token::Error { raw, .. } => {
+                push_text(out, raw)
+            }
+            Token::SectionStart(s) => push_text(out, open_delim(s)),
+            Token::SectionText(_, s) => push_text(out, s),
+            Token::SectionEnd(s) => push_text(out, close_delim(s)),
+            Token::Eof { .. } => {}
+        }
+        prose_ctl()
+    }
+
+    fn failed(&mut self, (kind, message): Fail, out: &mut Vec<Event>) -> Ctl {
+        out.push(Event::error(kind, message));
+        self.mode = Mode::Skip;
+        Ctl::go()
+    }
+
+    fn call_token(&mut self, t: Token<'_>, off: u64, out: &mut Vec<Event>) -> Ctl {
+        let closing_eof = matches!(t, Token::Eof { .. });
+        match self.call_step(t, off, out) {
+            Ok(true) => {
+                self.mode = Mode::Prose;
+                prose_ctl()
+            }
+            Ok(false) => Ctl::go(),
+            Err(e) => {
+                let c = self.failed(e, out);
+                if closing_eof {
+                    self.mode = Mode::Prose;
+                }
+                c
+            }
+        }
+    }
+
+    /// Handles one token inside a call; `Ok(true)` when `</tool>` completed it.
+    fn call_step(&mut self, t: Token<'_>, off: u64, out: &mut Vec<Event>) -> Result<bool, Fail> {
+        let Mode::Call(call) = &mut self.mode else {
+            return Ok(false);
+        };
+        let cfg = &self.cfg;
+        if off.saturating_sub(call.start) > cfg.max_call_bytes {
+            return Err(fail(
+                ErrorKind::LimitExceeded,
+                off,
+                "call longer than max_call_bytes",
+            ));
+        }
+        match t {
+            Token::Text(s) => chars(call, s, off)?,
+            Token::Error { kind, raw } => match kind {
+                XmlErrorKind::BareAmp if cfg.allow_bare_ampersand => {
+                    out.push(Event::warning(
+                        "allow_bare_ampersand",
+                        format!("bare '&' kept at byte {off}"),
+                    ));
+                    chars(call, raw, off)?;
+                }
+                XmlErrorKind::UnknownEntity if cfg.allow_unknown_entities => {
+                    out.push(Event::warning(
+                        "allow_unknown_entities",
+                        format!("unknown entity {raw} kept at byte {off}"),
+                    ));
+                    chars(call, raw, off)?;
+                }
+                XmlErrorKind::DepthLimit => {
+                    return Err(fail(ErrorKind::LimitExceeded, off, "nesting too deep"));
+                }
+                XmlErrorKind::Unclosed(_) | XmlErrorKind::Truncated => {
+                    return Err(fail(ErrorKind::Unterminated, off, "stream ended in a call"));
+                }
+                k => return Err(fail(ErrorKind::MalformedMarkup, off, k.message())),
+            },
+            Token::SectionStart(Section::CData) => {
+                if call.field.is_none() {
+                    let Some(top) = call.stack.last_mut() else {
+                        return Err(fail(ErrorKind::MalformedMarkup, off, "CDATA inside <tool>"));
+                    };
+                    if top.kids {
+                        return Err(fail(
+                            ErrorKind::MalformedMarkup,
+                            off,
+                            "CDATA beside child elements",
+                        ));
+                    }
+                    top.cdata = true;
+                }
+            }
+            Token::SectionText(Section::CData, s) => {
+                if let Some((_, f)) = call.field.as_mut() {
+                    f.push_str(s);
+                } else if let Some(top) = call.stack.last_mut() {
+                    top.text.push_str(s);
+                }
+            }
+            Token::SectionStart(Section::Decl) => {
+                return Err(fail(
+                    ErrorKind::MalformedMarkup,
+                    off,
+                    "declaration inside a call",
+                ));
+            }
+            Token::SectionStart(_) | Token::SectionText(..) | Token::SectionEnd(_) => {}
+            Token::Start {
+                name,
+                attrs,
+                self_closing,
+                ..
+            } => {
+                if !attrs.is_empty() {
+                    if cfg.ignore_attributes {
+                        out.push(Event::warning(
+                            "ignore_attributes",
+                            format!("attributes ignored at byte {off}"),
+                        ));
+                    } else {
+                        return Err(fail(
+                            ErrorKind::MalformedMarkup,
+                            off,
+                            "attributes in a call",
+                        ));
+                    }
+                }
+                if call.field.is_some() {
+                    return Err(fail(
+                        ErrorKind::MalformedMarkup,
+                        off,
+                        "element inside a name",
+                    ));
+                }
+                if let Some(top) = call.stack.last_mut() {
+                    if top.has_content() {
+                        return Err(fail(
+                            ErrorKind::MalformedMarkup,
+                            off,
+                            "text beside child elements",
+                        ));
+                    }
+                    top.kids = true;
+                    top.text = String::new();
+                    let (schema, array) = member_schema(top.schema.as_ref(), name);
+                    if self_closing {
+                        add_child(&mut top.map, name, Value::String(String::new()), array);
+                    } else {
+                        call.stack.push(Frame::new(name, schema, array));
+                    }
+                    return Ok(false);
+                }
+                if call.args_done {
+                    return Err(fail(
+                        ErrorKind::MalformedMarkup,
+                        off,
+                        "element after </arguments>",
+                    ));
+                }
+                match name {
+                    "server_name" | "tool_name" => {
+                        let f = if name == "server_name" {
+                            Field::Server
+                        } else {
+                            Field::Name
+                        };
+                        let dup = match f {
+                            Field::Server => call.server.is_some(),
+                            Field::Name => call.name.is_some(),
+                        };
+                        if dup || call.started {
+                            return Err(fail(
+                                ErrorKind::MalformedMarkup,
+                                off,
+                                "repeated or late name element",
+                            ));
+                        }
+                        if self_closing {
+                            set_field(call, f, "");
+                        } else {
+                            call.field = Some((f, String::new()));
+                        }
+                    }
+                    "arguments" => {
+                        let schema = start_call(call, &self.tools, &mut self.index, off, out)?;
+                        if self_closing {
+                            out.push(Event::ArgsDelta {
+                                index: self.index - 1,
+                                json: "{}".into(),
+                            });
+                            call.args_done = true;
+                        } else {
+                            call.stack.push(Frame::new("arguments", schema, false));
+                        }
+                    }
+                    _ => {
+                        return Err(fail(
+                            ErrorKind::MalformedMarkup,
+                            off,
+                            &format!("unexpected element <{name}> in <tool>"),
+                        ));
+                    }
+                }
+            }
+            Token::End { name, .. } => {
+                if let Some((f, text)) = call.field.take() {
+                    let want = if f == Field::Server {
+                        "server_name"
+                    } else {
+                        "tool_name"
+                    };
+                    if name != want {
+                        return Err(fail(ErrorKind::MalformedMarkup, off, "mismatched end tag"));
+                    }
+                    set_field(call, f, &text);
+                    return Ok(false);
+                }
+                if let Some(top) = call.stack.last() {
+                    if top.name != name {
+                        return Err(fail(
+                            ErrorKind::MalformedMarkup,
+                            off,
+                            &format!("</{name}> closes <{}>", top.name),
+                        ));
+                    }
+                    let Some(frame) = call.stack.pop() else {
+                        return Ok(false);
+                    };
+                    if let Some(parent) = call.stack.last_mut() {
+                        let (key, array) = (frame.name.clone(), frame.array);
+                        add_child(&mut parent.map, &key, frame.value(), array);
+                    } else {
+                        if !frame.kids && frame.has_content() {
+                            return Err(fail(
+                                ErrorKind::MalformedMarkup,
+                                off,
+                                "<arguments> holds text, not elements",
+                            ));
+                        }
+                        let json = serde_json::to_string(&Value::Object(frame.map))
+                            .unwrap_or_else(|_| "{}".into());
+                        out.push(Event::ArgsDelta {
+                            index: self.index - 1,
+                            json: json.into(),
+                        });
+                        call.args_done = true;
+                    }
+                    return Ok(false);
+                }
+                if name != "tool" {
+                    return Err(fail(
+                        ErrorKind::MalformedMarkup,
+                        off,
+                        &format!("unexpected </{name}> in <tool>"),
+                    ));
+                }
+                if !call.started {
+                    start_call(call, &self.tools, &mut self.index, off, out)?;
+                }
+                if !call.args_done {
+                    out.push(Event::ArgsDelta {
+                        index: self.index - 1,
+                        json: "{}".into(),
+                    });
+                }
+                out.push(Event::CallEnd {
+                    index: self.index - 1,
+                });
+                return Ok(true);
+            }
+            Token::Eof { .. } => {
+                return Err(fail(
+                    ErrorKind::Unterminated,
+                    off,
+                    "stream ended inside <tool>",
+                ));
+            }
+        }
+        Ok(false)
+    }
+
+    fn invalid_utf8(&mut self, offset: u64, out: &mut Vec<Event>) {
+        out.push(Event::error(
+            ErrorKind::InvalidUtf8,
+            format!("invalid UTF-8 at byte {offset}"),
+        ));
+        if matches!(self.mode, Mode::Call(_)) {
+            self.mode = Mode::Skip;
+        }
+    }
+}
+
+fn set_field(call: &mut Call, f: Field, text: &str) {
+    let v = text.trim_matches(WS).to_string();
+    match f {
+        Field::Server => call.server = Some(v),
+        Field::Name => call.name = Some(v),
+    }
+}
+
+/// Emits `CallStart`; returns the tool's parameter schema for array typing.
+fn start_call(
+    call: &mut Call,
+    tools: &Tools,
+    index: &mut usize,
+    off: u64,
+    out: &mut Vec<Event>,
+) -> Result<Option<Value>, Fail> {
+    let name = match call.name.as_deref() {
+        Some(n) if !n.is_empty() => n.to_string(),
+        _ => {
+            return Err(fail(
+                ErrorKind::MissingName,
+                off,
+                "no <tool_name> before <arguments> or </tool>",
+            ));
+        }
+    };
+    let schema = tools.get(&name).map(|d| d.parameters.clone());
+    out.push(Event::CallStart {
+        index: *index,
+        id: None,
+        name,
+        server: Some(
+            call.server
+                .clone()
+                .unwrap_or_else(|| DEFAULT_SERVER.to_string()),
+        ),
+    });
+    *index += 1;
+    call.started = true;
+    Ok(schema)
+}
+
+/// Character data inside a call: a name, an argument element, or (whitespace only) between.
+fn chars(call: &mut Call, s: &str, off: u64) -> Result<(), Fail> {
+    if let Some((_, f)) = call.field.as_mut() {
+        f.push_str(s);
+    } else if let Some(top) = call.stack.last_mut() {
+        if top.kids {
+            if !is_xml_ws(s) {
+                return Err(fail(
+                    ErrorKind::MalformedMarkup,
+                    off,
+                    "text beside child elements",
+                ));
+            }
+        } else {
+            top.text.push_str(s);
+        }
+    } else if !is_xml_ws(s) {
+        return Err(fail(
+            ErrorKind::MalformedMarkup,
+            off,
+            "text directly inside <tool>",
+        ));
+    }
+    Ok(())
+}
+
+fn open_delim(s: Section) -> &'static str {
+    match s {
+        Section::CData => "<![CDATA[",
+        Section::Comment => "<!--",
+        Section::Pi => "<?",
+        Section::Decl => "<!",
+        Section::Raw => "",
+    }
+}
+
+fn close_delim(s: Section) -> &'static str {
+    match s {
+        Section::CData => "]]>",
+        Section::Comment => "-->",
+        Section::Pi => "?>",
+        Section::Decl => ">",
+        Section::Raw => "",
+    }
+}
+
+/// The forge_xml streaming parser.
+pub struct Parser {
+    dec: Utf8Decoder,
+    tok: XmlTokenizer,
+    host: Host,
+}
+
+impl Parser {
+    /// A parser for one session; `tools` supplies array-typed parameters.
+    pub fn new(config: Config, tools: &Tools) -> Parser {
+        let tok = XmlTokenizer::new(XmlConfig {
+            entities: EntityMode::Raw,
+            max_depth: config.max_depth,
+            ..XmlConfig::default()
+        });
+        Parser {
+            dec: Utf8Decoder::new(),
+            tok,
+            host: Host {
+                cfg: config,
+                tools: tools.clone(),
+                mode: Mode::Prose,
+                index: 0,
+            },
+        }
+    }
+}
+
+impl StreamParser for Parser {
+    fn feed(&mut self, chunk: &[u8], out: &mut Vec<Event>) {
+        let Parser { dec, tok, host } = self;
+        dec.feed(chunk, &mut |p| match p {
+            Utf8Piece::Text(s) => {
+                tok.feed(s, &mut |t, off| host.on_token(t, off, out));
+            }
+            Utf8Piece::Invalid { offset } => {
+                tok.feed("\u{FFFD}", &mut |t, off| host.on_token(t, off, out));
+                host.invalid_utf8(offset, out);
+            }
+        });
+    }
+
+    fn finish(&mut self, out: &mut Vec<Event>) {
+        let Parser { dec, tok, host } = self;
+        dec.finish(&mut |p| {
+            if let Utf8Piece::Invalid { offset } = p {
+                tok.feed("\u{FFFD}", &mut |t, off| host.on_token(t, off, out));
+                host.invalid_utf8(offset, out);
+            }
+        });
+        tok.finish(&mut |t, off| host.on_token(t, off, out));
+        host.mode = Mode::Prose;
+        host.index = 0;
+    }
+}
+
+// ---- renderer ----------------------------------------------------------------------------
+
+fn is_xml_name(k: &str) -> bool {
+    let b = k.as_bytes();
+    let start = |c: u8| c.is_ascii_alphabetic() || c == b'_' || c == b':' || c >= 0x80;
+    !b.is_empty()
+        && start(b[0])
+        && b.iter()
+            .all(|&c| start(c) || c.is_ascii_digit() || c == b'-' || c == b'.')
+}
+
+fn cdata(s: &str) -> String {
+    format!("<![CDATA[{}]]>", s.replace("]]>", "]]]]><![CDATA[>"))
+}
+
+/// Renders a string so that it parses back exactly: entities first, CDATA when the text would
+/// be typed, is long, or is full of markup characters.
+fn render_string(s: &str) -> String {
+    if s.is_empty() {
+        return String::new();
+    }
+    let typed = infer_scalar(s) != Value::String(s.to_string());
+    let markup = s.bytes().filter(|&b| b == b'<' || b == b'&').count();
+    if typed || s.len() > CDATA_THRESHOLD || markup > CDATA_MARKUP_CHARS {
+        cdata(s)
+    } else {
+        quick_xml::escape::partial_escape(s).into_owned()
+    }
+}
+
+fn render_member(
+    key: &str,
+    v: &Value,
+    schema: Option<&Value>,
+    out: &mut String,
+) -> Result<(), String> {
+    if !is_xml_name(key) {
+        return Err(format!("key {key:?} is not an XML name"));
+    }
+    let own = schema
+        .and_then(|p| p.get("properties"))
+        .and_then(|p| p.get(key));
+    match v {
+        Value::Array(items) => {
+            let declared = own.is_some_and(is_array_schema);
+            if items.is_empty() {
+                return Err(format!("empty array {key:?} has no XML form"));
+            }
+            if items.len() < 2 && !declared {
+                return Err(format!(
+                    "one-element array {key:?} needs a schema with type array"
+                ));
+            }
+            let item_schema = own.and_then(|s| s.get("items"));
+            for it in items {
+                render_element(key, it, item_schema, out)?;
+            }
+            Ok(())
+        }
+        _ => render_element(key, v, own, out),
+    }
+}
+
+fn render_element(
+    key: &str,
+    v: &Value,
+    schema: Option<&Value>,
+    out: &mut String,
+) -> Result<(), String> {
+    out.push('<');
+    out.push_str(key);
+    out.push('>');
+    match v {
+        Value::Object(m) => {
+            if m.is_empty() {
+                return Err(format!("empty object {key:?} has no XML form"));
+            }
+            out.push('\n');
+            for (k, x) in m {
+                render_member(k, x, schema, out)?;
+            }
+        }
+        Value::Array(_) => return Err(format!("nested array in {key:?} has no XML form")),
+        Value::String(s) => out.push_str(&render_string(s)),
+        Value::Number(n) => {
+            let s = n.to_string();
+            if !crate::event::json_eq(&infer_scalar(&s), v) {
+                return Err(format!("number {s} does not read back"));
+            }
+            out.push_str(&s);
+        }
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Null => out.push_str("null"),
+    }
+    out.push_str("</");
+    out.push_str(key);
+    out.push_str(">\n");
+    Ok(())
+}
+
+/// Renders text then calls; every call must have a server, no id, and object arguments.
+pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, String> {
+    let mut out = String::from(text);
+    for c in calls {
+        if c.id.is_some() {
+            return Err("forge_xml calls carry no id".into());
+        }
+        let server = c
+            .server
+            .as_deref()
+            .ok_or("forge_xml calls always have a server (default \"local\")")?;
+        for (what, v) in [("name", c.name.as_str()), ("server", server)] {
+            if v.trim_matches(WS) != v {
+                return Err(format!("{what} {v:?} has surrounding whitespace"));
+            }
+        }
+        if c.name.is_empty() {
+            return Err("empty tool name".into());
+        }
+        let Value::Object(args) = &c.arguments else {
+            return Err("arguments must be a JSON object".into());
+        };
+        let schema = tools.get(&c.name).map(|d| &d.parameters);
+        out.push_str("<tool>\n<server_name>");
+        out.push_str(&render_string_name(server));
+        out.push_str("</server_name>\n<tool_name>");
+        out.push_str(&render_string_name(&c.name));
+        out.push_str("</tool_name>\n<arguments>\n");
+        for (k, v) in args {
+            render_member(k, v, schema, &mut out)?;
+        }
+        out.push_str("</arguments>\n</tool>");
+    }
+    // The format has ambiguities no local rule catches (prose that itself looks like markup):
+    // parse the result back and refuse what does not read back exactly.
+    let mut p = Parser::new(Config::default(), tools);
+    let mut evs = Vec::new();
+    p.feed(out.as_bytes(), &mut evs);
+    p.finish(&mut evs);
+    let r = ParseResult::fold(&evs);
+    if !r.is_success() || r.text != text || r.calls != calls {
+        return Err("the rendering does not parse back to the same text and calls".into());
+    }
+    Ok(out.into_bytes())
+}
+
+/// Names are never typed, so only escaping is needed.
+fn render_string_name(s: &str) -> String {
+    quick_xml::escape::partial_escape(s).into_owned()
+}
+
+fn markers(_t: &Tools) -> Vec<String> {
+    [
+        "<tool>",
+        "</tool>",
+        "<server_name>",
+        "</server_name>",
+        "<tool_name>",
+        "</tool_name>",
+        "<arguments>",
+        "</arguments>",
+        "<![CDATA[",
+        "]]>",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+fn new_parser(tools: &Tools) -> Box<dyn StreamParser> {
+    Box::new(Parser::new(Config::default(), tools))
+}
+
+/// The forge_xml format.
+pub static FORMAT: Format = Format {
+    id: "forge_xml",
+    summary: "Forge pure XML: <tool><server_name/><tool_name/><arguments>elements</arguments></tool>",
+    new_parser,
+    render: Some(render),
+    markers,
+    cdata: Some(cdata_probe),
+    typing: Some(Typing {
+        table: include_str!("../../specs/forge_xml_typing.json"),
+        transcript: typing_probe,
+        key: "v",
+    }),
+};
+
+/// A call whose `content` travels in CDATA, for the `cdata_split` invariant.
+fn cdata_probe(text: &str) -> (Vec<u8>, ToolCall) {
+    let t = format!(
+        "<tool><server_name>local</server_name><tool_name>write_file</tool_name><arguments><content>{}</content></arguments></tool>",
+        cdata(text)
+    );
+    let call = ToolCall {
+        name: "write_file".into(),
+        id: None,
+        server: Some("local".into()),
+        arguments: serde_json::json!({ "content": text }),
+    };
+    (t.into_bytes(), call)
+}
+
+/// A call whose argument `v` is exactly `raw`, for the `type_inference` invariant.
+fn typing_probe(raw: &str) -> Vec<u8> {
+    format!(
+        "<tool><server_name>local</server_name><tool_name>t</tool_name><arguments><v>{raw}</v></arguments></tool>"
+    )
+    .into_bytes()
+}
+
+#[cfg(test)]
+mod tests;

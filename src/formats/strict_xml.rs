@@ -1,0 +1,822 @@
+//! strict_xml: AccessLint's strict XML tool calls (`specs/strict_xml.md`).
+//!
+//! `<read_file>{"path": "a.ts"}</read_file>` or `<read_file><path>a.ts</path></read_file>`:
+//! only tools of `tools.json`, arguments validated against their JSON Schemas, and a mistake
+//! counter over the turns of a session (three consecutive failing turns give `max_mistakes`).
+//! Built on the shared XML tokenizer (raw mode) and the incremental JSON parser: a JSON body is
+//! read in raw-until mode, and a `</NAME>` met while the JSON parser is inside a string is
+//! string content.
+
+use super::xml_prose::{
+    TokenHandler, XmlDriver, is_bare_end, is_bare_start, is_cut_tool_tag, is_xml_ws, raw_of,
+    raw_until,
+};
+use super::{Format, StreamParser};
+use crate::event::{ErrorKind, Event, ParseResult, ToolCall, push_text};
+use crate::lexers::json::{JsonConfig, JsonParser};
+use crate::lexers::markdown::CodeTracker;
+use crate::lexers::xml::{Ctl, Token, XmlErrorKind};
+use crate::tools::Tools;
+use serde_json::{Map, Value};
+
+/// Parser settings; see the table in `specs/strict_xml.md` §6. The format has no leniency
+/// options: it is strict by definition.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// A turn without any call is `no_tool_blocks` (S5.1).
+    pub require_tool_call: bool,
+    /// Consecutive failing turns that give `max_mistakes` (S5.2); 0 disables the counter.
+    pub max_mistakes: u32,
+    /// Tags whose content is reasoning: text, with every tag inside inert (S1.2).
+    pub reasoning_tags: Vec<String>,
+    /// Largest call body in bytes (S3.9).
+    pub max_call_bytes: usize,
+    /// Largest body of an unknown element held back to decide text vs. unknown tool (S2.3).
+    pub max_unknown_body_bytes: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            require_tool_call: true,
+            max_mistakes: 3,
+            reasoning_tags: vec!["thinking".into(), "think".into()],
+            max_call_bytes: 16 << 20,
+            max_unknown_body_bytes: 1 << 20,
+        }
+    }
+}
+
+/// A tool: its name, schema, compiled validator and which properties are typed (S3.5).
+struct Tool {
+    name: String,
+    validator: Result<jsonschema::Validator, String>,
+    /// Properties whose schema `type` does not allow a string: XML values are parsed as JSON.
+    typed: Vec<String>,
+}
+
+fn allows_string(schema: &Value) -> bool {
+    match schema.get("type") {
+        None => true,
+        Some(Value::String(t)) => t == "string",
+        Some(Value::Array(a)) => a.iter().any(|t| t == "string"),
+        Some(_) => true,
+    }
+}
+
+fn tools_of(tools: &Tools) -> Vec<Tool> {
+    tools
+        .defs
+        .iter()
+        .map(|d| Tool {
+            name: d.name.clone(),
+            validator: jsonschema::validator_for(&d.parameters).map_err(|e| e.to_string()),
+            typed: d
+                .parameters
+                .get("properties")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .filter(|(_, s)| !allows_string(s))
+                        .map(|(k, _)| k.clone())
+                        .collect()
+                })
+                .unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// Where the parser is inside a turn.
+enum St {
+    /// Outside calls.
+    Prose,
+    /// Inside a reasoning block (raw-until its close): text.
+    Reasoning,
+    /// After `<NAME>` of a known tool: which form follows?
+    Open,
+    /// JSON form (raw-until `</NAME>`); `over` once the body exceeded the limit.
+    Json { json: Box<JsonParser>, over: bool },
+    /// Parameter form, between parameters.
+    Between,
+    /// Parameter form, inside a value (raw-until `</P>`).
+    Value {
+        param: String,
+        buf: String,
+        over: bool,
+    },
+    /// A failed call: raw until `</NAME>`, discarded.
+    Skip,
+    /// After an unknown `<X>`: held until the first non-whitespace decides.
+    UnknownOpen { name: String, held: String },
+    /// An unknown `<X>` whose body so far is a JSON object prefix: held (tag included) while
+    /// the JSON parser accepts it; tags inside JSON strings are string content.
+    UnknownBody {
+        name: String,
+        held: String,
+        json: Box<JsonParser>,
+    },
+}
+
+/// The call being parsed.
+struct Call {
+    tool: usize,
+    index: usize,
+    args: Map<String, Value>,
+    size: usize,
+    /// The JSON form streams the whole body; the parameter form still owes its `}`.
+    json_form: bool,
+    /// JSON-form body text not yet sent as a delta (sent in batches of [`DELTA_BATCH`]).
+    pending: String,
+}
+
+/// JSON-form bodies stream as `ArgsDelta` fragments of at least this many bytes (the last one
+/// shorter), so that a stream cut into tiny pieces does not cost one event per piece.
+const DELTA_BATCH: usize = 1024;
+
+/// Per-turn and per-session state, and the token handler.
+struct Core {
+    cfg: Config,
+    tools: Vec<Tool>,
+    st: St,
+    md: CodeTracker,
+    next_index: usize,
+    call: Option<Call>,
+    finishing: bool,
+    tail: Option<(String, bool)>,
+    /// The turn produced an error.
+    turn_failed: bool,
+    /// The turn started a call.
+    turn_called: bool,
+    /// Consecutive failing turns (the session's mistake counter).
+    mistakes: u32,
+}
+
+/// The strict_xml streaming parser: one session of turns, `finish` after each.
+pub struct Parser {
+    driver: XmlDriver,
+    core: Core,
+}
+
+impl Parser {
+    /// A parser (a new session) for the tools of `tools`.
+    pub fn new(config: Config, tools: &Tools) -> Parser {
+        Parser {
+            driver: XmlDriver::new(),
+            core: Core {
+                cfg: config,
+                tools: tools_of(tools),
+                st: St::Prose,
+                md: CodeTracker::new(),
+                next_index: 0,
+                call: None,
+                finishing: false,
+                tail: None,
+                turn_failed: false,
+                turn_called: false,
+                mistakes: 0,
+            },
+        }
+    }
+
+    /// The session's count of consecutive failing turns.
+    pub fn mistakes(&self) -> u32 {
+        self.core.mistakes
+    }
+
+    /// Resets the mistake counter (for a host that got guidance from the user, as Cline does).
+    pub fn reset_mistakes(&mut self) {
+        self.core.mistakes = 0;
+    }
+}
+
+impl StreamParser for Parser {
+    fn feed(&mut self, chunk: &[u8], out: &mut Vec<Event>) {
+        self.driver.feed(chunk, &mut self.core, out);
+    }
+
+    fn finish(&mut self, out: &mut Vec<Event>) {
+        self.core.finishing = true;
+        self.driver.finish(&mut self.core, out);
+        self.core.end_turn(out);
+    }
+}
+
+fn json_str(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+}
+
+impl Core {
+    fn text(&mut self, s: &str, out: &mut Vec<Event>) {
+        push_text(out, s);
+        self.md.push(s);
+    }
+
+    fn error(&mut self, kind: ErrorKind, msg: String, out: &mut Vec<Event>) {
+        self.turn_failed = true;
+        out.push(Event::error(kind, msg));
+    }
+
+    fn tool_name(&self) -> String {
+        self.call
+            .as_ref()
+            .and_then(|c| self.tools.get(c.tool))
+            .map_or_else(String::new, |t| t.name.clone())
+    }
+
+    /// Abandons the current call with an error and skips to its close tag.
+    fn fail(&mut self, kind: ErrorKind, msg: String, out: &mut Vec<Event>) -> Ctl {
+        self.error(kind, msg, out);
+        self.st = St::Skip;
+        raw_until(&self.tool_name())
+    }
+
+    /// Counts `n` more body bytes against the limit; false (after reporting) when over.
+    fn grow(&mut self, n: usize, at: u64, out: &mut Vec<Event>) -> bool {
+        let max = self.cfg.max_call_bytes;
+        let Some(c) = &mut self.call else {
+            return true;
+        };
+        let was_over = c.size > max;
+        c.size = c.size.saturating_add(n);
+        if c.size <= max {
+            return true;
+        }
+        if was_over {
+            return false;
+        }
+        let name = self.tool_name();
+        self.error(
+            ErrorKind::LimitExceeded,
+            format!("<{name}> body exceeds max_call_bytes ({max}) at byte {at}"),
+            out,
+        );
+        false
+    }
+
+    fn prose(&mut self, t: Token<'_>, at: u64, out: &mut Vec<Event>) -> Ctl {
+        match t {
+            Token::Start {
+                name,
+                raw,
+                self_closing,
+                ..
+            } => {
+                let live = !self.md.in_code();
+                let tool = self.tools.iter().position(|x| x.name == name);
+                if live && let Some(ti) = tool {
+                    if !is_bare_start(name, raw) {
+                        self.error(
+                            ErrorKind::MalformedMarkup,
+                            format!("tool tag {raw:?} at byte {at} must be a bare <{name}>"),
+                            out,
+                        );
+                        self.md.markup();
+                        if self_closing {
+                            return Ctl::go();
+                        }
+                        self.st = St::Skip;
+                        return raw_until(name);
+                    }
+                    out.push(Event::CallStart {
+                        index: self.next_index,
+                        id: None,
+                        name: name.to_string(),
+                        server: None,
+                    });
+                    self.turn_called = true;
+                    self.call = Some(Call {
+                        tool: ti,
+                        index: self.next_index,
+                        args: Map::new(),
+                        size: 0,
+                        json_form: false,
+                        pending: String::new(),
+                    });
+                    self.next_index += 1;
+                    self.st = St::Open;
+                    return Ctl::go();
+                }
+                if live && is_bare_start(name, raw) {
+                    if self.cfg.reasoning_tags.iter().any(|r| r == name) {
+                        self.text(raw, out);
+                        self.st = St::Reasoning;
+                        return raw_until(name);
+                    }
+                    self.st = St::UnknownOpen {
+                        name: name.to_string(),
+                        held: raw.to_string(),
+                    };
+                    return Ctl::go();
+                }
+                self.text(raw, out);
+            }
+            Token::Error {
+                kind: XmlErrorKind::Truncated,
+                raw,
+            } if self.finishing => {
+                let live = !self.md.in_code();
+                self.tail = Some((raw.to_string(), live));
+                self.text(raw, out);
+            }
+            Token::Text(s) => {
+                if let Some((tail, _)) = &mut self.tail
+                    && tail.len() < 4096
+                {
+                    tail.push_str(s);
+                }
+                self.text(s, out);
+            }
+            _ => self.text(raw_of(&t), out),
+        }
+        Ctl::go()
+    }
+
+    fn unknown_open(&mut self, t: Token<'_>, at: u64, out: &mut Vec<Event>) -> Ctl {
+        let St::UnknownOpen { name, held } = &mut self.st else {
+            return Ctl::go();
+        };
+        if let Token::Text(s) = t {
+            let rest = s.trim_start_matches(is_xml_ws);
+            if rest.is_empty() && held.len() < 4096 {
+                held.push_str(s);
+                return Ctl::go();
+            }
+            if rest.starts_with('{') {
+                let name = std::mem::take(name);
+                let held = std::mem::take(held);
+                self.st = St::UnknownBody {
+                    name,
+                    held,
+                    json: Box::new(JsonParser::new(JsonConfig::default())),
+                };
+                return self.unknown_body(t, at, out);
+            }
+        }
+        // Not a call: the held tag is text, and this token is prose again.
+        let held = std::mem::take(held);
+        self.st = St::Prose;
+        self.text(&held, out);
+        self.prose(t, at, out)
+    }
+
+    fn unknown_body(&mut self, t: Token<'_>, at: u64, out: &mut Vec<Event>) -> Ctl {
+        let max = self.cfg.max_unknown_body_bytes;
+        let St::UnknownBody { name, held, json } = &mut self.st else {
+            return Ctl::go();
+        };
+        let raw = raw_of(&t);
+        let is_close =
+            matches!(t, Token::End { name: n, raw } if n == name.as_str() && is_bare_end(n, raw));
+        if matches!(t, Token::Eof { .. }) {
+            return Ctl::go();
+        }
+        if is_close && !json.in_string() {
+            let is_object = matches!(json.finish(), Ok(Some(Value::Object(_))));
+            let St::UnknownBody { name, held, .. } = std::mem::replace(&mut self.st, St::Prose)
+            else {
+                return Ctl::go();
+            };
+            if is_object {
+                self.md.markup();
+                self.error(
+                    ErrorKind::UnknownTool,
+                    format!("<{name}> at byte {at} is not a tool of tools.json"),
+                    out,
+                );
+            } else {
+                self.text(&held, out);
+                self.text(raw, out);
+            }
+            return Ctl::go();
+        }
+        // Markup outside a JSON string, or text the JSON parser rejects: not a call.
+        let markup = !matches!(t, Token::Text(_));
+        let fits = (!markup || json.in_string()) && json.feed(raw).is_ok();
+        if fits {
+            held.push_str(raw);
+            if held.len() > max {
+                let name = name.clone();
+                self.st = St::Skip;
+                let msg =
+                    format!("body of <{name}> exceeds max_unknown_body_bytes ({max}) at byte {at}");
+                self.error(ErrorKind::LimitExceeded, msg, out);
+                return raw_until(&name);
+            }
+            return Ctl::go();
+        }
+        let St::UnknownBody { held, .. } = std::mem::replace(&mut self.st, St::Prose) else {
+            return Ctl::go();
+        };
+        self.text(&held, out);
+        if markup {
+            self.prose(t, at, out)
+        } else {
+            self.text(raw, out);
+            Ctl::go()
+        }
+    }
+
+    fn open(&mut self, t: Token<'_>, at: u64, out: &mut Vec<Event>) -> Ctl {
+        let name = self.tool_name();
+        match t {
+            Token::Text(s) if s.chars().all(is_xml_ws) => Ctl::go(),
+            Token::Text(s) if s.trim_start_matches(is_xml_ws).starts_with('{') => {
+                self.st = St::Json {
+                    json: Box::new(JsonParser::new(JsonConfig::default())),
+                    over: false,
+                };
+                if let Some(c) = &mut self.call {
+                    c.json_form = true;
+                }
+                // Raw until `</NAME>` whether the first piece parses or fails (then skipped).
+                let ctl = raw_until(&name);
+                self.json_text(s, at, out);
+                ctl
+            }
+            Token::Start { .. } | Token::End { .. } => self.between(t, at, out),
+            _ => self.fail(
+                ErrorKind::MalformedMarkup,
+                format!(
+                    "<{name}> at byte {at} must hold a JSON object or parameter elements, not {:?}",
+                    raw_of(&t)
+                ),
+                out,
+            ),
+        }
+    }
+
+    /// Feeds a piece of a JSON body; streams it as a delta when it parses so far.
+    fn json_text(&mut self, s: &str, at: u64, out: &mut Vec<Event>) {
+        let ok = self.grow(s.len(), at, out);
+        let St::Json { json, over } = &mut self.st else {
+            return;
+        };
+        if *over {
+            return;
+        }
+        if !ok {
+            *over = true;
+            return;
+        }
+        match json.feed(s) {
+            Ok(_) => {
+                if let Some(c) = &mut self.call {
+                    c.pending.push_str(s);
+                    if c.pending.len() >= DELTA_BATCH {
+                        out.push(Event::ArgsDelta {
+                            index: c.index,
+                            json: std::mem::take(&mut c.pending).into(),
+                        });
+                    }
+                }
+            }
+            Err(e) => {
+                let name = self.tool_name();
+                self.error(
+                    ErrorKind::InvalidJson,
+                    format!("<{name}> body at byte {at}: {e}"),
+                    out,
+                );
+                self.st = St::Skip;
+            }
+        }
+    }
+
+    fn json(&mut self, t: Token<'_>, at: u64, out: &mut Vec<Event>) -> Ctl {
+        match t {
+            Token::Text(s) => {
+                self.json_text(s, at, out);
+                Ctl::go()
+            }
+            Token::End { raw, .. } => {
+                let St::Json { json, over } = &mut self.st else {
+                    return Ctl::go();
+                };
+                if *over {
+                    self.st = St::Prose;
+                    self.md.markup();
+                    self.call = None;
+                    return Ctl::go();
+                }
+                if json.in_string() {
+                    // `</NAME>` inside a JSON string is content (S3.2).
+                    self.json_text(raw, at, out);
+                    return raw_until(&self.tool_name());
+                }
+                let res = json.finish();
+                let name = self.tool_name();
+                self.st = St::Prose;
+                self.md.markup();
+                match res {
+                    Ok(Some(v @ Value::Object(_))) => self.close_with(v, at, out),
+                    Ok(_) => {
+                        self.call = None;
+                        self.error(
+                            ErrorKind::InvalidJson,
+                            format!("<{name}> body is not a JSON object (byte {at})"),
+                            out,
+                        );
+                    }
+                    Err(e) => {
+                        self.call = None;
+                        self.error(
+                            ErrorKind::InvalidJson,
+                            format!("<{name}> body ends at byte {at}: {e}"),
+                            out,
+                        );
+                    }
+                }
+                Ctl::go()
+            }
+            _ => Ctl::go(),
+        }
+    }
+
+    fn between(&mut self, t: Token<'_>, at: u64, out: &mut Vec<Event>) -> Ctl {
+        let name = self.tool_name();
+        match t {
+            Token::Text(s) if s.chars().all(is_xml_ws) => Ctl::go(),
+            Token::Start {
+                name: p,
+                raw,
+                self_closing: false,
+                ..
+            } if is_bare_start(p, raw) => {
+                if self.call.as_ref().is_some_and(|c| c.args.contains_key(p)) {
+                    return self.fail(
+                        ErrorKind::MalformedMarkup,
+                        format!("duplicate parameter <{p}> in <{name}> at byte {at}"),
+                        out,
+                    );
+                }
+                self.st = St::Value {
+                    param: p.to_string(),
+                    buf: String::new(),
+                    over: false,
+                };
+                raw_until(p)
+            }
+            Token::End { name: n, raw } if n == name && is_bare_end(&name, raw) => {
+                let args = self
+                    .call
+                    .as_mut()
+                    .map(|c| std::mem::take(&mut c.args))
+                    .unwrap_or_default();
+                self.st = St::Prose;
+                self.md.markup();
+                self.close_with(Value::Object(args), at, out);
+                Ctl::go()
+            }
+            _ => self.fail(
+                ErrorKind::MalformedMarkup,
+                format!(
+                    "unexpected {:?} between parameters of <{name}> at byte {at}",
+                    raw_of(&t)
+                ),
+                out,
+            ),
+        }
+    }
+
+    fn value(&mut self, t: Token<'_>, at: u64, out: &mut Vec<Event>) -> Ctl {
+        match t {
+            Token::Text(s) => {
+                let ok = self.grow(s.len(), at, out);
+                if let St::Value { buf, over, .. } = &mut self.st
+                    && !*over
+                {
+                    if ok {
+                        buf.push_str(s);
+                    } else {
+                        *over = true;
+                        *buf = String::new();
+                    }
+                }
+                Ctl::go()
+            }
+            Token::End { .. } => {
+                let St::Value { param, buf, over } = std::mem::replace(&mut self.st, St::Between)
+                else {
+                    return Ctl::go();
+                };
+                if over {
+                    self.st = St::Skip;
+                    return raw_until(&self.tool_name());
+                }
+                let text = buf.trim_matches(is_xml_ws);
+                let typed = self
+                    .call
+                    .as_ref()
+                    .and_then(|c| self.tools.get(c.tool))
+                    .is_some_and(|tool| tool.typed.contains(&param));
+                let v = if typed {
+                    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.into()))
+                } else {
+                    Value::String(text.into())
+                };
+                if let Some(c) = &mut self.call {
+                    let sep = if c.args.is_empty() { "{" } else { "," };
+                    out.push(Event::ArgsDelta {
+                        index: c.index,
+                        json: format!("{sep}{}:{}", json_str(&param), v).into(),
+                    });
+                    c.args.insert(param, v);
+                }
+                Ctl::go()
+            }
+            _ => Ctl::go(),
+        }
+    }
+
+    /// Validates the complete arguments and ends the call, or reports the violation.
+    fn close_with(&mut self, args: Value, at: u64, out: &mut Vec<Event>) {
+        let Some(c) = self.call.take() else { return };
+        let Some(tool) = self.tools.get(c.tool) else {
+            return;
+        };
+        let problem = match &tool.validator {
+            Ok(v) => {
+                let errs: Vec<String> = v
+                    .iter_errors(&args)
+                    .take(3)
+                    .map(|e| e.to_string())
+                    .collect();
+                (!errs.is_empty()).then(|| errs.join("; "))
+            }
+            Err(e) => Some(format!("the tool's schema does not compile: {e}")),
+        };
+        if let Some(p) = problem {
+            let msg = format!("<{}> closed at byte {at}: {p}", tool.name);
+            self.error(ErrorKind::SchemaViolation, msg, out);
+            return;
+        }
+        // The parameter form streamed `{"P":v…` (or nothing); the JSON form its body.
+        if c.json_form {
+            if !c.pending.is_empty() {
+                out.push(Event::ArgsDelta {
+                    index: c.index,
+                    json: c.pending.into(),
+                });
+            }
+        } else {
+            let close = if args.as_object().is_some_and(|m| !m.is_empty()) {
+                "}"
+            } else {
+                "{}"
+            };
+            out.push(Event::ArgsDelta {
+                index: c.index,
+                json: close.into(),
+            });
+        }
+        out.push(Event::CallEnd { index: c.index });
+    }
+
+    fn end_turn(&mut self, out: &mut Vec<Event>) {
+        let st = std::mem::replace(&mut self.st, St::Prose);
+        match st {
+            St::Prose => {
+                if let Some((tail, true)) = &self.tail
+                    && is_cut_tool_tag(tail, self.tools.iter().map(|t| t.name.as_str()))
+                {
+                    let msg = format!("turn ended inside the tool tag {tail:?}");
+                    self.error(ErrorKind::Unterminated, msg, out);
+                }
+            }
+            St::Open | St::Json { .. } | St::Between | St::Value { .. } => {
+                let msg = format!("turn ended inside <{}>", self.tool_name());
+                self.error(ErrorKind::Unterminated, msg, out);
+            }
+            St::UnknownOpen { held, .. } | St::UnknownBody { held, .. } => self.text(&held, out),
+            St::Skip | St::Reasoning => {}
+        }
+        if self.cfg.require_tool_call && !self.turn_called && !self.turn_failed {
+            self.error(
+                ErrorKind::NoToolBlocks,
+                "the turn contains no tool call".into(),
+                out,
+            );
+        }
+        if self.turn_failed {
+            self.mistakes = self.mistakes.saturating_add(1);
+            if self.cfg.max_mistakes > 0 && self.mistakes >= self.cfg.max_mistakes {
+                out.push(Event::error(
+                    ErrorKind::MaxMistakes,
+                    format!(
+                        "{} consecutive failing turns (limit {})",
+                        self.mistakes, self.cfg.max_mistakes
+                    ),
+                ));
+            }
+        } else {
+            self.mistakes = 0;
+        }
+        self.md = CodeTracker::new();
+        self.next_index = 0;
+        self.call = None;
+        self.finishing = false;
+        self.tail = None;
+        self.turn_failed = false;
+        self.turn_called = false;
+    }
+}
+
+impl TokenHandler for Core {
+    fn token(&mut self, t: Token<'_>, at: u64, out: &mut Vec<Event>) -> Ctl {
+        match self.st {
+            St::Prose => self.prose(t, at, out),
+            St::Reasoning => {
+                if let Token::End { .. } = t {
+                    self.st = St::Prose;
+                }
+                self.text(raw_of(&t), out);
+                Ctl::go()
+            }
+            St::UnknownOpen { .. } => self.unknown_open(t, at, out),
+            St::UnknownBody { .. } => self.unknown_body(t, at, out),
+            // At the end of a turn, what is left of a call is reported once as unterminated.
+            _ if self.finishing => Ctl::go(),
+            St::Open => self.open(t, at, out),
+            St::Json { .. } => self.json(t, at, out),
+            St::Between => self.between(t, at, out),
+            St::Value { .. } => self.value(t, at, out),
+            St::Skip => {
+                if let Token::End { .. } = t {
+                    self.st = St::Prose;
+                    self.md.markup();
+                    self.call = None;
+                }
+                Ctl::go()
+            }
+        }
+    }
+
+    fn invalid_utf8(&mut self, offset: u64, out: &mut Vec<Event>) {
+        self.error(
+            ErrorKind::InvalidUtf8,
+            format!("invalid UTF-8 at byte {offset}"),
+            out,
+        );
+    }
+}
+
+/// Renders text and calls as a strict_xml turn in the JSON form (`specs/strict_xml.md` §7).
+pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, String> {
+    if calls.is_empty() {
+        return Err("a strict_xml turn must contain a call (require_tool_call)".into());
+    }
+    let mut s = text.to_string();
+    for c in calls {
+        if tools.get(&c.name).is_none() {
+            return Err(format!("tool {:?} is not in tools.json", c.name));
+        }
+        if c.id.is_some() || c.server.is_some() {
+            return Err("strict_xml carries no call id or server".into());
+        }
+        if !c.arguments.is_object() {
+            return Err("arguments must be a JSON object".into());
+        }
+        s.push_str(&format!("<{}>{}</{}>", c.name, c.arguments, c.name));
+    }
+    let mut p = Parser::new(Config::default(), tools);
+    let got = ParseResult::fold(&super::run_chunks(&mut p, [s.as_bytes()]));
+    let want = ParseResult {
+        text: text.to_string(),
+        calls: calls.to_vec(),
+        ..ParseResult::default()
+    };
+    if got != want {
+        return Err(format!(
+            "the rendered turn does not parse back (text not inert, or arguments fail the schema: {:?})",
+            got.errors.first().map(|e| &e.message)
+        ));
+    }
+    Ok(s.into_bytes())
+}
+
+fn new_parser(tools: &Tools) -> Box<dyn StreamParser> {
+    Box::new(Parser::new(Config::default(), tools))
+}
+
+fn markers(tools: &Tools) -> Vec<String> {
+    let mut m = Vec::new();
+    for d in &tools.defs {
+        m.push(format!("<{}>", d.name));
+        m.push(format!("</{}>", d.name));
+    }
+    m
+}
+
+/// The strict_xml format.
+pub static FORMAT: Format = Format {
+    id: "strict_xml",
+    summary: "AccessLint strict XML: <tool>{json}</tool> or <tool><param>v</param></tool>, schema-checked, 3-strike sessions",
+    new_parser,
+    render: Some(render),
+    markers,
+    cdata: None,
+    typing: None,
+};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,382 @@
+//! Plumbing shared by the formats that embed XML-ish tool markup in prose (roo_xml,
+//! strict_xml): bytes → UTF-8 → the shared XML tokenizer → a format's token handler.
+
+use crate::event::{ErrorKind, Event};
+use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
+use crate::lexers::xml::{Ctl, EntityMode, RawUntil, Section, Token, XmlConfig, XmlTokenizer};
+
+/// A format's reaction to tokens; it may switch the tokenizer's mode through the returned
+/// [`Ctl`].
+pub(crate) trait TokenHandler {
+    /// Handles one token at stream offset `at`.
+    fn token(&mut self, t: Token<'_>, at: u64, out: &mut Vec<Event>) -> Ctl;
+    /// Reports an invalid UTF-8 sequence at `offset` (a U+FFFD is fed as text right after).
+    fn invalid_utf8(&mut self, offset: u64, out: &mut Vec<Event>) {
+        out.push(Event::error(
+            ErrorKind::InvalidUtf8,
+            format!("invalid UTF-8 at byte {offset}"),
+        ));
+    }
+}
+
+/// UTF-8 reassembly plus the tokenizer in raw entity mode, with no depth limit (prose is
+/// full of unclosed tags and these formats never nest).
+pub(crate) struct XmlDriver {
+    utf8: Utf8Decoder,
+    tok: XmlTokenizer,
+}
+
+impl XmlDriver {
+    /// A driver at the start of a stream.
+    pub(crate) fn new() -> Self {
+        XmlDriver {
+            utf8: Utf8Decoder::new(),
+            tok: XmlTokenizer::new(XmlConfig {
+                entities: EntityMode::Raw,
+                max_depth: usize::MAX,
+                ..XmlConfig::default()
+            }),
+        }
+    }
+
+    /// Feeds one chunk of bytes.
+    pub(crate) fn feed<H: TokenHandler>(&mut self, chunk: &[u8], h: &mut H, out: &mut Vec<Event>) {
+        let XmlDriver { utf8, tok } = self;
+        utf8.feed(chunk, &mut |p| piece(tok, p, h, out));
+    }
+
+    /// Ends the turn: flushes the decoder and the tokenizer (which is then ready for the next
+    /// turn).
+    pub(crate) fn finish<H: TokenHandler>(&mut self, h: &mut H, out: &mut Vec<Event>) {
+        let XmlDriver { utf8, tok } = self;
+        utf8.finish(&mut |p| piece(tok, p, h, out));
+        tok.finish(&mut |t, at| h.token(t, at, out));
+    }
+}
+
+fn piece<H: TokenHandler>(
+    tok: &mut XmlTokenizer,
+    p: Utf8Piece<'_>,
+    h: &mut H,
+    out: &mut Vec<Event>,
+) {
+    match p {
+        Utf8Piece::Text(s) => {
+            tok.feed(s, &mut |t, at| h.token(t, at, out));
+        }
+        Utf8Piece::Invalid { offset } => {
+            h.invalid_utf8(offset, out);
+            tok.feed("\u{FFFD}", &mut |t, at| h.token(t, at, out));
+        }
+    }
+}
+
+/// The literal that opens a section.
+pub(crate) fn section_open(sec: Section) -> &'static str {
+    match sec {
+        Section::CData => "<![CDATA[",
+        Section::Comment => "<!--",
+        Section::Pi => "<?",
+        Section::Decl => "<!",
+        Section::Raw => "",
+    }
+}
+
+/// The literal that closes a section.
+pub(crate) fn section_close(sec: Section) -> &'static str {
+    match sec {
+        Section::CData => "]]>",
+        Section::Comment => "-->",
+        Section::Pi => "?>",
+        Section::Decl => ">",
+        Section::Raw => "",
+    }
+}
+
+/// The exact source text of a token (empty for `Eof` and for errors that cover nothing).
+pub(crate) fn raw_of<'a>(t: &Token<'a>) -> &'a str {
+    match *t {
+        Token::Text(s) | Token::SectionText(_, s) => s,
+        Token::Start { raw, .. } | Token::End { raw, .. } | Token::Error { raw, .. } => raw,
+        Token::SectionStart(sec) => section_open(sec),
+        Token::SectionEnd(sec) => section_close(sec),
+        Token::Eof { .. } => "",
+    }
+}
+
+/// True when a start tag is exactly `<name>`: no attribute, no whitespace, not self-closing.
+pub(crate) fn is_bare_start(name: &str, raw: &str) -> bool {
+    raw.len() == name.len() + 2 && raw.starts_with('<') && raw.ends_with('>')
+}
+
+/// True when an end tag is exactly `</name>`.
+pub(crate) fn is_bare_end(name: &str, raw: &str) -> bool {
+    raw.len() == name.len() + 3 && raw.starts_with("</") && raw.ends_with('>')
+}
+
+/// True for the whitespace the XML formats skip between elements (CRLF included).
+pub(crate) fn is_xml_ws(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\r')
+}
+
+/// A control answer that makes everything up to `</name>` raw text.
+pub(crate) fn raw_until(name: &str) -> Ctl {
+    Ctl {
+        raw_until: Some(RawUntil::EndTag(name.to_string())),
+        ..Ctl::go()
+    }
+}
+
+/// True when `tail` (held back at the end of a turn, starting with `<`) is a proper prefix of
+/// `<name>` for one of `names`, with at least one name character: a tool tag cut off.
+pub(crate) fn is_cut_tool_tag<'a>(tail: &str, names: impl IntoIterator<Item = &'a str>) -> bool {
+    let Some(rest) = tail.strip_prefix('<') else {
+        return false;
+    };
+    !rest.is_empty()
+        && names
+            .into_iter()
+            .any(|n| n.len() + 1 > rest.len() && format!("{n}>").starts_with(rest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cut_tool_tags_are_recognised() {
+        let names = ["read_file", "write_to_file"];
+        assert!(is_cut_tool_tag("<read_fi", names));
+        assert!(is_cut_tool_tag("<read_file", names));
+        assert!(!is_cut_tool_tag("<", names));
+        assert!(!is_cut_tool_tag("<foo", names));
+        assert!(!is_cut_tool_tag("<read_file>", names));
+    }
+
+    #[test]
+    fn bare_tags() {
+        assert!(is_bare_start("a", "<a>"));
+        assert!(!is_bare_start("a", "<a >"));
+        assert!(!is_bare_start("a", "<a/>"));
+        assert!(is_bare_end("a", "</a>"));
+        assert!(!is_bare_end("a", "</a >"));
+    }
+}
+
+/// Test helpers shared by the XML-family formats: every-cut replay and the delta contract.
+#[cfg(test)]
+pub(crate) mod testutil {
+    use crate::event::{Event, ParseResult};
+    use crate::formats::{StreamParser, run_chunks};
+
+    /// Checks the streaming contract on one run's events (indices, order, deltas parse).
+    pub(crate) fn check_delta_contract(events: &[Event]) {
+        let mut started = 0usize;
+        let mut open: Option<(usize, String)> = None;
+        for ev in events {
+            match ev {
+                Event::CallStart { index, .. } => {
+                    assert_eq!(*index, started, "indices count 0,1,2…: {events:?}");
+                    started += 1;
+                    open = Some((*index, String::new()));
+                }
+                Event::ArgsDelta { index, json } => {
+                    let (i, acc) = open.as_mut().expect("delta outside a call");
+                    assert_eq!(i, index);
+                    acc.push_str(json);
+                }
+                Event::CallEnd { index } => {
+                    let (i, acc) = open.take().expect("end outside a call");
+                    assert_eq!(i, *index);
+                    let v: serde_json::Value = serde_json::from_str(&acc)
+                        .unwrap_or_else(|e| panic!("deltas {acc:?} are not JSON: {e}"));
+                    assert!(v.is_object(), "arguments {acc:?} are not an object");
+                }
+                Event::Error { .. } => {
+                    // A failed call never ends; a new call may start after it.
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Feeds `input` whole, byte by byte, and cut once at every position (also inside UTF-8
+    /// characters), into fresh parsers from `make`; asserts every folded result equals the
+    /// whole one and every run keeps the delta contract. Returns the whole run's result.
+    pub(crate) fn every_cut(
+        make: &dyn Fn() -> Box<dyn StreamParser>,
+        input: &[u8],
+    ) -> (ParseResult, Vec<Event>) {
+        let run = |chunks: &[&[u8]]| {
+            let mut p = make();
+            let evs = run_chunks(p.as_mut(), chunks.iter().copied());
+            check_delta_contract(&evs);
+            evs
+        };
+        let whole_evs = run(&[input]);
+        let whole = ParseResult::fold(&whole_evs);
+        let bytes: Vec<&[u8]> = input.chunks(1).collect();
+        let r = ParseResult::fold(&run(&bytes));
+        assert_eq!(
+            r,
+            whole,
+            "byte-by-byte differs for {:?}",
+            String::from_utf8_lossy(input)
+        );
+        assert_eq!(r.warnings.len(), whole.warnings.len());
+        for cut in 1..input.len() {
+            let r = ParseResult::fold(&run(&[&input[..cut], &input[cut..]]));
+            assert_eq!(
+                r,
+                whole,
+                "cut at {cut} differs for {:?}",
+                String::from_utf8_lossy(input)
+            );
+        }
+        (whole, whole_evs)
+    }
+}
+
+/// Replays a format's corpus directory until the harness lands: every case at every cut,
+/// expectations checked as `specs/corpus.md` defines them (session cases included).
+#[cfg(test)]
+pub(crate) mod corpus_check {
+    use super::testutil::every_cut;
+    use crate::event::{ParseResult, ToolCall};
+    use crate::formats::{StreamParser, run_chunks};
+    use crate::tools::Tools;
+    use serde_json::Value;
+    use std::path::Path;
+
+    fn check_expect(id: &str, r: &ParseResult, e: &Value) {
+        if e.is_null() {
+            return;
+        }
+        if let Some(t) = e.get("text") {
+            assert_eq!(Some(r.text.as_str()), t.as_str(), "{id}: text");
+        }
+        if let Some(c) = e.get("calls") {
+            let want: Vec<ToolCall> = serde_json::from_value(c.clone()).expect("calls");
+            assert_eq!(r.calls, want, "{id}: calls");
+        }
+        match e.get("error") {
+            Some(Value::Null) => assert!(r.errors.is_empty(), "{id}: errors {:?}", r.errors),
+            Some(k) => {
+                let kind = k.get("kind").and_then(Value::as_str).expect("error.kind");
+                assert!(
+                    r.error_kinds().iter().any(|x| x.as_str() == kind),
+                    "{id}: expected {kind}, got {:?}",
+                    r.errors
+                );
+            }
+            None => {}
+        }
+        if let Some(list) = e.get("errors") {
+            let got: Vec<&str> = r.error_kinds().iter().map(|k| k.as_str()).collect();
+            let want: Vec<&str> = list
+                .as_array()
+                .expect("errors")
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            assert_eq!(got, want, "{id}: error kinds");
+        }
+        if let Some(list) = e.get("warnings") {
+            let got: Vec<&str> = r.warnings.iter().map(|w| w.kind.as_str()).collect();
+            let want: Vec<&str> = list
+                .as_array()
+                .expect("warnings")
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            assert_eq!(got, want, "{id}: warnings");
+        }
+    }
+
+    fn label(id: &str, r: &[ParseResult]) {
+        let any_err = r.iter().any(|x| !x.errors.is_empty());
+        if id.starts_with("y_") {
+            assert!(!any_err, "{id}: y_ case has errors {r:?}");
+        } else if id.starts_with("n_") {
+            assert!(any_err, "{id}: n_ case has no error");
+        }
+    }
+
+    /// Checks every case of `dir`; returns how many cases ran.
+    pub(crate) fn check_corpus(dir: &str, make: fn(&Tools) -> Box<dyn StreamParser>) -> usize {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+        let tools = Tools::from_json(&std::fs::read_to_string(dir.join("tools.json")).unwrap())
+            .expect("tools.json");
+        let mut n = 0;
+        let mut entries: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        entries.sort();
+        for p in entries {
+            let file = p.file_name().unwrap().to_string_lossy().to_string();
+            if let Some(id) = file.strip_suffix(".txt") {
+                let bytes = std::fs::read(&p).unwrap();
+                let (r, _) = every_cut(&|| make(&tools), &bytes);
+                label(id, std::slice::from_ref(&r));
+                let ep = dir.join(format!("{id}.expect.json"));
+                if let Ok(s) = std::fs::read_to_string(&ep) {
+                    let e: Value = serde_json::from_str(&s).expect("expect.json");
+                    check_expect(id, &r, &e);
+                } else {
+                    assert!(!id.starts_with("y_"), "{id}: y_ case without expectation");
+                }
+                n += 1;
+            } else if let Some(id) = file.strip_suffix(".session.json") {
+                let v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap())
+                    .expect("session json");
+                let turns: Vec<&str> = v["turns"]
+                    .as_array()
+                    .expect("turns")
+                    .iter()
+                    .map(|t| t.as_str().expect("turn"))
+                    .collect();
+                let expect = v["expect"].as_array().expect("expect");
+                assert_eq!(turns.len(), expect.len(), "{id}: turns/expect length");
+                let per_turn = |bytewise: bool| {
+                    let mut p = make(&tools);
+                    turns
+                        .iter()
+                        .map(|t| {
+                            let b = t.as_bytes();
+                            let evs = if bytewise {
+                                run_chunks(p.as_mut(), b.chunks(1))
+                            } else {
+                                run_chunks(p.as_mut(), [b])
+                            };
+                            super::testutil::check_delta_contract(&evs);
+                            ParseResult::fold(&evs)
+                        })
+                        .collect::<Vec<_>>()
+                };
+                let whole = per_turn(false);
+                assert_eq!(whole, per_turn(true), "{id}: byte-by-byte differs");
+                label(id, &whole);
+                for (k, (r, e)) in whole.iter().zip(expect).enumerate() {
+                    check_expect(&format!("{id} turn {}", k + 1), r, e);
+                }
+                n += 1;
+            } else if file.ends_with(".jsonl") {
+                for line in std::fs::read_to_string(&p).unwrap().lines() {
+                    if line.trim().is_empty() {
+                        continue;
+                    }
+                    let v: Value = serde_json::from_str(line).expect("jsonl line");
+                    let id = v["id"].as_str().expect("id").to_string();
+                    let t = v["transcript"].as_str().expect("transcript");
+                    let (r, _) = every_cut(&|| make(&tools), t.as_bytes());
+                    if let Some(e) = v.get("expect") {
+                        check_expect(&id, &r, e);
+                    }
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+}

@@ -1,0 +1,441 @@
+//! End-to-end tests of external parsers (specs/adapter.md): the example adapters show exactly
+//! their documented failures, and misbehaving adapters never stop a run.
+
+use conform::harness::chunking::{ChunkingParams, Strategy};
+use conform::harness::corpus::{self, Case, LoadOptions};
+use conform::harness::run::{RunConfig, Status};
+use conform::outputs::adapter::{AdapterOptions, ParserRun, run_parsers};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn conform(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_conform"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .expect("the conform binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// True when `cmd --version` runs; otherwise prints why the test is skipped.
+fn have(cmd: &str) -> bool {
+    let ok = Command::new(cmd)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("note: `{cmd}` is not installed; skipping this adapter test");
+    }
+    ok
+}
+
+/// `<case id> <invariant or status>` for every failure the terminal output lists.
+fn reported_failures(out: &str) -> BTreeSet<String> {
+    let mut set = BTreeSet::new();
+    let mut case: Option<String> = None;
+    for line in out.lines() {
+        let mut words = line.split(' ');
+        match words.next() {
+            Some(head @ ("FAIL" | "CRASH" | "TIMEOUT" | "PROTOCOL_ERROR")) => {
+                let id = words.next().unwrap_or_default().to_string();
+                if head != "FAIL" {
+                    set.insert(format!("{id} {}", head.to_lowercase()));
+                }
+                case = Some(id);
+            }
+            _ if !line.starts_with("  ") || line.starts_with("   ") => {
+                if !line.starts_with(' ') {
+                    case = None;
+                }
+            }
+            _ => {
+                let inv = line
+                    .trim_start()
+                    .split([' ', ':'])
+                    .next()
+                    .unwrap_or_default();
+                if let Some(c) = &case
+                    && !inv.is_empty()
+                    && inv.chars().all(|ch| ch.is_ascii_lowercase() || ch == '_')
+                {
+                    set.insert(format!("{c} {inv}"));
+                }
+            }
+        }
+    }
+    set
+}
+
+fn expected_failures(path: &Path) -> BTreeSet<String> {
+    std::fs::read_to_string(path)
+        .expect("the expected list is committed")
+        .lines()
+        .map(|l| l.split(" #").next().unwrap_or_default().trim())
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| !l.is_empty())
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+fn assert_exactly(out: &str, expected: &Path) {
+    let got = reported_failures(out);
+    let want = expected_failures(expected);
+    let extra: Vec<_> = got.difference(&want).collect();
+    let missing: Vec<_> = want.difference(&got).collect();
+    assert!(
+        extra.is_empty() && missing.is_empty(),
+        "reported but not expected: {extra:#?}\nexpected but not reported: {missing:#?}"
+    );
+}
+
+#[test]
+fn the_python_example_shows_exactly_its_documented_failures() {
+    if !have("python3") {
+        return;
+    }
+    let o = conform(
+        &[
+            "run",
+            "corpus/kimi_k2",
+            "--quiet",
+            "--parser",
+            "cmd:python3 examples/adapters/python/kimi_adapter.py",
+        ],
+        root(),
+    );
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.starts_with("parser: cmd:python3 examples/adapters/python/kimi_adapter.py"));
+    assert!(!out.contains("not applicable"), "events are checked: {out}");
+    assert_exactly(
+        &out,
+        &root().join("examples/adapters/python/expected_failures.txt"),
+    );
+}
+
+#[test]
+fn the_node_example_shows_exactly_its_documented_failures() {
+    if !have("node") {
+        return;
+    }
+    let o = conform(
+        &[
+            "run",
+            "corpus/kimi_k2",
+            "--quiet",
+            "--parser",
+            "cmd:node examples/adapters/node/kimi_adapter.mjs",
+        ],
+        root(),
+    );
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("delta_contract: not applicable (the parser reports only final results)"),
+        "{out}"
+    );
+    assert_exactly(
+        &out,
+        &root().join("examples/adapters/node/expected_failures.txt"),
+    );
+}
+
+/// A scratch kimi_k2 corpus of plain-text cases, each expecting its own text back.
+fn scratch(texts: &[(&str, &str)]) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    let k = d.path().join("kimi_k2");
+    std::fs::create_dir(&k).unwrap();
+    for (name, text) in texts {
+        std::fs::write(k.join(format!("y_{name}.txt")), text).unwrap();
+        std::fs::write(
+            k.join(format!("y_{name}.expect.json")),
+            serde_json::json!({"text": text, "calls": [], "error": null, "warnings": []})
+                .to_string(),
+        )
+        .unwrap();
+    }
+    d
+}
+
+const PLAIN: [(&str, &str); 6] = [
+    ("a", "hello one"),
+    ("b", "hello two, é"),
+    ("c", "hello three"),
+    ("d", "hello four"),
+    ("e", "hello five"),
+    ("f", "hello six"),
+];
+
+fn cases_of(dir: &Path) -> Vec<Case> {
+    let c = corpus::load(&[dir.display().to_string()], &LoadOptions::default());
+    assert!(c.errors.is_empty(), "{:?}", c.errors);
+    c.cases
+}
+
+fn small_run() -> RunConfig {
+    RunConfig {
+        strategies: vec![Strategy::Whole, Strategy::Bytes, Strategy::Random],
+        params: ChunkingParams {
+            random_groupings: 2,
+            ..ChunkingParams::default()
+        },
+        ..RunConfig::default()
+    }
+}
+
+fn run_script(script: &str, dir: &Path, timeout: Duration) -> ParserRun {
+    let spec = format!(
+        "cmd:python3 {}",
+        root().join("tests/adapters").join(script).display()
+    );
+    let opts = AdapterOptions {
+        jobs: 2,
+        timeout,
+        ..AdapterOptions::default()
+    };
+    let mut runs =
+        run_parsers(&[spec], &cases_of(dir), &small_run(), &opts).expect("the adapter starts");
+    runs.pop().unwrap()
+}
+
+fn statuses(run: &ParserRun) -> BTreeMap<String, Status> {
+    run.reports
+        .iter()
+        .map(|r| {
+            let name = r.id.rsplit('/').next().unwrap_or_default().to_string();
+            (name, r.status)
+        })
+        .collect()
+}
+
+fn all_pass_but(run: &ParserRun, odd: &str, status: Status) {
+    let s = statuses(run);
+    assert_eq!(s.len(), PLAIN.len() + 1, "every case is reported: {s:?}");
+    for (name, st) in &s {
+        let want = if name == odd { status } else { Status::Pass };
+        assert_eq!(*st, want, "{name}: {s:?}");
+    }
+}
+
+#[test]
+fn a_correct_adapter_passes_and_agrees_with_builtin() {
+    if !have("python3") {
+        return;
+    }
+    let d = scratch(&PLAIN);
+    let script = root().join("tests/adapters/echo.py");
+    let o = conform(
+        &[
+            "run",
+            ".",
+            "--parser",
+            "builtin",
+            "--parser",
+            &format!("cmd:python3 {}", script.display()),
+        ],
+        d.path(),
+    );
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("parser: builtin"), "{out}");
+    assert!(out.contains("all agree: 6 kimi_k2 case(s)"), "{out}");
+    assert!(
+        out.contains("0 case(s) where the parsers disagree"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_crashing_adapter_is_restarted_and_the_run_completes() {
+    if !have("python3") {
+        return;
+    }
+    let d = scratch(&PLAIN);
+    let run = run_script("crash.py", d.path(), Duration::from_secs(10));
+    let s = statuses(&run);
+    assert_eq!(s.len(), PLAIN.len());
+    assert!(s.values().any(|&st| st == Status::Crash), "{s:?}");
+    assert!(
+        s.values()
+            .all(|&st| st == Status::Crash || st == Status::Pass),
+        "{s:?}"
+    );
+    let stats = run.stats.unwrap();
+    assert!(stats.crashes >= 1 && stats.started >= 2, "{stats:?}");
+    let crashed = run
+        .reports
+        .iter()
+        .find(|r| r.status == Status::Crash)
+        .unwrap();
+    assert!(
+        crashed
+            .not_applicable
+            .iter()
+            .any(|n| n.contains("exited") && n.contains("on purpose")),
+        "the crash names the exit and the stderr: {:?}",
+        crashed.not_applicable
+    );
+}
+
+#[test]
+fn a_hanging_adapter_times_out_on_that_case_only() {
+    if !have("python3") {
+        return;
+    }
+    let mut texts = PLAIN.to_vec();
+    texts.push(("hang", "please HANG now"));
+    let d = scratch(&texts);
+    let started = Instant::now();
+    let run = run_script("hang.py", d.path(), Duration::from_secs(3));
+    all_pass_but(&run, "y_hang.txt", Status::Timeout);
+    assert_eq!(run.stats.unwrap().timeouts, 1);
+    assert!(started.elapsed() < Duration::from_secs(30));
+}
+
+#[test]
+fn a_hanging_adapter_on_the_command_line_gives_exit_1_and_names_the_case() {
+    if !have("python3") {
+        return;
+    }
+    let d = scratch(&[("a", "fine"), ("hang", "HANG")]);
+    let script = root().join("tests/adapters/hang.py");
+    let o = conform(
+        &[
+            "run",
+            ".",
+            "--timeout",
+            "3",
+            "--jobs",
+            "1",
+            "--parser",
+            &format!("cmd:python3 {}", script.display()),
+        ],
+        d.path(),
+    );
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("TIMEOUT ./kimi_k2/y_hang.txt [kimi_k2]"),
+        "{out}"
+    );
+    assert!(out.contains("│ kimi_k2 ┆ 2     ┆ 1 "), "{out}");
+}
+
+#[test]
+fn a_garbage_printing_adapter_gives_a_protocol_error_on_that_case_only() {
+    if !have("python3") {
+        return;
+    }
+    let mut texts = PLAIN.to_vec();
+    texts.push(("garbage", "GARBAGE please"));
+    let d = scratch(&texts);
+    let run = run_script("garbage.py", d.path(), Duration::from_secs(10));
+    all_pass_but(&run, "y_garbage.txt", Status::ProtocolError);
+    let r = run
+        .reports
+        .iter()
+        .find(|r| r.status == Status::ProtocolError)
+        .unwrap();
+    assert!(
+        r.not_applicable[0].contains("not JSON"),
+        "{:?}",
+        r.not_applicable
+    );
+}
+
+#[test]
+fn an_answer_with_the_wrong_id_is_a_protocol_error() {
+    if !have("python3") {
+        return;
+    }
+    let mut texts = PLAIN.to_vec();
+    texts.push(("wrong", "WRONGID here"));
+    let d = scratch(&texts);
+    let run = run_script("wrong_id.py", d.path(), Duration::from_secs(10));
+    all_pass_but(&run, "y_wrong.txt", Status::ProtocolError);
+    let r = run
+        .reports
+        .iter()
+        .find(|r| r.status == Status::ProtocolError)
+        .unwrap();
+    assert!(
+        r.not_applicable[0].contains("carries id"),
+        "{:?}",
+        r.not_applicable
+    );
+}
+
+#[test]
+fn a_structured_error_answer_is_a_crash_of_that_case() {
+    if !have("python3") {
+        return;
+    }
+    let mut texts = PLAIN.to_vec();
+    texts.push(("err", "ERR here"));
+    let d = scratch(&texts);
+    let run = run_script("error_reply.py", d.path(), Duration::from_secs(10));
+    all_pass_but(&run, "y_err.txt", Status::Crash);
+    let r = run
+        .reports
+        .iter()
+        .find(|r| r.status == Status::Crash)
+        .unwrap();
+    assert!(
+        r.not_applicable[0].contains("KeyError"),
+        "{:?}",
+        r.not_applicable
+    );
+}
+
+#[test]
+fn a_flood_on_stderr_is_kept_bounded_and_harms_nothing() {
+    if !have("python3") {
+        return;
+    }
+    let d = scratch(&PLAIN);
+    let run = run_script("stderr_flood.py", d.path(), Duration::from_secs(10));
+    assert!(run.reports.iter().all(|r| r.status == Status::Pass));
+    assert!(run.stderr_bytes > 4 * 1024 * 1024, "{}", run.stderr_bytes);
+    assert!(run.stderr_tail.len() <= 64 * 1024 + 64);
+    assert!(
+        run.stderr_tail.trim_end().ends_with("xxx"),
+        "the tail is the newest output"
+    );
+}
+
+#[test]
+fn an_adapter_that_cannot_start_is_a_usage_error() {
+    if !have("python3") {
+        return;
+    }
+    let d = scratch(&PLAIN);
+    let script = root().join("tests/adapters/no_hello.py");
+    let o = conform(
+        &[
+            "run",
+            ".",
+            "--parser",
+            &format!("cmd:python3 {}", script.display()),
+        ],
+        d.path(),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("hello failed") && err.contains("missing dependency"),
+        "{err}"
+    );
+    let o = conform(&["run", ".", "--parser", "vllm"], d.path());
+    assert_eq!(o.status.code(), Some(2));
+}
