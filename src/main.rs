@@ -1,6 +1,7 @@
 //! The `conform` command line: `run`, `parse`, `formats`, `bench`.
 
 mod bench;
+mod fuzzing;
 
 use clap::{Args, Parser, Subcommand};
 use conform::event::ParseResult;
@@ -53,6 +54,8 @@ enum Command {
     Formats,
     /// Measure parser throughput (whole and in small chunks) against serde_json.
     Bench(bench::BenchArgs),
+    #[command(flatten)]
+    Fuzzing(fuzzing::FuzzCommand),
     /// Check the format-level invariants (cdata_split, type_inference) of the built-in parsers.
     SelfCheck {
         /// Only this format [default: every format that declares such checks].
@@ -178,6 +181,7 @@ fn main() -> ExitCode {
         Command::Parse(a) => cmd_parse(a),
         Command::Formats => cmd_formats(),
         Command::Bench(a) => bench::run(a),
+        Command::Fuzzing(c) => fuzzing::run(c),
         Command::Report(c) => cmd_report(c),
         Command::SelfCheck { format } => cmd_self_check(format.as_deref()),
     };

@@ -734,6 +734,10 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
         if !c.arguments.is_object() {
             return Err(format!("call {i}: arguments are not a JSON object"));
         }
+        if c.id.as_deref() == Some("") {
+            // The parser reads `"id": ""` as no id (found by the `roundtrip` fuzz target).
+            return Err(format!("call {i} has an empty id, which reads as no id"));
+        }
         let mut block = json!({"type": "tool_use", "name": c.name, "input": {}});
         if let Some(id) = &c.id {
             block["id"] = json!(id);
@@ -1220,6 +1224,17 @@ mod tests {
         assert_eq!(r.text, "Checking – 😀");
         assert_eq!(r.calls, calls);
         assert!(r.errors.is_empty() && r.warnings.is_empty());
+    }
+
+    #[test]
+    fn render_refuses_an_empty_id() {
+        let call = ToolCall {
+            name: "now".into(),
+            id: Some(String::new()),
+            server: None,
+            arguments: json!({}),
+        };
+        assert!(render("", &[call], &Tools::default()).is_err());
     }
 
     fn arb_value() -> impl Strategy<Value = Value> {

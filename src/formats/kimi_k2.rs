@@ -225,8 +225,12 @@ impl Parser {
         while !self.pending.is_empty() {
             let need = MAX_MARKER - self.pending.len();
             let mut take = need.min(input.len());
+            // Round up, not down: a character that straddles the room left still decides the
+            // match (markers are ASCII), and stopping short of it would leave `NeedMore` with
+            // input unread, which was then dropped (found by the `parse` and `roundtrip` fuzz
+            // targets).
             while !input.is_char_boundary(take) {
-                take -= 1;
+                take += 1;
             }
             let mut tmp = std::mem::take(&mut self.pending);
             let held = tmp.len();
@@ -1125,6 +1129,29 @@ mod tests {
     #[test]
     fn max_marker_is_the_longest_marker() {
         assert_eq!(MAX_MARKER, MARKERS.iter().map(|m| m.len()).max().unwrap());
+    }
+
+    #[test]
+    fn a_wide_character_after_a_long_marker_prefix_is_kept() {
+        // 27 bytes held back, then characters wider than the 2 bytes of room left.
+        let s = "<|tool_call_argument_begin|é䥽9 ".as_bytes();
+        let whole = parse_with(Config::default(), &[s]);
+        assert_eq!(whole.text, "<|tool_call_argument_begin|é䥽9 ");
+        for cut in 1..s.len() {
+            assert_eq!(
+                parse_with(Config::default(), &[&s[..cut], &s[cut..]]),
+                whole
+            );
+        }
+        // 16 bytes held, then 11 bytes of marker prefix and a character past the room left.
+        let s = "<|tool_calls_section_begin|\u{FFFD}".as_bytes();
+        for cut in 1..s.len() {
+            let r = parse_with(Config::default(), &[&s[..cut], &s[cut..]]);
+            assert_eq!(r.text, "<|tool_calls_section_begin|\u{FFFD}", "cut {cut}");
+        }
+        let bad = b"<|tool_call_argument_begin|\xa4x";
+        let r = parse_with(Config::default(), &[bad]);
+        assert_eq!(r.text, "<|tool_call_argument_begin|\u{FFFD}x");
     }
 
     #[test]

@@ -973,6 +973,11 @@ const KIMI_MARKERS: [&str; 5] = [
 /// a first delta with id/name/`arguments: ""` then ~8-byte argument fragments, a finish chunk,
 /// and `data: [DONE]`.
 pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>, String> {
+    if let Some(m) = super::kimi_k2::MARKERS.iter().find(|m| text.contains(*m)) {
+        // Content is fed to the kimi_k2 parser, so a marker in it is markup, not text (found by
+        // the `roundtrip` fuzz target).
+        return Err(format!("the text contains the kimi_k2 marker {m}"));
+    }
     if let Some(m) = KIMI_MARKERS.iter().find(|m| text.contains(*m)) {
         return Err(format!(
             "text contains the Kimi marker {m}, which would parse as markup"
@@ -998,6 +1003,10 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
         }
         if !c.arguments.is_object() {
             return Err(format!("call {i}: arguments are not a JSON object"));
+        }
+        if c.id.as_deref() == Some("") {
+            // The parser reads `"id": ""` as no id (found by the `roundtrip` fuzz target).
+            return Err(format!("call {i} has an empty id, which reads as no id"));
         }
         let mut first = Map::new();
         first.insert("index".into(), json!(i));
@@ -1679,6 +1688,23 @@ mod tests {
         for evs in &turns {
             assert_eq!(ParseResult::fold(evs).calls.len(), 1);
         }
+    }
+
+    #[test]
+    fn render_refuses_a_kimi_marker_in_the_text() {
+        let r = render("a<|tool_call_section_end|>", &[], &Tools::default());
+        assert!(r.is_err());
+    }
+
+    #[test]
+    fn render_refuses_an_empty_id() {
+        let call = ToolCall {
+            name: "now".into(),
+            id: Some(String::new()),
+            server: None,
+            arguments: json!({}),
+        };
+        assert!(render("", &[call], &Tools::default()).is_err());
     }
 
     #[test]

@@ -1066,6 +1066,7 @@ mod tests {
                 }]
             },
             notes: vec![],
+            completion: None,
         }
     }
 
