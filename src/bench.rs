@@ -56,19 +56,48 @@ fn bench_tools() -> Tools {
 /// A transcript of about `size` bytes: a sentence and one call writing a large file.
 fn transcript(format: &Format, tools: &Tools, size: usize) -> Result<Vec<u8>, String> {
     let render = format.render.ok_or("no renderer")?;
+    // Formats differ in what a call carries (an id, a server): take the first shape they accept.
+    let shapes = [
+        (Some("0"), None),
+        (None, None),
+        (None, Some("local")),
+        (Some("0"), Some("local")),
+    ];
     let make = |n: usize| {
-        let call = ToolCall {
-            name: "write_to_file".into(),
-            id: Some("0".into()),
-            server: None,
-            arguments: json!({"path": "src/main.rs", "content": content(n)}),
-        };
-        render("I'll write the file.\n", &[call], tools)
+        let mut last = Err(String::new());
+        for (id, server) in shapes {
+            let call = ToolCall {
+                name: "write_to_file".into(),
+                id: id.map(Into::into),
+                server: server.map(Into::into),
+                arguments: json!({"path": "src/main.rs", "content": content(n)}),
+            };
+            last = render("I'll write the file.\n", &[call], tools);
+            if last.is_ok() {
+                break;
+            }
+        }
+        last
     };
     let probe = make(size)?;
     // Aim at `size` bytes of transcript whatever the format's overhead and escaping.
     let scaled = (size as f64 * size as f64 / probe.len().max(1) as f64) as usize;
     make(scaled.max(1))
+}
+
+/// Feeds chunks and drops each feed's events, as a server that forwards them would.
+fn consume<'a>(
+    p: &mut dyn conform::formats::StreamParser,
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+) {
+    let mut out = Vec::new();
+    for c in chunks {
+        p.feed(c, &mut out);
+        black_box(&out);
+        out.clear();
+    }
+    p.finish(&mut out);
+    black_box(&out);
 }
 
 /// Seconds per run of `f`: the best batch average over the time budget.
@@ -147,11 +176,11 @@ pub fn run(a: BenchArgs) -> u8 {
             }
             let whole = time(budget, || {
                 let mut p = (f.new_parser)(&tools);
-                black_box(run_chunks(p.as_mut(), [data.as_slice()]));
+                consume(p.as_mut(), [data.as_slice()]);
             });
             let chunked = time(budget, || {
                 let mut p = (f.new_parser)(&tools);
-                black_box(run_chunks(p.as_mut(), data.chunks(chunk)));
+                consume(p.as_mut(), data.chunks(chunk));
             });
             t.add_row(vec![
                 f.id.to_string(),
@@ -165,8 +194,87 @@ pub fn run(a: BenchArgs) -> u8 {
     }
     println!("Parsers (one call whose arguments hold a file of code, rendered by each format):");
     println!("{t}");
+    if a.formats
+        .as_ref()
+        .is_none_or(|f| f.iter().any(|f| f == "openai_sse"))
+    {
+        openai_deltas_section(budget, &tools);
+    }
     json_section(budget, chunk, a.no_baseline);
     0
+}
+
+/// An OpenAI Chat Completions stream whose one call carries `args` in deltas of `delta` bytes
+/// of arguments each, as providers stream them.
+fn openai_stream(args: &str, delta: usize) -> Vec<u8> {
+    let chunk = |d: Value| {
+        let c = json!({"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 0,
+                       "model": "gpt-4o", "choices": [{"index": 0, "delta": d, "finish_reason": null}]});
+        format!("data: {c}\n\n")
+    };
+    let mut s = chunk(json!({"role": "assistant", "content": null}));
+    s.push_str(&chunk(
+        json!({"tool_calls": [{"index": 0, "id": "call_bench", "type": "function",
+        "function": {"name": "write_to_file", "arguments": ""}}]}),
+    ));
+    for piece in fragments(args, delta) {
+        s.push_str(&chunk(
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}),
+        ));
+    }
+    let fin = json!({"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 0,
+                     "model": "gpt-4o", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]});
+    s.push_str(&format!("data: {fin}\n\ndata: [DONE]\n\n"));
+    s.into_bytes()
+}
+
+/// Issue 4's case: a 1 MB argument streamed as OpenAI deltas of 4 bytes of arguments each,
+/// fed whole and in network-sized reads.
+fn openai_deltas_section(budget: Duration, tools: &Tools) {
+    let Some(f) = formats::by_id("openai_sse") else {
+        return;
+    };
+    let args = json!({"path": "src/main.rs", "content": content(1_000_000)}).to_string();
+    let stream = openai_stream(&args, 4);
+    let mut check = (f.new_parser)(tools);
+    let r = conform::event::ParseResult::fold(&run_chunks(check.as_mut(), [stream.as_slice()]));
+    if !r.errors.is_empty() || r.calls.len() != 1 {
+        eprintln!(
+            "openai_sse: the delta stream does not parse: {:?}",
+            r.errors
+        );
+        return;
+    }
+    let mut t = table(&["feed", "stream", "stream MB/s", "argument MB/s", "time"]);
+    for (name, size) in [
+        ("whole stream", stream.len()),
+        ("16 KiB reads", 16 * 1024),
+        ("1460-byte TCP segments", 1460),
+        ("one SSE event per read", 0),
+    ] {
+        let events: Vec<&[u8]> = if size == 0 {
+            stream.split_inclusive(|&b| b == b'\n').collect()
+        } else {
+            stream.chunks(size).collect()
+        };
+        let secs = time(budget, || {
+            let mut p = (f.new_parser)(tools);
+            consume(p.as_mut(), events.iter().copied());
+        });
+        t.add_row(vec![
+            name.to_string(),
+            human(stream.len()),
+            mbps(stream.len(), secs),
+            mbps(args.len(), secs),
+            format!("{:.1} ms", secs * 1e3),
+        ]);
+    }
+    println!(
+        "openai_sse: a {} argument in {} deltas of 4 bytes each:",
+        human(args.len()),
+        args.len().div_ceil(4)
+    );
+    println!("{t}");
 }
 
 /// Cuts `s` into pieces of about `n` bytes at char boundaries.

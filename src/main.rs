@@ -16,7 +16,7 @@ use conform::outputs::known::KnownFailures;
 use conform::outputs::matrix;
 use conform::outputs::report::{self, Report, Shard};
 use conform::outputs::table::{self, Colour};
-use conform::outputs::{junit, markdown};
+use conform::outputs::{html, junit, markdown};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -90,6 +90,15 @@ enum ReportCommand {
         /// The report.json.
         report: PathBuf,
         /// The directory to write into.
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+    /// Write a self-contained HTML page (rates over time, current failures) to DIR/index.html.
+    Html {
+        /// report.json files, or directories searched for report.json files (a history).
+        #[arg(required = true)]
+        reports: Vec<PathBuf>,
+        /// The directory to write index.html into.
         #[arg(short, long)]
         output: PathBuf,
     },
@@ -608,6 +617,25 @@ fn cmd_report(c: ReportCommand) -> u8 {
             },
             Err(e) => usage_error(e),
         },
+        ReportCommand::Html { reports, output } => {
+            let written = html::collect(&reports).and_then(|history| {
+                report::write_atomic(
+                    &output.join("index.html"),
+                    html::render(&history).as_bytes(),
+                )
+                .map(|()| history.len())
+            });
+            match written {
+                Ok(n) => {
+                    eprintln!(
+                        "wrote {} from {n} report(s)",
+                        output.join("index.html").display()
+                    );
+                    EXIT_OK
+                }
+                Err(e) => usage_error(e),
+            }
+        }
     }
 }
 

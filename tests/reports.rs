@@ -255,3 +255,58 @@ fn a_known_failure_that_passes_fails_the_run_until_unmarked() {
         Some(0)
     );
 }
+
+#[test]
+fn report_html_reads_a_history_directory_and_names_unreadable_reports() {
+    let d = scratch();
+    conform(
+        &["run", "corpus", "--report-dir", "history/a", "-q"],
+        d.path(),
+    );
+    conform(
+        &[
+            "run",
+            "corpus",
+            "--report-dir",
+            "history/b",
+            "-q",
+            "--seed",
+            "3",
+        ],
+        d.path(),
+    );
+    let o = conform(&["report", "html", "history", "-o", "site"], d.path());
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let page = std::fs::read_to_string(d.path().join("site/index.html")).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>") && page.contains("<svg"));
+    assert!(
+        page.contains("corpus/kimi_k2/y_wrong.txt"),
+        "the current failure"
+    );
+    assert!(page.contains("2 report(s) in the history"));
+
+    std::fs::write(d.path().join("broken.json"), "not json").unwrap();
+    let o = conform(
+        &[
+            "report",
+            "html",
+            "history",
+            "broken.json",
+            "missing",
+            "-o",
+            "site",
+        ],
+        d.path(),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("broken.json") && err.contains("missing"),
+        "{err}"
+    );
+}

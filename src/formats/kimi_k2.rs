@@ -804,6 +804,9 @@ fn split_header(h: &str) -> Header<'_> {
 
 impl StreamParser for Parser {
     fn feed(&mut self, chunk: &[u8], out: &mut Vec<Event>) {
+        if let Some(s) = self.utf8.ascii(chunk) {
+            return self.feed_str(s, out);
+        }
         let mut utf8 = std::mem::take(&mut self.utf8);
         utf8.feed(chunk, &mut |p| self.piece(p, out));
         self.utf8 = utf8;

@@ -132,6 +132,7 @@ fn new_report(format: &Format, inv: Invariant) -> CaseReport {
         error_free: 0,
         matched: 0,
         not_applicable: Vec::new(),
+        completion: None,
         elapsed: Default::default(),
     }
 }

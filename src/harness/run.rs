@@ -120,6 +120,8 @@ pub struct CaseReport {
     pub matched: usize,
     /// Invariants that did not apply, with the reason (e.g. a renderer that refuses the calls).
     pub not_applicable: Vec<String>,
+    /// The task completion (`attempt_completion`'s `result`) the whole input reports, per turn.
+    pub completion: Option<String>,
     /// Wall time spent on the case.
     #[serde(skip)]
     pub elapsed: Duration,
@@ -201,6 +203,7 @@ pub fn run_case_with(
         error_free: 0,
         matched: 0,
         not_applicable: Vec::new(),
+        completion: None,
         elapsed: Duration::ZERO,
     };
     let whole_cuts: Vec<Cuts> = case.turns.iter().map(|_| Cuts::At(Vec::new())).collect();
@@ -233,11 +236,14 @@ pub fn run_case_with(
 
     // Checks on the whole input.
     report.replays += 1;
+    report.completion = whole.iter().rev().find_map(|t| t.result.completion.clone());
     if whole.iter().any(|t| !t.events_seen) {
         report
             .not_applicable
             .push("delta_contract: the parser reports only final results, not events".into());
     }
+    // The same input again, for the determinism check.
+    let again = backend.replay(format, &case.tools, &case.turns, &whole_cuts);
     let whole_verdict = judge(case, &markers, &whole, &whole, Strategy::Whole, whole_cuts);
     tally(&mut report, &whole_verdict);
     for (inv, msg) in &whole_verdict.broken {
@@ -250,16 +256,7 @@ pub fn run_case_with(
             replay: replay_command(case, &[]),
         });
     }
-    if let Outcome::Done(again) = backend.replay(
-        format,
-        &case.tools,
-        &case.turns,
-        &case
-            .turns
-            .iter()
-            .map(|_| Cuts::At(Vec::new()))
-            .collect::<Vec<_>>(),
-    ) {
+    if let Outcome::Done(again) = again {
         let same = again.len() == whole.len()
             && again
                 .iter()

@@ -200,6 +200,7 @@ impl JsonParser {
     }
 
     /// Feeds the next fragment; errors are sticky.
+    #[inline]
     pub fn feed(&mut self, input: &str) -> Result<Feed, JsonError> {
         if let Some(e) = &self.error {
             return Err(e.clone());
@@ -378,6 +379,7 @@ impl JsonParser {
         }
     }
 
+    #[inline]
     fn run(&mut self, input: &str) -> Result<Feed, JsonError> {
         let bytes = input.as_bytes();
         let len = bytes.len();

@@ -35,6 +35,20 @@ impl Utf8Decoder {
         self.offset
     }
 
+    /// The chunk itself as text when it is pure ASCII and nothing is held back: the common case
+    /// of small streaming deltas, decided without the general machinery. `None` otherwise (then
+    /// call [`feed`](Utf8Decoder::feed)).
+    #[inline]
+    pub fn ascii<'a>(&mut self, chunk: &'a [u8]) -> Option<&'a str> {
+        if self.pending_len == 0 && chunk.is_ascii() {
+            self.offset += chunk.len() as u64;
+            // SAFETY: every byte is ASCII, and ASCII is valid UTF-8.
+            Some(unsafe { std::str::from_utf8_unchecked(chunk) })
+        } else {
+            None
+        }
+    }
+
     /// Decodes `chunk`, handing each piece to `f` in order.
     pub fn feed(&mut self, chunk: &[u8], f: &mut impl FnMut(Utf8Piece<'_>)) {
         let start = self.offset;
@@ -169,6 +183,16 @@ mod tests {
         }
         d.finish(&mut f);
         out
+    }
+
+    #[test]
+    fn the_ascii_fast_path_only_takes_ascii_with_nothing_held() {
+        let mut d = Utf8Decoder::new();
+        assert_eq!(d.ascii(b"abc"), Some("abc"));
+        assert_eq!(d.ascii("é".as_bytes()), None);
+        d.feed(&"é".as_bytes()[..1], &mut |_| {});
+        assert_eq!(d.ascii(b"x"), None, "a held byte must be completed first");
+        assert_eq!(d.offset(), 4);
     }
 
     #[test]

@@ -265,6 +265,7 @@ mod tests {
             error_free: 1,
             matched: 1,
             not_applicable: Vec::new(),
+            completion: None,
             elapsed: Duration::ZERO,
         }
     }

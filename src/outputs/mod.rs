@@ -1,7 +1,8 @@
-//! What a run produces: the terminal table, reports, baselines, adapters and the comparison
-//! matrix.
+//! What a run produces: the terminal table, reports, baselines, the nightly HTML page, adapters
+//! and the comparison matrix.
 
 pub mod adapter;
+pub mod html;
 pub mod junit;
 pub mod known;
 pub mod markdown;

@@ -204,6 +204,9 @@ pub struct CaseOut {
     pub violations: Vec<ViolationOut>,
     /// Invariants that did not apply, and breakdowns of external parsers, with reasons.
     pub notes: Vec<String>,
+    /// The task completion the transcript reports: the `result` of its `attempt_completion` call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion: Option<String>,
 }
 
 /// One broken invariant.
@@ -352,6 +355,7 @@ pub fn build_run(
                 matched: r.matched,
                 violations: r.violations.iter().map(ViolationOut::from).collect(),
                 notes: r.not_applicable.clone(),
+                completion: r.completion.clone(),
             }
         })
         .collect();
@@ -680,6 +684,7 @@ mod tests {
             matched: if status == "pass" { 10 } else { 5 },
             violations: vec![],
             notes: vec![],
+            completion: None,
         }
     }
 
