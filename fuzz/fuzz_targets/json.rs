@@ -136,7 +136,11 @@ fuzz_target!(|input: Input| {
         ..JsonConfig::default()
     };
     let v = parse_complete(text, validate);
-    assert_eq!(v.is_ok(), ours.is_ok(), "validate-only disagrees on {text:?}");
+    assert_eq!(
+        v.is_ok(),
+        ours.is_ok(),
+        "validate-only disagrees on {text:?}"
+    );
 
     // Pieces give the same value, or the same error kind.
     let mut cuts: Vec<usize> = raw_cuts
@@ -194,7 +198,10 @@ fuzz_target!(|input: Input| {
                 b.is_some_and(|b| is_prefix_of(a, b)),
                 "partial {a:?} then {b:?} at byte {end} of {text:?}"
             );
-            assert!(is_prefix_of(a, &want), "partial {a:?} is no prefix of {want:?}");
+            assert!(
+                is_prefix_of(a, &want),
+                "partial {a:?} is no prefix of {want:?}"
+            );
         }
         prev = cur;
     }

@@ -51,6 +51,9 @@ fuzz_target!(|input: Input| {
     for config in [SseConfig::default(), tiny] {
         let whole = items(&config, [&stream[..]]);
         let cut = items(&config, layout::pieces(&stream, &cuts));
-        assert_eq!(whole, cut, "cuts {cuts:?} change the items under {config:?}");
+        assert_eq!(
+            whole, cut,
+            "cuts {cuts:?} change the items under {config:?}"
+        );
     }
 });

@@ -903,15 +903,20 @@ impl XmlTokenizer {
         let first = if self.st == St::Amp { "&" } else { "<" };
         self.st = St::Text;
         let at = self.cstart;
+        // Take the construct's held bytes first: a sink that switches to raw mode on the error
+        // makes `apply` clear `held`, and they would be lost, with `s` rescanned from a wrong
+        // index (found by the `parse` fuzz target: a panic slicing inside a character).
+        let held = std::mem::take(&mut self.held);
         let c = sink(Token::Error { kind, raw: first }, at);
         self.apply(c);
-        if self.held.is_empty() {
+        if held.is_empty() {
             // The construct began in `s`: rescan it in place.
             return cfrom + 1;
         }
         // It began in an earlier chunk: rescan the held bytes (no `<` after the first, so no
         // tag can complete in there and this recursion is one level deep), then go on at `j`.
-        let r = self.take_raw(s, cfrom, j);
+        let mut r = held;
+        r.push_str(&s[cfrom..j]);
         let _ = self.run(&r[1..], at + 1, sink);
         j
     }

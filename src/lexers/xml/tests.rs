@@ -401,6 +401,29 @@ fn raw_until_end_tag_split_anywhere() {
 }
 
 #[test]
+fn raw_mode_entered_on_a_stray_lt_keeps_the_held_construct() {
+    // The host switches to raw mode at the stray `<` of a tag that began in an earlier chunk;
+    // the held `r\né\n` must be rescanned as raw text, not dropped.
+    let doc = "<t><r\né\né</t>";
+    let ctl = |t: &Token<'_>| match t {
+        Token::Error { .. } => Ctl {
+            raw_until: Some(RawUntil::EndTag("t".into())),
+            ..Ctl::go()
+        },
+        _ => Ctl::go(),
+    };
+    let w = run_with(&[doc], XmlConfig::default(), ctl);
+    assert_eq!(w[2].0, text("r\né\né"));
+    for cut in (1..doc.len()).filter(|&c| doc.is_char_boundary(c)) {
+        assert_eq!(
+            run_with(&[&doc[..cut], &doc[cut..]], XmlConfig::default(), ctl),
+            w,
+            "cut {cut}"
+        );
+    }
+}
+
+#[test]
 fn raw_until_literal_and_partial_close_overlaps() {
     let doc = "<j>{\"a\":\"]]]>\"}]]>";
     let ctl = |t: &Token<'_>| match t {
