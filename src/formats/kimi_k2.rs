@@ -897,16 +897,24 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
         if !c.arguments.is_object() {
             return Err("arguments must be a JSON object".into());
         }
-        out.push_str(CALL_BEGIN);
-        out.push_str("functions.");
-        out.push_str(&c.name);
+        let mut header = format!("functions.{}", c.name);
         if let Some(id) = &c.id {
             if id.contains([':', '<']) || id.trim() != id || id.is_empty() {
                 return Err(format!("the id {id:?} cannot be written in a header"));
             }
-            out.push(':');
-            out.push_str(id);
+            header.push(':');
+            header.push_str(id);
         }
+        // A header the parser would reject as too long must not be written.
+        let limit = Config::default().max_header_bytes;
+        if header.len() > limit {
+            return Err(format!(
+                "the header of {:?} is longer than the parser's {limit}-byte limit",
+                c.name
+            ));
+        }
+        out.push_str(CALL_BEGIN);
+        out.push_str(&header);
         out.push_str(ARGUMENT_BEGIN);
         out.push_str(&c.arguments.to_string());
         out.push_str(CALL_END);
@@ -1168,6 +1176,11 @@ mod tests {
         assert!(render("", &[c("my:tool", Some("3"))], &t).is_ok());
         assert!(render("", &[c("f", Some("a:b"))], &t).is_err());
         assert!(render("x<|tool_call_end|>", &[], &t).is_err());
+        let long = "x".repeat(Config::default().max_header_bytes);
+        assert!(
+            render("", &[c(&long, None)], &t).is_err(),
+            "the parser would reject the header"
+        );
     }
 
     fn pieces(bytes: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
