@@ -157,10 +157,6 @@ impl StreamParser for Parser {
     }
 }
 
-fn json_str(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
-}
-
 impl Core {
     fn text(&mut self, s: &str, out: &mut Vec<Event>) {
         push_text(out, s);
@@ -340,7 +336,12 @@ impl Core {
             let sep = if c.seen.is_empty() { "{" } else { "," };
             out.push(Event::ArgsDelta {
                 index: c.index,
-                json: format!("{sep}{}:{}", json_str(param), json_str(value)).into(),
+                json: format!(
+                    "{sep}{}:{}",
+                    super::xml_prose::json_str(param),
+                    super::xml_prose::json_str(value)
+                )
+                .into(),
             });
             c.seen.push(param.to_string());
         }

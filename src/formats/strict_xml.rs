@@ -201,10 +201,6 @@ impl StreamParser for Parser {
     }
 }
 
-fn json_str(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
-}
-
 impl Core {
     fn text(&mut self, s: &str, out: &mut Vec<Event>) {
         push_text(out, s);
@@ -618,7 +614,7 @@ impl Core {
                     let sep = if c.args.is_empty() { "{" } else { "," };
                     out.push(Event::ArgsDelta {
                         index: c.index,
-                        json: format!("{sep}{}:{}", json_str(&param), v).into(),
+                        json: format!("{sep}{}:{}", super::xml_prose::json_str(&param), v).into(),
                     });
                     c.args.insert(param, v);
                 }
