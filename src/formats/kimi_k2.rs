@@ -11,7 +11,9 @@
 
 use super::{Format, StreamParser};
 use crate::event::{ErrorKind, Event, ToolCall, push_text};
-use crate::lexers::json::{Feed, JsonConfig, JsonErrorKind, JsonParser, SERDE_JSON_MAX_DEPTH};
+use crate::lexers::json::{
+    Feed, JsonConfig, JsonError, JsonErrorKind, JsonParser, SERDE_JSON_MAX_DEPTH,
+};
 use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
 use crate::tools::Tools;
 use serde_json::Value;
@@ -221,7 +223,18 @@ impl Parser {
     }
 
     /// Feeds decoded text, resolving a held-back marker prefix first.
-    fn feed_str(&mut self, mut input: &str, out: &mut Vec<Event>) {
+    #[inline]
+    fn feed_str(&mut self, input: &str, out: &mut Vec<Event>) {
+        if self.pending.is_empty() {
+            self.scan(input, out);
+        } else {
+            self.feed_held(input, out);
+        }
+    }
+
+    /// [`feed_str`](Parser::feed_str) with a marker prefix held back from the previous chunk.
+    #[inline(never)]
+    fn feed_held(&mut self, mut input: &str, out: &mut Vec<Event>) {
         while !self.pending.is_empty() {
             let need = MAX_MARKER - self.pending.len();
             let mut take = need.min(input.len());
@@ -257,8 +270,12 @@ impl Parser {
     }
 
     /// Processes text with nothing held back, leaving a trailing marker prefix in `pending`.
+    ///
+    /// This loop and [`feed_args`](Parser::feed_args) are the per-chunk path of a streamed
+    /// call; everything rarer (markers, text, errors) lives in functions kept out of line, so
+    /// that a small delta costs little more than the JSON bytes it carries.
+    #[inline]
     fn scan(&mut self, s: &str, out: &mut Vec<Event>) {
-        let b = s.as_bytes();
         let mut i = 0;
         while i < s.len() {
             let rest = &s[i..];
@@ -269,30 +286,46 @@ impl Parser {
                     ArgsFeed::Failed(k) => (k, false),
                 }
             } else {
-                let k = memchr::memchr(b'<', rest.as_bytes()).unwrap_or(rest.len());
-                self.content(&rest[..k], out);
-                (k, k < rest.len())
+                self.outside_args(rest, out)
             };
             i += consumed;
             self.pos += consumed as u64;
             if at_lt {
-                let end = (i + MAX_MARKER).min(s.len());
-                match match_marker(&b[i..end]) {
-                    Match::Marker(m, len) => {
-                        i += len;
-                        self.pos += len as u64;
-                        self.on_marker(m, out);
-                    }
-                    Match::NotMarker => {
-                        self.lt_not_marker(out);
-                        i += 1;
-                        self.pos += 1;
-                    }
-                    Match::NeedMore => {
-                        self.pending.push_str(&s[i..]);
-                        return;
-                    }
+                match self.at_lt(s, i, out) {
+                    Some(next) => i = next,
+                    None => return,
                 }
+            }
+        }
+    }
+
+    /// Text up to the next `<` outside a call's arguments: (bytes consumed, stopped at `<`).
+    #[inline(never)]
+    fn outside_args(&mut self, s: &str, out: &mut Vec<Event>) -> (usize, bool) {
+        let k = memchr::memchr(b'<', s.as_bytes()).unwrap_or(s.len());
+        self.content(&s[..k], out);
+        (k, k < s.len())
+    }
+
+    /// Decides the `<` at `s[i]`: a marker, a plain `<`, or a prefix to hold back (`None`).
+    /// Returns where scanning goes on.
+    #[inline(never)]
+    fn at_lt(&mut self, s: &str, i: usize, out: &mut Vec<Event>) -> Option<usize> {
+        let end = (i + MAX_MARKER).min(s.len());
+        match match_marker(&s.as_bytes()[i..end]) {
+            Match::Marker(m, len) => {
+                self.pos += len as u64;
+                self.on_marker(m, out);
+                Some(i + len)
+            }
+            Match::NotMarker => {
+                self.lt_not_marker(out);
+                self.pos += 1;
+                Some(i + 1)
+            }
+            Match::NeedMore => {
+                self.pending.push_str(&s[i..]);
+                None
             }
         }
     }
@@ -541,39 +574,18 @@ impl Parser {
     }
 
     /// Feeds argument text; stops at a `<` outside a JSON string or at an error.
+    #[inline]
     fn feed_args(&mut self, s: &str, out: &mut Vec<Event>) -> ArgsFeed {
         let State::Args(a) = &mut self.state else {
             return ArgsFeed::All;
         };
-        let mut s = s;
-        let mut skipped = 0;
-        if let ArgsMode::Blank = a.mode {
-            let t = s.trim_start_matches([' ', '\t', '\n', '\r']);
-            skipped = s.len() - t.len();
-            s = t;
-            match s.as_bytes().first() {
-                None => return ArgsFeed::All,
-                Some(b'<') => return ArgsFeed::Stopped(skipped),
-                Some(b'{') => a.mode = ArgsMode::Object,
-                Some(b'"') => {
-                    a.mode = ArgsMode::Str;
-                    a.json = JsonParser::new(JsonConfig {
-                        max_depth: self.cfg.max_depth,
-                        stop_byte: Some(b'<'),
-                        build_value: true,
-                    });
-                }
-                Some(_) => {
-                    let at = self.pos + skipped as u64;
-                    self.fail_args(
-                        ErrorKind::InvalidJson,
-                        format!("arguments at byte {at} are not a JSON object"),
-                        out,
-                    );
-                    return ArgsFeed::Failed(skipped);
-                }
-            }
-        }
+        let (s, skipped) = match a.mode {
+            ArgsMode::Blank => match self.open_args(s, out) {
+                Ok(skipped) => (&s[skipped..], skipped),
+                Err(feed) => return feed,
+            },
+            _ => (s, 0),
+        };
         let State::Args(a) = &mut self.state else {
             return ArgsFeed::All;
         };
@@ -581,30 +593,11 @@ impl Parser {
         let (taken, stopped) = match a.json.feed(s) {
             Ok(Feed::NeedMore) => (s.len(), None),
             Ok(Feed::Stopped(k)) => (k, Some(k)),
-            Err(e) => {
-                let at_in_s = e.offset.saturating_sub(before).min(s.len() as u64) as usize;
-                let kind = if e.kind == JsonErrorKind::DepthLimit {
-                    ErrorKind::LimitExceeded
-                } else {
-                    ErrorKind::InvalidJson
-                };
-                let msg = format!(
-                    "arguments are not valid JSON: {} (call arguments at byte {})",
-                    e.message,
-                    self.pos + skipped as u64
-                );
-                self.fail_args(kind, msg, out);
-                return ArgsFeed::Failed(skipped + at_in_s);
-            }
+            Err(e) => return self.args_not_json(e, before, s.len(), skipped, out),
         };
         a.bytes += taken;
         if a.bytes > self.cfg.max_args_bytes {
-            let msg = format!(
-                "arguments longer than {} bytes (call at byte {})",
-                self.cfg.max_args_bytes, self.pos
-            );
-            self.fail_args(ErrorKind::LimitExceeded, msg, out);
-            return ArgsFeed::Failed(skipped + taken);
+            return self.args_too_long(skipped + taken, out);
         }
         if let (ArgsMode::Object, Some(index), false) = (&a.mode, a.index, a.spoiled)
             && taken > 0
@@ -618,6 +611,79 @@ impl Parser {
             Some(k) => ArgsFeed::Stopped(skipped + k),
             None => ArgsFeed::All,
         }
+    }
+
+    /// The first non-blank byte of the arguments decides how they are read: `Ok(blank bytes
+    /// skipped)` to go on, or `Err(result)` when the piece is settled here.
+    #[cold]
+    fn open_args(&mut self, s: &str, out: &mut Vec<Event>) -> Result<usize, ArgsFeed> {
+        let State::Args(a) = &mut self.state else {
+            return Err(ArgsFeed::All);
+        };
+        let t = s.trim_start_matches([' ', '\t', '\n', '\r']);
+        let skipped = s.len() - t.len();
+        match t.as_bytes().first() {
+            None => Err(ArgsFeed::All),
+            Some(b'<') => Err(ArgsFeed::Stopped(skipped)),
+            Some(b'{') => {
+                a.mode = ArgsMode::Object;
+                Ok(skipped)
+            }
+            Some(b'"') => {
+                a.mode = ArgsMode::Str;
+                a.json = JsonParser::new(JsonConfig {
+                    max_depth: self.cfg.max_depth,
+                    stop_byte: Some(b'<'),
+                    build_value: true,
+                });
+                Ok(skipped)
+            }
+            Some(_) => {
+                let at = self.pos + skipped as u64;
+                self.fail_args(
+                    ErrorKind::InvalidJson,
+                    format!("arguments at byte {at} are not a JSON object"),
+                    out,
+                );
+                Err(ArgsFeed::Failed(skipped))
+            }
+        }
+    }
+
+    /// The JSON parser rejected the arguments: `before` is its offset before this piece of
+    /// `len` bytes (which starts `skipped` bytes into the text fed).
+    #[cold]
+    fn args_not_json(
+        &mut self,
+        e: JsonError,
+        before: u64,
+        len: usize,
+        skipped: usize,
+        out: &mut Vec<Event>,
+    ) -> ArgsFeed {
+        let at_in_s = e.offset.saturating_sub(before).min(len as u64) as usize;
+        let kind = if e.kind == JsonErrorKind::DepthLimit {
+            ErrorKind::LimitExceeded
+        } else {
+            ErrorKind::InvalidJson
+        };
+        let msg = format!(
+            "arguments are not valid JSON: {} (call arguments at byte {})",
+            e.message,
+            self.pos + skipped as u64
+        );
+        self.fail_args(kind, msg, out);
+        ArgsFeed::Failed(skipped + at_in_s)
+    }
+
+    #[cold]
+    fn args_too_long(&mut self, consumed: usize, out: &mut Vec<Event>) -> ArgsFeed {
+        let msg = format!(
+            "arguments longer than {} bytes (call at byte {})",
+            self.cfg.max_args_bytes, self.pos
+        );
+        self.fail_args(ErrorKind::LimitExceeded, msg, out);
+        ArgsFeed::Failed(consumed)
     }
 
     /// Fails the current call: reports the error (once per call) and skips to its end.
@@ -804,12 +870,10 @@ fn split_header(h: &str) -> Header<'_> {
 
 impl StreamParser for Parser {
     fn feed(&mut self, chunk: &[u8], out: &mut Vec<Event>) {
-        if let Some(s) = self.utf8.ascii(chunk) {
-            return self.feed_str(s, out);
+        match self.utf8.ascii(chunk) {
+            Some(s) => self.feed_str(s, out),
+            None => self.feed_utf8(chunk, out),
         }
-        let mut utf8 = std::mem::take(&mut self.utf8);
-        utf8.feed(chunk, &mut |p| self.piece(p, out));
-        self.utf8 = utf8;
     }
 
     fn finish(&mut self, out: &mut Vec<Event>) {
@@ -853,6 +917,14 @@ impl StreamParser for Parser {
 }
 
 impl Parser {
+    /// Bytes that are not plain ASCII with nothing held: through the UTF-8 decoder.
+    #[inline(never)]
+    fn feed_utf8(&mut self, chunk: &[u8], out: &mut Vec<Event>) {
+        let mut utf8 = std::mem::take(&mut self.utf8);
+        utf8.feed(chunk, &mut |p| self.piece(p, out));
+        self.utf8 = utf8;
+    }
+
     fn piece(&mut self, p: Utf8Piece<'_>, out: &mut Vec<Event>) {
         match p {
             Utf8Piece::Text(s) => self.feed_str(s, out),
