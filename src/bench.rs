@@ -5,8 +5,8 @@
 
 use clap::Args;
 use comfy_table::{Table, presets};
-use conform::event::ToolCall;
-use conform::formats::{self, Format, run_chunks};
+use conform::event::{Event, ToolCall};
+use conform::formats::{self, Format, StreamParser, run_chunks};
 use conform::lexers::json::{JsonConfig, JsonParser};
 use conform::tools::Tools;
 use serde_json::{Value, json};
@@ -86,10 +86,7 @@ fn transcript(format: &Format, tools: &Tools, size: usize) -> Result<Vec<u8>, St
 }
 
 /// Feeds chunks and drops each feed's events, as a server that forwards them would.
-fn consume<'a>(
-    p: &mut dyn conform::formats::StreamParser,
-    chunks: impl IntoIterator<Item = &'a [u8]>,
-) {
+fn consume<'a>(p: &mut dyn StreamParser, chunks: impl IntoIterator<Item = &'a [u8]>) {
     let mut out = Vec::new();
     for c in chunks {
         p.feed(c, &mut out);
@@ -98,6 +95,39 @@ fn consume<'a>(
     }
     p.finish(&mut out);
     black_box(&out);
+}
+
+/// Nanoseconds per feed of `chunk` bytes, from a cost in seconds for `len` bytes.
+fn per_feed(secs: f64, len: usize, chunk: usize) -> f64 {
+    secs * 1e9 / len.div_ceil(chunk) as f64
+}
+
+/// A parser that only hands each chunk back as one `ArgsDelta`: what delivering one event per
+/// feed costs by itself (the call, building the event, the consumer dropping it).
+struct Forward;
+
+impl StreamParser for Forward {
+    fn feed(&mut self, chunk: &[u8], out: &mut Vec<Event>) {
+        out.push(Event::ArgsDelta {
+            index: 0,
+            json: std::str::from_utf8(chunk).unwrap_or_default().into(),
+        });
+    }
+
+    fn finish(&mut self, _out: &mut Vec<Event>) {}
+}
+
+/// Prints the cost of the streaming contract alone, the floor under every chunked figure.
+fn delivery_floor(budget: Duration, chunk: usize, size: usize) {
+    let data = content(size.min(10_000_000)).into_bytes();
+    let secs = time(budget, || consume(&mut Forward, data.chunks(chunk)));
+    println!(
+        "Delivery floor: a parser that only emits each {chunk}-byte chunk as one event costs \
+         {:.1} ns per feed ({:.2} ns/byte, {} MB/s).",
+        per_feed(secs, data.len(), chunk),
+        secs * 1e9 / data.len() as f64,
+        mbps(data.len(), secs)
+    );
 }
 
 /// Seconds per run of `f`: the best batch average over the time budget.
@@ -149,6 +179,7 @@ pub fn run(a: BenchArgs) -> u8 {
         &format!("{chunk}-byte MB/s"),
         "chunked / whole",
         "ns/byte (chunked)",
+        "ns per feed beyond whole",
     ]);
     for f in formats::REGISTRY {
         if let Some(only) = &a.formats
@@ -189,11 +220,13 @@ pub fn run(a: BenchArgs) -> u8 {
                 mbps(data.len(), chunked),
                 format!("{:.2}×", chunked / whole),
                 format!("{:.2}", chunked * 1e9 / data.len() as f64),
+                format!("{:.1}", per_feed(chunked - whole, data.len(), chunk)),
             ]);
         }
     }
     println!("Parsers (one call whose arguments hold a file of code, rendered by each format):");
     println!("{t}");
+    delivery_floor(budget, chunk, a.max_size);
     if a.formats
         .as_ref()
         .is_none_or(|f| f.iter().any(|f| f == "openai_sse"))
