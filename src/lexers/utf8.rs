@@ -51,6 +51,12 @@ impl Utf8Decoder {
 
     /// Decodes `chunk`, handing each piece to `f` in order.
     pub fn feed(&mut self, chunk: &[u8], f: &mut impl FnMut(Utf8Piece<'_>)) {
+        if let Some(s) = self.ascii(chunk) {
+            if !s.is_empty() {
+                f(Utf8Piece::Text(s));
+            }
+            return;
+        }
         let start = self.offset;
         self.offset += chunk.len() as u64;
         let mut rest = chunk;

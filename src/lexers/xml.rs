@@ -363,6 +363,9 @@ pub struct XmlTokenizer {
     offset: u64,
     depth: usize,
     close: String,
+    /// A searcher for `close`, built once per section: a new one per chunk cost more than
+    /// searching a small chunk.
+    close_finder: memmem::Finder<'static>,
     raw_end_name: Option<String>,
     attrs: Vec<Attr>,
 }
@@ -383,6 +386,7 @@ impl XmlTokenizer {
             offset: 0,
             depth: 0,
             close: String::new(),
+            close_finder: memmem::Finder::new(b"").into_owned(),
             raw_end_name: None,
             attrs: Vec::new(),
         }
@@ -488,11 +492,11 @@ impl XmlTokenizer {
         if let Some(r) = c.raw_until {
             match r {
                 RawUntil::EndTag(name) => {
-                    self.close = format!("</{name}>");
+                    self.set_close(format!("</{name}>"));
                     self.raw_end_name = Some(name);
                 }
                 RawUntil::Literal(l) => {
-                    self.close = l;
+                    self.set_close(l);
                     self.raw_end_name = None;
                 }
             }
@@ -506,18 +510,25 @@ impl XmlTokenizer {
         c.pause
     }
 
+    fn set_close(&mut self, close: String) {
+        self.close_finder = memmem::Finder::new(close.as_bytes()).into_owned();
+        self.close = close;
+    }
+
     fn enter_section<F>(&mut self, sec: Section, sink: &mut F)
     where
         F: FnMut(Token<'_>, u64) -> Ctl,
     {
         self.held.clear();
-        self.close = match sec {
-            Section::CData => "]]>",
-            Section::Comment => "-->",
-            Section::Pi => "?>",
-            _ => ">",
-        }
-        .to_string();
+        self.set_close(
+            match sec {
+                Section::CData => "]]>",
+                Section::Comment => "-->",
+                Section::Pi => "?>",
+                _ => ">",
+            }
+            .to_string(),
+        );
         self.st = St::Until(sec);
         let c = sink(Token::SectionStart(sec), self.cstart);
         self.apply(c);
@@ -755,7 +766,7 @@ impl XmlTokenizer {
                         continue;
                     }
                     let close_len = self.close.len();
-                    match memmem::find(&b[i..], self.close.as_bytes()) {
+                    match self.close_finder.find(&b[i..]) {
                         Some(k) => {
                             if k > 0 {
                                 let c =
@@ -769,13 +780,7 @@ impl XmlTokenizer {
                             }
                         }
                         None => {
-                            let rest = &b[i..];
-                            let cb = self.close.as_bytes();
-                            let mut m = (close_len - 1).min(rest.len());
-                            while m > 0 && !rest.ends_with(&cb[..m]) {
-                                m -= 1;
-                            }
-                            let cut = n - m;
+                            let cut = n - held_close_prefix(&b[i..], self.close.as_bytes());
                             if cut > i {
                                 let c = sink(self.content_token(sec, &s[i..cut]), base + i as u64);
                                 self.apply(c);
@@ -995,6 +1000,19 @@ enum Mk {
     Done,
     /// Enter a section; `true` when the current byte is part of the opening.
     Section(Section, bool),
+}
+
+/// Length of the longest suffix of `rest` that is a proper prefix of `close`: the bytes to hold
+/// back because the next input may complete the close. Only the last `close.len() - 1` bytes can
+/// take part, and a candidate must start with `close`'s first byte.
+fn held_close_prefix(rest: &[u8], close: &[u8]) -> usize {
+    let Some(&first) = close.first() else {
+        return 0;
+    };
+    let tail = &rest[rest.len().saturating_sub(close.len() - 1)..];
+    memchr::memchr_iter(first, tail)
+        .find(|&p| close.starts_with(&tail[p..]))
+        .map_or(0, |p| tail.len() - p)
 }
 
 #[cfg(test)]

@@ -712,3 +712,20 @@ proptest! {
         let _ = run_with(&refs, XmlConfig::default(), |_| Ctl::go());
     }
 }
+
+#[test]
+fn held_close_prefix_is_the_longest_suffix_that_may_start_the_close() {
+    let close = b"</content>";
+    assert_eq!(held_close_prefix(b"abc", close), 0);
+    assert_eq!(held_close_prefix(b"abc<", close), 1);
+    assert_eq!(held_close_prefix(b"abc</cont", close), 6);
+    // `<` followed by something the close does not continue with is not held.
+    assert_eq!(held_close_prefix(b"a<b", close), 0);
+    // The leftmost candidate wins: `]]` may still become `]]>`.
+    assert_eq!(held_close_prefix(b"x]]", b"]]>"), 2);
+    assert_eq!(held_close_prefix(b"]", b"]]>"), 1);
+    // A complete close is not a proper prefix and is found by the search, not held.
+    assert_eq!(held_close_prefix(b"-->", b"-->"), 0);
+    assert_eq!(held_close_prefix(b"", close), 0);
+    assert_eq!(held_close_prefix(b"<", b">"), 0);
+}
