@@ -40,11 +40,18 @@ fn have(cmd: &str) -> bool {
     ok
 }
 
-/// `<case id> <invariant or status>` for every failure the terminal output lists.
+/// `<case id> <invariant or status>` for every failure the terminal output lists, and
+/// `<case id> split_token` for every case reported apart as breaking only on split tokens.
 fn reported_failures(out: &str) -> BTreeSet<String> {
     let mut set = BTreeSet::new();
     let mut case: Option<String> = None;
     for line in out.lines() {
+        if let Some(rest) = line.strip_prefix("SPLIT TOKEN ") {
+            let id = rest.split(' ').next().unwrap_or_default();
+            set.insert(format!("{id} split_token"));
+            case = None;
+            continue;
+        }
         let mut words = line.split(' ');
         match words.next() {
             Some(head @ ("FAIL" | "CRASH" | "TIMEOUT" | "PROTOCOL_ERROR")) => {

@@ -984,6 +984,7 @@ pub static FORMAT: Format = Format {
         transcript: typing_probe,
         key: "v",
     }),
+    special_tokens: false,
 };
 
 /// A call whose `content` travels in CDATA, for the `cdata_split` invariant.

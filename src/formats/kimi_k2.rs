@@ -1012,6 +1012,7 @@ pub static FORMAT: Format = Format {
     markers,
     cdata: None,
     typing: None,
+    special_tokens: true,
 };
 
 #[cfg(test)]

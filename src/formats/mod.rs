@@ -46,6 +46,10 @@ pub struct Format {
     pub cdata: Option<CdataProbe>,
     /// For formats that type element text: the machine-readable typing table (`type_inference`).
     pub typing: Option<Typing>,
+    /// The delimiters are single special tokens of the model's vocabulary. A server decodes
+    /// each whole, so its parser never sees one split: when an external parser is judged,
+    /// replays that cut inside a delimiter are reported apart and do not fail the case.
+    pub special_tokens: bool,
 }
 
 /// Renders a one-call transcript carrying `text` in CDATA, with the call it must parse to.

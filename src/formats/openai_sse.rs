@@ -1054,6 +1054,7 @@ pub static FORMAT: Format = Format {
     markers,
     cdata: None,
     typing: None,
+    special_tokens: false,
 };
 
 #[cfg(test)]

@@ -812,6 +812,7 @@ pub static FORMAT: Format = Format {
     markers,
     cdata: None,
     typing: None,
+    special_tokens: false,
 };
 
 #[cfg(test)]

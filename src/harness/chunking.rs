@@ -112,6 +112,18 @@ impl Cuts {
         }
     }
 
+    /// Whether a cut falls strictly inside one of `occurrences` ((start, length) pairs, as
+    /// [`marker_occurrences`] gives them): a delimiter split across two chunks.
+    pub fn splits_any(&self, occurrences: &[(usize, usize)]) -> bool {
+        match self {
+            Cuts::EveryByte => occurrences.iter().any(|&(_, len)| len > 1),
+            Cuts::At(v) => occurrences.iter().any(|&(start, len)| {
+                let first_after = v.partition_point(|&c| c <= start);
+                v.get(first_after).is_some_and(|&c| c < start + len)
+            }),
+        }
+    }
+
     /// The pieces of `data` this chunking produces.
     pub fn pieces<'a>(&'a self, data: &'a [u8]) -> Box<dyn Iterator<Item = &'a [u8]> + 'a> {
         match self {
@@ -237,24 +249,28 @@ fn char_boundaries(data: &[u8]) -> Vec<usize> {
     cuts
 }
 
-/// For each offset k, one chunking that cuts every marker occurrence k bytes in, so every
-/// position inside and at both edges of every delimiter is exercised in few replays.
-fn marker_chunkings(data: &[u8], markers: &[String]) -> Vec<Cuts> {
+/// Every occurrence of every delimiter in `data`, as sorted, distinct (start, length) pairs.
+pub fn marker_occurrences(data: &[u8], markers: &[String]) -> Vec<(usize, usize)> {
     let mut occurrences: Vec<(usize, usize)> = Vec::new();
-    for m in markers {
-        let m = m.as_bytes();
-        if m.is_empty() {
-            continue;
-        }
-        for start in memchr::memmem::find_iter(data, m) {
-            occurrences.push((start, m.len()));
-        }
-    }
-    if occurrences.is_empty() {
-        return vec![];
+    for m in markers
+        .iter()
+        .map(String::as_bytes)
+        .filter(|m| !m.is_empty())
+    {
+        occurrences.extend(memchr::memmem::find_iter(data, m).map(|start| (start, m.len())));
     }
     occurrences.sort_unstable();
     occurrences.dedup();
+    occurrences
+}
+
+/// For each offset k, one chunking that cuts every marker occurrence k bytes in, so every
+/// position inside and at both edges of every delimiter is exercised in few replays.
+fn marker_chunkings(data: &[u8], markers: &[String]) -> Vec<Cuts> {
+    let occurrences = marker_occurrences(data, markers);
+    if occurrences.is_empty() {
+        return vec![];
+    }
     let longest = occurrences.iter().map(|o| o.1).max().unwrap_or(0);
     let mut out: Vec<Cuts> = Vec::new();
     for k in 0..=longest {
@@ -357,6 +373,21 @@ mod tests {
         assert_eq!(c.len(), 5);
         assert_eq!(c[0], Cuts::At(vec![1]));
         assert_eq!(c[4], Cuts::At(vec![9_999]));
+    }
+
+    #[test]
+    fn a_cut_strictly_inside_a_delimiter_splits_it() {
+        let occ = marker_occurrences(b"ab<|x|>cd<|x|>", &["<|x|>".to_string()]);
+        assert_eq!(occ, vec![(2, 5), (9, 5)]);
+        assert!(!Cuts::At(vec![]).splits_any(&occ));
+        assert!(
+            !Cuts::At(vec![1, 2, 7, 9, 14]).splits_any(&occ),
+            "edges are not inside"
+        );
+        assert!(Cuts::At(vec![2, 3]).splits_any(&occ));
+        assert!(Cuts::At(vec![13]).splits_any(&occ));
+        assert!(Cuts::EveryByte.splits_any(&occ));
+        assert!(!Cuts::EveryByte.splits_any(&[]));
     }
 
     #[test]

@@ -122,19 +122,7 @@ fn one_call(r: &crate::event::ParseResult) -> Result<&ToolCall, String> {
 }
 
 fn new_report(format: &Format, inv: Invariant) -> CaseReport {
-    CaseReport {
-        id: format!("{}#{}", format.id, inv.as_str()),
-        format: format.id,
-        label: "y",
-        status: Status::Pass,
-        violations: Vec::new(),
-        replays: 0,
-        error_free: 0,
-        matched: 0,
-        not_applicable: Vec::new(),
-        completion: None,
-        elapsed: Default::default(),
-    }
+    CaseReport::new(format!("{}#{}", format.id, inv.as_str()), format.id, "y")
 }
 
 fn fail(report: &mut CaseReport, format: &Format, inv: Invariant, cuts: Vec<usize>, msg: String) {
@@ -293,6 +281,7 @@ mod tests {
                 transcript: typing.transcript,
                 key: typing.key,
             }),
+            special_tokens: false,
         };
         let r = check_format(&bad, &Builtin);
         assert_eq!(r.len(), 2);

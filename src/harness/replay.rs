@@ -55,6 +55,11 @@ pub trait Backend: Sync {
     }
     /// Replays the turns of one case, each cut as given (a missing entry means whole).
     fn replay(&self, format: &Format, tools: &Tools, turns: &[Vec<u8>], cuts: &[Cuts]) -> Outcome;
+    /// Whether this is conform's own reference parser, which must hold under every cut; an
+    /// external parser is not blamed for cuts its deployment never produces.
+    fn is_builtin(&self) -> bool {
+        false
+    }
 }
 
 /// The parsers of this crate, run in-process.
@@ -67,6 +72,9 @@ impl Backend for Builtin {
     }
     fn replay(&self, format: &Format, tools: &Tools, turns: &[Vec<u8>], cuts: &[Cuts]) -> Outcome {
         replay(format, tools, turns, cuts)
+    }
+    fn is_builtin(&self) -> bool {
+        true
     }
 }
 

@@ -1,6 +1,6 @@
 //! The runner: every case under every chunking, invariants checked, failures minimized.
 
-use super::chunking::{ChunkingParams, Cuts, Strategy, chunkings, stable_hash};
+use super::chunking::{ChunkingParams, Cuts, Strategy, chunkings, marker_occurrences, stable_hash};
 use super::corpus::{Case, Label};
 use super::invariants::{
     Invariant, expectation_mismatch, markup_leak, result_difference, roundtrip_difference,
@@ -122,12 +122,36 @@ pub struct CaseReport {
     pub not_applicable: Vec<String>,
     /// The task completion (`attempt_completion`'s `result`) the whole input reports, per turn.
     pub completion: Option<String>,
+    /// Replays of an external parser that split a special token (a cut no server produces),
+    /// judged apart: they are not in `replays` or the rates and never fail the case.
+    pub token_split_replays: usize,
+    /// Invariants those replays broke, minimized like the others.
+    pub token_split_violations: Vec<Violation>,
     /// Wall time spent on the case.
     #[serde(skip)]
     pub elapsed: Duration,
 }
 
 impl CaseReport {
+    /// A passing report with nothing replayed yet.
+    pub fn new(id: String, format: &'static str, label: &'static str) -> CaseReport {
+        CaseReport {
+            id,
+            format,
+            label,
+            status: Status::Pass,
+            violations: Vec::new(),
+            replays: 0,
+            error_free: 0,
+            matched: 0,
+            not_applicable: Vec::new(),
+            completion: None,
+            token_split_replays: 0,
+            token_split_violations: Vec::new(),
+            elapsed: Duration::ZERO,
+        }
+    }
+
     /// True when the case counts toward the parse success rate (y_ and unlabelled).
     pub fn counts_for_parse_rate(&self) -> bool {
         self.label == Label::Accept.as_str() || self.label == Label::Unlabelled.as_str()
@@ -193,19 +217,18 @@ pub fn run_case_with(
 ) -> CaseReport {
     let started = Instant::now();
     let markers = (format.markers)(&case.tools);
-    let mut report = CaseReport {
-        id: case.id.clone(),
-        format: format.id,
-        label: case.label.as_str(),
-        status: Status::Pass,
-        violations: Vec::new(),
-        replays: 0,
-        error_free: 0,
-        matched: 0,
-        not_applicable: Vec::new(),
-        completion: None,
-        elapsed: Duration::ZERO,
+    let mut report = CaseReport::new(case.id.clone(), format.id, case.label.as_str());
+    // Special tokens reach a server's parser whole: for an external parser, a replay that
+    // splits one is judged apart (DESIGN §5).
+    let tokens: Vec<Vec<(usize, usize)>> = if format.special_tokens && !backend.is_builtin() {
+        case.turns
+            .iter()
+            .map(|t| marker_occurrences(t, &markers))
+            .collect()
+    } else {
+        Vec::new()
     };
+    let splits_token = |cuts: &[Cuts]| cuts.iter().zip(&tokens).any(|(c, t)| c.splits_any(t));
     let whole_cuts: Vec<Cuts> = case.turns.iter().map(|_| Cuts::At(Vec::new())).collect();
     let whole = match backend.replay(format, &case.tools, &case.turns, &whole_cuts) {
         Outcome::Done(t) => t,
@@ -302,20 +325,33 @@ pub fn run_case_with(
         .collect();
     // The first failing replay of each invariant is kept for minimizing; later ones are counted.
     let mut first_failures: Vec<FirstFailure> = Vec::new();
+    let mut token_failures: Vec<FirstFailure> = Vec::new();
     let mut breakdown: Option<(Breakdown, String, Strategy, Vec<Cuts>)> = None;
     for v in verdicts {
-        report.replays += 1;
-        tally(&mut report, &v);
-        if let (None, Some((why, msg))) = (&breakdown, &v.breakdown) {
-            breakdown = Some((*why, msg.clone(), v.strategy, v.cuts.clone()));
+        let apart = splits_token(&v.cuts);
+        if apart {
+            report.token_split_replays += 1;
+        } else {
+            report.replays += 1;
+            tally(&mut report, &v);
+            if let (None, Some((why, msg))) = (&breakdown, &v.breakdown) {
+                breakdown = Some((*why, msg.clone(), v.strategy, v.cuts.clone()));
+            }
         }
+        let firsts = if apart {
+            &mut token_failures
+        } else {
+            &mut first_failures
+        };
         for (inv, msg) in v.broken {
-            if let Some(existing) = report.violations.iter_mut().find(|x| x.invariant == inv) {
+            if !apart
+                && let Some(existing) = report.violations.iter_mut().find(|x| x.invariant == inv)
+            {
                 existing.failing_replays += 1;
-            } else if let Some(f) = first_failures.iter_mut().find(|f| f.invariant == inv) {
+            } else if let Some(f) = firsts.iter_mut().find(|f| f.invariant == inv) {
                 f.count += 1;
             } else {
-                first_failures.push(FirstFailure {
+                firsts.push(FirstFailure {
                     invariant: inv,
                     strategy: v.strategy,
                     cuts: v.cuts.clone(),
@@ -338,29 +374,39 @@ pub fn run_case_with(
             replay_command(case, &cuts)
         ));
     }
-    for f in first_failures {
-        let cuts = shrink(
-            case,
-            format,
-            backend,
-            &markers,
-            &whole,
-            f.invariant,
-            &f.cuts,
-            cfg,
-        );
-        report.violations.push(Violation {
-            invariant: f.invariant,
-            strategy: Some(f.strategy),
-            replay: replay_command(case, &cuts),
-            cuts,
-            failing_replays: f.count,
-            message: f.message,
-        });
-    }
+    let minimized = |failures: Vec<FirstFailure>| -> Vec<Violation> {
+        failures
+            .into_iter()
+            .map(|f| {
+                let cuts = shrink(
+                    case,
+                    format,
+                    backend,
+                    &markers,
+                    &whole,
+                    f.invariant,
+                    &f.cuts,
+                    cfg,
+                );
+                Violation {
+                    invariant: f.invariant,
+                    strategy: Some(f.strategy),
+                    replay: replay_command(case, &cuts),
+                    cuts,
+                    failing_replays: f.count,
+                    message: f.message,
+                }
+            })
+            .collect()
+    };
+    report.violations.extend(minimized(first_failures));
+    // An invariant already broken without splitting a token needs no second, excused entry.
+    token_failures.retain(|f| !report.violations.iter().any(|v| v.invariant == f.invariant));
+    report.token_split_violations = minimized(token_failures);
 
-    roundtrip(case, format, backend, &whole, &mut report);
+    roundtrip(case, format, backend, &markers, &whole, &mut report);
     report.violations.sort_by_key(|v| v.invariant);
+    report.token_split_violations.sort_by_key(|v| v.invariant);
     if !report.violations.is_empty() && report.status == Status::Pass {
         report.status = Status::Fail;
     }
@@ -536,6 +582,7 @@ fn roundtrip(
     case: &Case,
     format: &Format,
     backend: &dyn Backend,
+    markers: &[String],
     whole: &[TurnOutcome],
     report: &mut CaseReport,
 ) {
@@ -578,7 +625,16 @@ fn roundtrip(
                 } else {
                     ""
                 };
-                report.violations.push(Violation {
+                // Byte by byte splits special tokens, which an external parser never gets.
+                let apart = format.special_tokens
+                    && !backend.is_builtin()
+                    && cuts.splits_any(&marker_occurrences(&rendered, markers));
+                let list = if apart {
+                    &mut report.token_split_violations
+                } else {
+                    &mut report.violations
+                };
+                list.push(Violation {
                     invariant: Invariant::Roundtrip,
                     strategy: None,
                     cuts: Vec::new(),
@@ -670,6 +726,7 @@ mod tests {
         markers: no_markers,
         cdata: None,
         typing: None,
+        special_tokens: false,
     };
 
     fn case(text: &str, expect: Option<Expectation>) -> Case {
@@ -728,6 +785,76 @@ mod tests {
                 .iter()
                 .any(|v| v.invariant == Invariant::NoMarkupLeak)
         );
+    }
+
+    /// Removes `<|x|>` where a chunk holds it whole: fine for a server, which never splits it.
+    struct TokenWhole;
+    impl StreamParser for TokenWhole {
+        fn feed(&mut self, chunk: &[u8], out: &mut Vec<Event>) {
+            push_text(out, &String::from_utf8_lossy(chunk).replace("<|x|>", ""));
+        }
+        fn finish(&mut self, _out: &mut Vec<Event>) {}
+    }
+    fn token_whole(_: &Tools) -> Box<dyn StreamParser> {
+        Box::new(TokenWhole)
+    }
+    static TOKENS: Format = Format {
+        id: "flaky",
+        summary: "test format whose delimiter is a special token",
+        new_parser: token_whole,
+        render: None,
+        markers: no_markers,
+        cdata: None,
+        typing: None,
+        special_tokens: true,
+    };
+
+    /// The built-in parsers, presented as an external one.
+    struct External;
+    impl Backend for External {
+        fn name(&self) -> String {
+            "external".into()
+        }
+        fn replay(&self, f: &Format, tools: &Tools, turns: &[Vec<u8>], cuts: &[Cuts]) -> Outcome {
+            Builtin.replay(f, tools, turns, cuts)
+        }
+    }
+
+    #[test]
+    fn an_external_parser_is_not_blamed_for_split_special_tokens() {
+        let e = Expectation {
+            text: Some("ab".into()),
+            ..Default::default()
+        };
+        let c = case("a<|x|>b", Some(e));
+        let cfg = RunConfig::default();
+
+        let r = run_case_with(&c, &TOKENS, &External, &cfg);
+        assert_eq!(r.status, Status::Pass, "{:?}", r.violations);
+        assert!(r.token_split_replays > 0);
+        assert_eq!(
+            r.matched, r.replays,
+            "the rates count only whole-token replays"
+        );
+        let v = &r.token_split_violations[0];
+        assert_eq!(v.invariant, Invariant::SplitInvariance);
+        assert_eq!(v.cuts.len(), 1);
+        assert!(v.cuts[0].iter().any(|&k| k > 1 && k < 6), "{:?}", v.cuts);
+
+        // conform's own parsers must hold under every cut.
+        let r = run_case_with(&c, &TOKENS, &Builtin, &cfg);
+        assert_eq!(r.status, Status::Fail);
+        assert_eq!(r.token_split_replays, 0);
+
+        // Delimiters that are ordinary text (XML tags, SSE fields) are split by real streams.
+        let plain = Format {
+            special_tokens: false,
+            cdata: None,
+            typing: None,
+            ..TOKENS
+        };
+        let r = run_case_with(&c, &plain, &External, &cfg);
+        assert_eq!(r.status, Status::Fail);
     }
 
     #[test]

@@ -1067,6 +1067,8 @@ mod tests {
             },
             notes: vec![],
             completion: None,
+            token_split_replays: 0,
+            token_split_violations: Vec::new(),
         }
     }
 

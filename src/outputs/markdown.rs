@@ -111,6 +111,39 @@ pub fn render(r: &Report, matrix: Option<&str>) -> String {
         let _ = writeln!(out, "### Comparison matrix\n\n{m}\n");
     }
     for run in &r.runs {
+        let split: Vec<_> = run
+            .cases
+            .iter()
+            .filter(|c| !c.token_split_violations.is_empty())
+            .collect();
+        if !split.is_empty() {
+            let _ = writeln!(
+                out,
+                "### `{}`: {} case(s) break only when a special token is cut\n\nReported apart and \
+                 not failed: a server decodes special tokens whole, so its parser never sees one \
+                 split. Minimal cuts and replay commands are in report.json.\n",
+                run.parser,
+                split.len()
+            );
+            for c in split.iter().take(MAX_LISTED) {
+                let invariants: Vec<&str> = c
+                    .token_split_violations
+                    .iter()
+                    .map(|v| v.invariant.as_str())
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "- `{}` [{}]: {}",
+                    c.id,
+                    c.format,
+                    invariants.join(", ")
+                );
+            }
+            if split.len() > MAX_LISTED {
+                let _ = writeln!(out, "- … and {} more", split.len() - MAX_LISTED);
+            }
+            out.push('\n');
+        }
         let failing: Vec<_> = run.cases.iter().filter(|c| is_failing(&c.status)).collect();
         if failing.is_empty() {
             continue;

@@ -242,32 +242,25 @@ pub fn markdown(m: &Matrix) -> String {
 mod tests {
     use super::*;
     use crate::harness::run::Violation;
-    use std::time::Duration;
 
     fn report(id: &str, status: Status, inv: Option<Invariant>) -> CaseReport {
-        CaseReport {
-            id: id.into(),
-            format: "kimi_k2",
-            label: "y",
-            status,
-            violations: inv
-                .into_iter()
-                .map(|invariant| Violation {
-                    invariant,
-                    strategy: None,
-                    cuts: Vec::new(),
-                    failing_replays: 1,
-                    message: String::new(),
-                    replay: String::new(),
-                })
-                .collect(),
-            replays: 1,
-            error_free: 1,
-            matched: 1,
-            not_applicable: Vec::new(),
-            completion: None,
-            elapsed: Duration::ZERO,
-        }
+        let mut r = CaseReport::new(id.into(), "kimi_k2", "y");
+        r.status = status;
+        r.violations = inv
+            .into_iter()
+            .map(|invariant| Violation {
+                invariant,
+                strategy: None,
+                cuts: Vec::new(),
+                failing_replays: 1,
+                message: String::new(),
+                replay: String::new(),
+            })
+            .collect();
+        r.replays = 1;
+        r.error_free = 1;
+        r.matched = 1;
+        r
     }
 
     #[test]

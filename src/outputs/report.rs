@@ -207,6 +207,17 @@ pub struct CaseOut {
     /// The task completion the transcript reports: the `result` of its `attempt_completion` call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion: Option<String>,
+    /// Replays of an external parser that split a special token, judged apart: not in
+    /// `replays` or the rates, and never a failure (a server receives special tokens whole).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub token_split_replays: usize,
+    /// Invariants those replays broke.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub token_split_violations: Vec<ViolationOut>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// One broken invariant.
@@ -356,6 +367,12 @@ pub fn build_run(
                 violations: r.violations.iter().map(ViolationOut::from).collect(),
                 notes: r.not_applicable.clone(),
                 completion: r.completion.clone(),
+                token_split_replays: r.token_split_replays,
+                token_split_violations: r
+                    .token_split_violations
+                    .iter()
+                    .map(ViolationOut::from)
+                    .collect(),
             }
         })
         .collect();
@@ -685,6 +702,8 @@ mod tests {
             violations: vec![],
             notes: vec![],
             completion: None,
+            token_split_replays: 0,
+            token_split_violations: Vec::new(),
         }
     }
 
