@@ -482,6 +482,7 @@ impl XmlTokenizer {
     }
 
     /// Applies a sink answer; returns true when the sink asked to pause.
+    #[inline]
     fn apply(&mut self, c: Ctl) -> bool {
         if let Some(e) = c.entities {
             self.cfg.entities = e;
@@ -766,7 +767,13 @@ impl XmlTokenizer {
                         continue;
                     }
                     let close_len = self.close.len();
-                    match self.close_finder.find(&b[i..]) {
+                    // A piece shorter than the close (most streamed deltas) cannot hold it.
+                    let found = if n - i < close_len {
+                        None
+                    } else {
+                        self.close_finder.find(&b[i..])
+                    };
+                    match found {
                         Some(k) => {
                             if k > 0 {
                                 let c =
@@ -1010,8 +1017,9 @@ fn held_close_prefix(rest: &[u8], close: &[u8]) -> usize {
         return 0;
     };
     let tail = &rest[rest.len().saturating_sub(close.len() - 1)..];
-    memchr::memchr_iter(first, tail)
-        .find(|&p| close.starts_with(&tail[p..]))
+    // The tail is shorter than the close: a plain loop beats setting up a vector search.
+    (0..tail.len())
+        .find(|&p| tail[p] == first && close.starts_with(&tail[p..]))
         .map_or(0, |p| tail.len() - p)
 }
 

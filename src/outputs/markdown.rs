@@ -111,11 +111,7 @@ pub fn render(r: &Report, matrix: Option<&str>) -> String {
         let _ = writeln!(out, "### Comparison matrix\n\n{m}\n");
     }
     for run in &r.runs {
-        let split: Vec<_> = run
-            .cases
-            .iter()
-            .filter(|c| !c.token_split_violations.is_empty())
-            .collect();
+        let split = run.token_split_cases();
         if !split.is_empty() {
             let _ = writeln!(
                 out,
@@ -126,17 +122,12 @@ pub fn render(r: &Report, matrix: Option<&str>) -> String {
                 split.len()
             );
             for c in split.iter().take(MAX_LISTED) {
-                let invariants: Vec<&str> = c
-                    .token_split_violations
-                    .iter()
-                    .map(|v| v.invariant.as_str())
-                    .collect();
                 let _ = writeln!(
                     out,
                     "- `{}` [{}]: {}",
                     c.id,
                     c.format,
-                    invariants.join(", ")
+                    c.token_split_invariants()
                 );
             }
             if split.len() > MAX_LISTED {

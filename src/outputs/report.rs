@@ -148,6 +148,16 @@ pub struct Run {
     pub cases: Vec<CaseOut>,
 }
 
+impl Run {
+    /// The cases that break only when a special token is cut (judged apart, not failed).
+    pub fn token_split_cases(&self) -> Vec<&CaseOut> {
+        self.cases
+            .iter()
+            .filter(|c| !c.token_split_violations.is_empty())
+            .collect()
+    }
+}
+
 /// Counts and rates of a set of cases.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -218,6 +228,18 @@ pub struct CaseOut {
 
 fn is_zero(n: &usize) -> bool {
     *n == 0
+}
+
+impl CaseOut {
+    /// The invariants broken only by replays that split a special token, comma-separated.
+    pub fn token_split_invariants(&self) -> String {
+        let names: Vec<&str> = self
+            .token_split_violations
+            .iter()
+            .map(|v| v.invariant.as_str())
+            .collect();
+        names.join(", ")
+    }
 }
 
 /// One broken invariant.

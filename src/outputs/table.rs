@@ -157,23 +157,14 @@ pub fn failures(run: &Run, colour: Colour) -> String {
         }
     }
     // One line each: report.json has their minimized cuts and replay commands.
-    let split: Vec<_> = run
-        .cases
-        .iter()
-        .filter(|c| !c.token_split_violations.is_empty())
-        .collect();
+    let split = run.token_split_cases();
     for c in &split {
-        let invariants: Vec<&str> = c
-            .token_split_violations
-            .iter()
-            .map(|v| v.invariant.as_str())
-            .collect();
         let _ = writeln!(
             out,
             "SPLIT TOKEN {} [{}]: {}",
             c.id,
             c.format,
-            invariants.join(", ")
+            c.token_split_invariants()
         );
     }
     if !split.is_empty() {
