@@ -95,75 +95,104 @@ impl Default for ChunkingParams {
 }
 
 /// One chunking of one transcript.
+///
+/// The chunkings that cut everywhere are kept implicit and computed while the data is cut, so a
+/// 10 MB transcript needs no list of millions of offsets per replay.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cuts {
-    /// A cut after every byte, kept implicit so a 10 MB transcript needs no 10 M-entry list.
+    /// A cut after every byte.
     EveryByte,
+    /// A cut at every character boundary (an invalid byte counts as one character).
+    EveryChar,
+    /// Chunks of seeded random sizes in `1..=max_chunk` bytes.
+    Random {
+        /// Seed of the size sequence.
+        seed: u64,
+        /// Largest chunk.
+        max_chunk: usize,
+    },
     /// Cuts at these sorted offsets.
     At(Vec<usize>),
 }
 
 impl Cuts {
-    /// The cut offsets (materialised for `EveryByte`).
-    pub fn to_vec(&self, len: usize) -> Vec<usize> {
+    /// The cut offsets, in order, strictly between 0 and `data.len()` for the implicit forms.
+    pub fn positions<'a>(&'a self, data: &'a [u8]) -> Box<dyn Iterator<Item = usize> + 'a> {
+        let n = data.len();
         match self {
-            Cuts::EveryByte => (1..len).collect(),
-            Cuts::At(v) => v.clone(),
+            Cuts::EveryByte => Box::new(1..n.max(1)),
+            Cuts::EveryChar => {
+                let mut i = 0;
+                Box::new(std::iter::from_fn(move || {
+                    i += char_len_at(data, i);
+                    (i < n).then_some(i)
+                }))
+            }
+            &Cuts::Random { seed, max_chunk } => {
+                let mut rng = SplitMix64::new(seed);
+                let k = max_chunk.max(1) as u64;
+                let mut pos = 0usize;
+                Box::new(std::iter::from_fn(move || {
+                    pos += 1 + (rng.next_u64() % k) as usize;
+                    (pos < n).then_some(pos)
+                }))
+            }
+            Cuts::At(v) => Box::new(v.iter().copied()),
         }
     }
 
-    /// Whether a cut falls strictly inside one of `occurrences` ((start, length) pairs, as
-    /// [`marker_occurrences`] gives them): a delimiter split across two chunks.
-    pub fn splits_any(&self, occurrences: &[(usize, usize)]) -> bool {
+    /// The cut offsets as a list.
+    pub fn to_vec(&self, data: &[u8]) -> Vec<usize> {
+        match self {
+            Cuts::At(v) => v.clone(),
+            _ => self.positions(data).collect(),
+        }
+    }
+
+    /// Whether a cut falls strictly inside one of `occurrences` of delimiters in `data`
+    /// ((start, length) pairs, as [`marker_occurrences`] gives them): a delimiter split across
+    /// two chunks.
+    pub fn splits_any(&self, data: &[u8], occurrences: &[(usize, usize)]) -> bool {
         match self {
             Cuts::EveryByte => occurrences.iter().any(|&(_, len)| len > 1),
             Cuts::At(v) => occurrences.iter().any(|&(start, len)| {
                 let first_after = v.partition_point(|&c| c <= start);
                 v.get(first_after).is_some_and(|&c| c < start + len)
             }),
+            _ => {
+                // Both walk the cuts and the sorted occurrences together, once.
+                let mut occ = occurrences.iter().peekable();
+                self.positions(data).any(|c| {
+                    while occ.next_if(|&&(start, len)| start + len <= c).is_some() {}
+                    occ.peek().is_some_and(|&&(start, _)| start < c)
+                })
+            }
         }
     }
 
     /// The pieces of `data` this chunking produces.
     pub fn pieces<'a>(&'a self, data: &'a [u8]) -> Box<dyn Iterator<Item = &'a [u8]> + 'a> {
-        match self {
-            Cuts::EveryByte => Box::new(data.chunks(1)),
-            Cuts::At(v) => Box::new(Pieces {
-                data,
-                cuts: v,
-                next: 0,
-                prev: 0,
-                done: false,
-            }),
+        if let Cuts::EveryByte = self {
+            return Box::new(data.chunks(1));
         }
-    }
-}
-
-struct Pieces<'a> {
-    data: &'a [u8],
-    cuts: &'a [usize],
-    next: usize,
-    prev: usize,
-    done: bool,
-}
-
-impl<'a> Iterator for Pieces<'a> {
-    type Item = &'a [u8];
-    fn next(&mut self) -> Option<&'a [u8]> {
-        if self.done {
-            return None;
-        }
-        while let Some(&c) = self.cuts.get(self.next) {
-            self.next += 1;
-            let c = c.min(self.data.len());
-            if c > self.prev {
-                let piece = &self.data[self.prev..c];
-                self.prev = c;
-                return Some(piece);
+        let mut cuts = self.positions(data);
+        let mut prev = 0;
+        let mut done = false;
+        Box::new(std::iter::from_fn(move || {
+            if done {
+                return None;
             }
-        }
-        self.done = true;
-        Some(&self.data[self.prev..])
+            for c in cuts.by_ref() {
+                let c = c.min(data.len());
+                if c > prev {
+                    let piece = &data[prev..c];
+                    prev = c;
+                    return Some(piece);
+                }
+            }
+            done = true;
+            Some(&data[prev..])
+        }))
     }
 }
 
@@ -183,12 +212,9 @@ pub fn chunkings(
         Strategy::Bytes if n > 1 => vec![Cuts::EveryByte],
         Strategy::Bytes => vec![],
         Strategy::Chars => {
-            let cuts = char_boundaries(data);
-            if cuts.is_empty() {
-                vec![]
-            } else {
-                vec![Cuts::At(cuts)]
-            }
+            let every = Cuts::EveryChar;
+            let any = every.positions(data).next().is_some();
+            if any { vec![every] } else { vec![] }
         }
         Strategy::TwoCut => {
             if n < 2 {
@@ -210,43 +236,25 @@ pub fn chunkings(
         }
         Strategy::Markers => marker_chunkings(data, markers),
         Strategy::Random => (0..params.random_groupings)
-            .filter_map(|g| {
-                let mut rng = SplitMix64::new(params.seed ^ salt ^ (g as u64).wrapping_mul(0x9E37));
-                let mut cuts = Vec::new();
-                let mut pos = 0usize;
-                let k = params.random_max_chunk.max(1) as u64;
-                loop {
-                    pos += 1 + (rng.next_u64() % k) as usize;
-                    if pos >= n {
-                        break;
-                    }
-                    cuts.push(pos);
-                }
-                (!cuts.is_empty()).then_some(Cuts::At(cuts))
+            .map(|g| Cuts::Random {
+                seed: params.seed ^ salt ^ (g as u64).wrapping_mul(0x9E37),
+                max_chunk: params.random_max_chunk,
             })
+            .filter(|c| c.positions(data).next().is_some())
             .collect(),
     }
 }
 
-/// Offsets between UTF-8 characters (invalid bytes count as one character each).
-fn char_boundaries(data: &[u8]) -> Vec<usize> {
-    let mut cuts = Vec::new();
-    let mut i = 0;
-    while i < data.len() {
-        let step = match std::str::from_utf8(&data[i..(i + 4).min(data.len())]) {
-            Ok(s) => s.chars().next().map_or(1, char::len_utf8),
-            Err(e) if e.valid_up_to() > 0 => std::str::from_utf8(&data[i..i + e.valid_up_to()])
-                .ok()
-                .and_then(|s| s.chars().next())
-                .map_or(1, char::len_utf8),
-            Err(_) => 1,
-        };
-        i += step;
-        if i < data.len() {
-            cuts.push(i);
-        }
+/// Length of the character at `data[i]` (an invalid byte counts as one character).
+fn char_len_at(data: &[u8], i: usize) -> usize {
+    match std::str::from_utf8(&data[i..(i + 4).min(data.len())]) {
+        Ok(s) => s.chars().next().map_or(1, char::len_utf8),
+        Err(e) if e.valid_up_to() > 0 => std::str::from_utf8(&data[i..i + e.valid_up_to()])
+            .ok()
+            .and_then(|s| s.chars().next())
+            .map_or(1, char::len_utf8),
+        Err(_) => 1,
     }
-    cuts
 }
 
 /// Every occurrence of every delimiter in `data`, as sorted, distinct (start, length) pairs.
@@ -359,7 +367,30 @@ mod tests {
     fn chars_never_split_a_character() {
         let d = "aé€😀".as_bytes();
         let c = chunkings(Strategy::Chars, d, &[], &params(), 0);
-        assert_eq!(c, vec![Cuts::At(vec![1, 3, 6])]);
+        assert_eq!(c, vec![Cuts::EveryChar]);
+        assert_eq!(c[0].to_vec(d), vec![1, 3, 6]);
+        // Invalid bytes, and an incomplete character at the end, count one byte each.
+        assert_eq!(Cuts::EveryChar.to_vec(b"a\xffb\xe2\x82"), vec![1, 2, 3, 4]);
+        assert!(chunkings(Strategy::Chars, "é".as_bytes(), &[], &params(), 0).is_empty());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn implicit_chunkings_agree_with_their_lists(s in ".{0,40}", seed in 0u64..1000, k in 1usize..9) {
+            let d = s.as_bytes();
+            let chars: Vec<usize> = s.char_indices().map(|(i, _)| i).filter(|&i| i > 0).collect();
+            proptest::prop_assert_eq!(Cuts::EveryChar.to_vec(d), chars.clone());
+            let r = Cuts::Random { seed, max_chunk: k };
+            let listed = Cuts::At(r.to_vec(d));
+            proptest::prop_assert!(r.pieces(d).eq(listed.pieces(d)));
+            proptest::prop_assert!(r.pieces(d).all(|p| p.len() <= k || d.is_empty()));
+            let occ = marker_occurrences(d, &["é".to_string(), "ab".to_string()]);
+            proptest::prop_assert_eq!(r.splits_any(d, &occ), listed.splits_any(d, &occ));
+            proptest::prop_assert_eq!(
+                Cuts::EveryChar.splits_any(d, &occ),
+                Cuts::At(chars).splits_any(d, &occ)
+            );
+        }
     }
 
     #[test]
@@ -379,15 +410,26 @@ mod tests {
     fn a_cut_strictly_inside_a_delimiter_splits_it() {
         let occ = marker_occurrences(b"ab<|x|>cd<|x|>", &["<|x|>".to_string()]);
         assert_eq!(occ, vec![(2, 5), (9, 5)]);
-        assert!(!Cuts::At(vec![]).splits_any(&occ));
+        let d: &[u8] = b"ab<|x|>cd<|x|>";
+        assert!(!Cuts::At(vec![]).splits_any(d, &occ));
         assert!(
-            !Cuts::At(vec![1, 2, 7, 9, 14]).splits_any(&occ),
+            !Cuts::At(vec![1, 2, 7, 9, 14]).splits_any(d, &occ),
             "edges are not inside"
         );
-        assert!(Cuts::At(vec![2, 3]).splits_any(&occ));
-        assert!(Cuts::At(vec![13]).splits_any(&occ));
-        assert!(Cuts::EveryByte.splits_any(&occ));
-        assert!(!Cuts::EveryByte.splits_any(&[]));
+        assert!(Cuts::At(vec![2, 3]).splits_any(d, &occ));
+        assert!(Cuts::At(vec![13]).splits_any(d, &occ));
+        assert!(Cuts::EveryByte.splits_any(d, &occ));
+        assert!(!Cuts::EveryByte.splits_any(d, &[]));
+        assert!(Cuts::EveryChar.splits_any(d, &occ));
+        let r = Cuts::Random {
+            seed: 7,
+            max_chunk: 3,
+        };
+        let want = occ
+            .iter()
+            .any(|&(s, l)| r.to_vec(d).iter().any(|&c| s < c && c < s + l));
+        assert_eq!(r.splits_any(d, &occ), want);
+        assert!(!Cuts::At(vec![2, 7, 9]).splits_any(d, &occ));
     }
 
     #[test]

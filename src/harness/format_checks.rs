@@ -105,7 +105,7 @@ fn probe(
             Outcome::Broke(b, m) => Some(format!("the parser broke ({b:?}): {m}")),
         };
         if let Some(w) = why {
-            return Some((cuts.to_vec(transcript.len()), w));
+            return Some((cuts.to_vec(transcript), w));
         }
     }
     None

@@ -228,7 +228,12 @@ pub fn run_case_with(
     } else {
         Vec::new()
     };
-    let splits_token = |cuts: &[Cuts]| cuts.iter().zip(&tokens).any(|(c, t)| c.splits_any(t));
+    let splits_token = |cuts: &[Cuts]| {
+        cuts.iter()
+            .zip(&tokens)
+            .zip(&case.turns)
+            .any(|((c, t), data)| c.splits_any(data, t))
+    };
     let whole_cuts: Vec<Cuts> = case.turns.iter().map(|_| Cuts::At(Vec::new())).collect();
     let whole = match backend.replay(format, &case.tools, &case.turns, &whole_cuts) {
         Outcome::Done(t) => t,
@@ -365,7 +370,7 @@ pub fn run_case_with(
         let cuts: Vec<Vec<usize>> = cuts
             .iter()
             .zip(&case.turns)
-            .map(|(c, t)| c.to_vec(t.len()))
+            .map(|(c, t)| c.to_vec(t))
             .collect();
         report.status = why.into();
         report.not_applicable.push(format!(
@@ -553,7 +558,7 @@ fn shrink(
         .iter()
         .enumerate()
         .flat_map(|(t, c)| {
-            c.to_vec(case.turns.get(t).map_or(0, Vec::len))
+            c.to_vec(case.turns.get(t).map_or(&[][..], Vec::as_slice))
                 .into_iter()
                 .map(move |o| (t, o))
         })
@@ -574,7 +579,7 @@ fn shrink(
                 .any(|(i, _)| *i == inv),
         }
     });
-    to_cuts(&min).into_iter().map(|c| c.to_vec(0)).collect()
+    to_cuts(&min).into_iter().map(|c| c.to_vec(&[])).collect()
 }
 
 /// Renders each error-free turn's result and parses it back, whole and byte by byte.
@@ -628,7 +633,7 @@ fn roundtrip(
                 // Byte by byte splits special tokens, which an external parser never gets.
                 let apart = format.special_tokens
                     && !backend.is_builtin()
-                    && cuts.splits_any(&marker_occurrences(&rendered, markers));
+                    && cuts.splits_any(&rendered, &marker_occurrences(&rendered, markers));
                 let list = if apart {
                     &mut report.token_split_violations
                 } else {
