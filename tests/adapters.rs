@@ -310,6 +310,47 @@ fn a_hanging_adapter_times_out_on_that_case_only() {
     assert!(started.elapsed() < Duration::from_secs(30));
 }
 
+/// Whether a process still runs (a zombie waiting to be reaped does not).
+#[cfg(target_os = "linux")]
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(')')
+            .next()
+            .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
+    })
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_timed_out_adapter_takes_the_processes_it_started_with_it() {
+    if !have("python3") || !have("sleep") {
+        return;
+    }
+    let pids = tempfile::tempdir().unwrap();
+    let file = pids.path().join("workers");
+    let text = format!("please HANG_WORKER {}", file.display());
+    let mut texts = PLAIN.to_vec();
+    texts.push(("hang", &text));
+    let d = scratch(&texts);
+    let run = run_script("hang_with_worker.py", d.path(), Duration::from_secs(2));
+    all_pass_but(&run, "y_hang.txt", Status::Timeout);
+    let workers: Vec<u32> = std::fs::read_to_string(&file)
+        .expect("the adapter started a worker")
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    assert!(!workers.is_empty());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while workers.iter().any(|&p| running(p)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let alive: Vec<u32> = workers.into_iter().filter(|&p| running(p)).collect();
+    assert!(
+        alive.is_empty(),
+        "workers outlived their adapter: {alive:?}"
+    );
+}
+
 #[test]
 fn a_hanging_adapter_on_the_command_line_gives_exit_1_and_names_the_case() {
     if !have("python3") {

@@ -235,11 +235,15 @@ impl Worker {
         shared: &Arc<Mutex<Tail>>,
         opts: &AdapterOptions,
     ) -> Result<Worker, String> {
-        let mut child = Command::new(&argv[0])
-            .args(&argv[1..])
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stderr(Stdio::piped());
+        // A group of its own, so that killing the child also kills what it started.
+        #[cfg(unix)]
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let mut child = cmd
             .spawn()
             .map_err(|e| format!("cannot start {:?}: {e}", argv[0]))?;
         let pid = child.id();
@@ -247,7 +251,7 @@ impl Worker {
             match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
                 (Some(i), Some(o), Some(e)) => (i, o, e),
                 _ => {
-                    let _ = child.kill();
+                    kill_group(&mut child);
                     let _ = child.wait();
                     return Err("the child's pipes could not be opened".into());
                 }
@@ -273,7 +277,7 @@ impl Worker {
                     .spawn(move || pump_stderr(stderr, pid, &own, &shared))
             });
         if let Err(e) = spawned {
-            let _ = child.kill();
+            kill_group(&mut child);
             let _ = child.wait();
             return Err(format!("cannot start a pipe thread: {e}"));
         }
@@ -396,9 +400,24 @@ impl Drop for Worker {
             }
             std::thread::sleep(Duration::from_millis(2));
         }
-        let _ = self.child.kill();
+        kill_group(&mut self.child);
         let _ = self.child.wait();
     }
+}
+
+/// Kills a child and every process in its group: an adapter that wraps a server may run
+/// workers of its own, and a hung adapter's workers must not outlive it. Called before the
+/// child is reaped, so its group id cannot have been reused.
+fn kill_group(child: &mut Child) {
+    #[cfg(unix)]
+    if let Ok(pgid) = i32::try_from(child.id()) {
+        // SAFETY: kill(2) only sends a signal; a negative pid addresses the child's own group
+        // (set at spawn), which never contains this process.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+    }
+    let _ = child.kill();
 }
 
 /// Reads `\n`-terminated lines, bounded in length; a last line without `\n` is dropped.
