@@ -676,6 +676,7 @@ impl Parser {
         ArgsFeed::Failed(skipped + at_in_s)
     }
 
+    /// The arguments passed `max_args_bytes`: the call fails and the rest is skipped.
     #[cold]
     fn args_too_long(&mut self, consumed: usize, out: &mut Vec<Event>) -> ArgsFeed {
         let msg = format!(
