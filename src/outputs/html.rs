@@ -758,21 +758,52 @@ fn failures(out: &mut String, r: &Report) {
                 out,
                 "<p class=\"callout callout-ok\">No failing cases{who}: every invariant holds.</p>"
             );
-            continue;
+        } else {
+            let _ = writeln!(out, "<h3>{} failing case(s){who}</h3>", failing.len());
+            for c in failing.iter().take(MAX_FAILURES) {
+                failure_card(out, c);
+            }
+            more(out, failing.len());
         }
-        let _ = writeln!(out, "<h3>{} failing case(s){who}</h3>", failing.len());
-        for c in failing.iter().take(MAX_FAILURES) {
-            failure_card(out, c);
-        }
-        if failing.len() > MAX_FAILURES {
-            let _ = writeln!(
-                out,
-                "<p class=\"muted\">… and {} more in report.json.</p>",
-                failing.len() - MAX_FAILURES
-            );
-        }
+        token_split(out, run, &who);
     }
     out.push_str("</section>\n");
+}
+
+fn more(out: &mut String, listed: usize) {
+    if listed > MAX_FAILURES {
+        let _ = writeln!(
+            out,
+            "<p class=\"muted\">… and {} more in report.json.</p>",
+            listed - MAX_FAILURES
+        );
+    }
+}
+
+/// The cases an external parser breaks only when a special token is cut: listed apart.
+fn token_split(out: &mut String, run: &Run, who: &str) {
+    let split = run.token_split_cases();
+    if split.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "<h3>{} case(s){who} break only when a special token is cut</h3>\
+         <p class=\"muted\">Reported apart, not failed: a server decodes special tokens whole, \
+         so its parser never sees one split.</p><ul class=\"notes\">",
+        split.len()
+    );
+    for c in split.iter().take(MAX_FAILURES) {
+        let _ = write!(
+            out,
+            "<li><code class=\"id\">{}</code> <span class=\"muted\">{}</span>: {}</li>",
+            escape(&c.id),
+            escape(&c.format),
+            escape(&c.token_split_invariants())
+        );
+    }
+    out.push_str("</ul>\n");
+    more(out, split.len());
 }
 
 /// One case across the parsers of a report: each parser's case, or `None` when not run.
@@ -1118,6 +1149,29 @@ mod tests {
                 ],
             )],
         )
+    }
+
+    #[test]
+    fn cases_that_break_only_on_split_tokens_are_listed_apart() {
+        let mut c = case("corpus/kimi_k2/y_a.txt", "kimi_k2", "pass");
+        c.token_split_replays = 12;
+        c.token_split_violations = vec![ViolationOut {
+            invariant: "split_invariance".into(),
+            strategy: Some("bytes".into()),
+            cuts: vec![vec![3]],
+            failing_replays: 12,
+            message: "differs".into(),
+            replay: "conform parse".into(),
+        }];
+        let html = render(&[report(
+            Some("2026-11-22T00:00:00Z"),
+            vec![("cmd:x", vec![c])],
+        )]);
+        assert!(html.contains("No failing cases"), "it is not a failure");
+        assert!(html.contains("1 case(s) break only when a special token is cut"));
+        assert!(
+            html.contains("y_a.txt</code> <span class=\"muted\">kimi_k2</span>: split_invariance")
+        );
     }
 
     #[test]
