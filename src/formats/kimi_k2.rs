@@ -1020,6 +1020,7 @@ pub static FORMAT: Format = Format {
 mod tests {
     use super::*;
     use crate::event::{ErrorKind, ParseResult};
+    use crate::formats::testkit::pieces_at;
     use proptest::prelude::*;
     use serde_json::json;
 
@@ -1257,19 +1258,6 @@ mod tests {
         );
     }
 
-    fn pieces(bytes: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
-        let mut cs: Vec<usize> = cuts.iter().map(|c| c % (bytes.len() + 1)).collect();
-        cs.sort_unstable();
-        let mut out = Vec::new();
-        let mut prev = 0;
-        for c in cs {
-            out.push(bytes[prev..c].to_vec());
-            prev = c;
-        }
-        out.push(bytes[prev..].to_vec());
-        out
-    }
-
     /// Inputs built from markers, JSON-ish fragments and text, so the fuzzing reaches deep states.
     fn token_soup() -> impl Strategy<Value = Vec<u8>> {
         let atoms = prop_oneof![
@@ -1300,9 +1288,7 @@ mod tests {
             cuts in proptest::collection::vec(any::<usize>(), 0..10),
         ) {
             let whole = parse_with(Config::default(), &[&bytes]);
-            let ps = pieces(&bytes, &cuts);
-            let refs: Vec<&[u8]> = ps.iter().map(Vec::as_slice).collect();
-            let r = parse_with(Config::default(), &refs);
+            let r = parse_with(Config::default(), &pieces_at(&bytes, &cuts));
             prop_assert_eq!(&r, &whole);
             prop_assert_eq!(kinds(&r), kinds(&whole));
         }
@@ -1310,9 +1296,7 @@ mod tests {
         #[test]
         fn marker_soup_is_split_invariant(bytes in token_soup(), cuts in proptest::collection::vec(any::<usize>(), 0..12)) {
             let whole = parse_with(Config::default(), &[&bytes]);
-            let ps = pieces(&bytes, &cuts);
-            let refs: Vec<&[u8]> = ps.iter().map(Vec::as_slice).collect();
-            let r = parse_with(Config::default(), &refs);
+            let r = parse_with(Config::default(), &pieces_at(&bytes, &cuts));
             prop_assert_eq!(&r, &whole);
             prop_assert_eq!(kinds(&r), kinds(&whole));
             let by_byte: Vec<&[u8]> = bytes.chunks(1).collect();
@@ -1329,9 +1313,7 @@ mod tests {
                 name, id, server: None, arguments: serde_json::to_value(args).unwrap(),
             }).collect();
             let bytes = render(&text, &calls, &Tools::default()).unwrap();
-            let ps = pieces(&bytes, &cuts);
-            let refs: Vec<&[u8]> = ps.iter().map(Vec::as_slice).collect();
-            let r = parse_with(Config::default(), &refs);
+            let r = parse_with(Config::default(), &pieces_at(&bytes, &cuts));
             prop_assert!(r.errors.is_empty(), "{:?}", r.errors);
             prop_assert_eq!(r.text, text);
             prop_assert_eq!(r.calls, calls);

@@ -12,6 +12,8 @@ pub mod kimi_k2;
 pub mod openai_sse;
 pub mod roo_xml;
 pub mod strict_xml;
+#[cfg(test)]
+pub(crate) mod testkit;
 mod xml_prose;
 
 /// A push parser for one turn (or one session) of a format's stream.

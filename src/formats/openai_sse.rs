@@ -1061,20 +1061,12 @@ pub static FORMAT: Format = Format {
 mod tests {
     use super::*;
     use crate::event::ParseResult;
-    use crate::formats::run_chunks;
+    use crate::formats::{run_chunks, testkit};
     use proptest::prelude::*;
     use serde_json::json;
 
     fn run_cfg(input: &[u8], config: &Config, cuts: &[usize]) -> ParseResult {
-        let mut p = Parser::new(config.clone());
-        let mut chunks: Vec<&[u8]> = Vec::new();
-        let mut prev = 0;
-        for &c in cuts {
-            chunks.push(&input[prev..c]);
-            prev = c;
-        }
-        chunks.push(&input[prev..]);
-        ParseResult::fold(&run_chunks(&mut p, chunks))
+        testkit::fold_cut(&mut Parser::new(config.clone()), input, cuts)
     }
 
     fn assert_same(a: &ParseResult, b: &ParseResult, what: &str) {
@@ -1812,27 +1804,15 @@ mod tests {
         assert_eq!(with_text, 8);
     }
 
-    fn arb_value() -> impl Strategy<Value = Value> {
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::from),
-            any::<i32>().prop_map(Value::from),
-            "[a-zé\"\\\\ \n{}<|€😀]{0,8}".prop_map(Value::from),
-        ];
-        leaf.prop_recursive(3, 12, 4, |inner| {
-            prop_oneof![
-                proptest::collection::vec(inner.clone(), 0..3).prop_map(Value::from),
-                proptest::collection::btree_map("[a-z]{1,4}", inner, 0..3)
-                    .prop_map(|m| Value::Object(m.into_iter().collect())),
-            ]
-        })
-    }
-
     fn arb_call() -> impl Strategy<Value = ToolCall> {
         (
             "[a-z_]{1,10}",
             proptest::option::of("call_[A-Za-z0-9]{1,8}"),
-            proptest::collection::btree_map("[a-z]{1,5}", arb_value(), 0..4),
+            proptest::collection::btree_map(
+                "[a-z]{1,5}",
+                testkit::arb_json("[a-zé\"\\\\ \n{}<|€😀]{0,8}"),
+                0..4,
+            ),
         )
             .prop_map(|(name, id, args)| ToolCall {
                 name,
@@ -1842,12 +1822,6 @@ mod tests {
             })
     }
 
-    fn cut(input: &[u8], cuts: &[usize]) -> Vec<usize> {
-        let mut cs: Vec<usize> = cuts.iter().map(|c| c % (input.len() + 1)).collect();
-        cs.sort_unstable();
-        cs
-    }
-
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
 
@@ -1855,7 +1829,7 @@ mod tests {
         fn roundtrip_under_random_cuts(text in "[a-zé \n€😀<|]{0,24}", calls in proptest::collection::vec(arb_call(), 0..3),
                                        cuts in proptest::collection::vec(any::<usize>(), 0..8)) {
             let bytes = render(&text, &calls, &Tools::default()).unwrap();
-            let r = run_cfg(&bytes, &Config::default(), &cut(&bytes, &cuts));
+            let r = run_cfg(&bytes, &Config::default(), &cuts);
             prop_assert!(r.errors.is_empty(), "{:?}", r.errors);
             prop_assert_eq!(r.text, text);
             prop_assert_eq!(r.calls, calls);
@@ -1867,7 +1841,7 @@ mod tests {
                 Just(b'\n'), Just(b'{'), Just(b'}'), Just(b'"'), Just(b':'), any::<u8>()], 0..80),
             cuts in proptest::collection::vec(any::<usize>(), 0..6)) {
             let whole = run_cfg(&bytes, &Config::default(), &[]);
-            prop_assert_eq!(run_cfg(&bytes, &Config::default(), &cut(&bytes, &cuts)), whole);
+            prop_assert_eq!(run_cfg(&bytes, &Config::default(), &cuts), whole);
         }
 
         #[test]
@@ -1881,7 +1855,7 @@ mod tests {
                 bytes[i] = b;
             }
             let whole = run_cfg(&bytes, &Config::default(), &[]);
-            prop_assert_eq!(run_cfg(&bytes, &Config::default(), &cut(&bytes, &cuts)), whole);
+            prop_assert_eq!(run_cfg(&bytes, &Config::default(), &cuts), whole);
         }
     }
 }

@@ -163,86 +163,12 @@ mod tests {
     }
 }
 
-/// Test helpers shared by the XML-family formats: every-cut replay and the delta contract.
-#[cfg(test)]
-pub(crate) mod testutil {
-    use crate::event::{Event, ParseResult};
-    use crate::formats::{StreamParser, run_chunks};
-
-    /// Checks the streaming contract on one run's events (indices, order, deltas parse).
-    pub(crate) fn check_delta_contract(events: &[Event]) {
-        let mut started = 0usize;
-        let mut open: Option<(usize, String)> = None;
-        for ev in events {
-            match ev {
-                Event::CallStart { index, .. } => {
-                    assert_eq!(*index, started, "indices count 0,1,2…: {events:?}");
-                    started += 1;
-                    open = Some((*index, String::new()));
-                }
-                Event::ArgsDelta { index, json } => {
-                    let (i, acc) = open.as_mut().expect("delta outside a call");
-                    assert_eq!(i, index);
-                    acc.push_str(json);
-                }
-                Event::CallEnd { index } => {
-                    let (i, acc) = open.take().expect("end outside a call");
-                    assert_eq!(i, *index);
-                    let v: serde_json::Value = serde_json::from_str(&acc)
-                        .unwrap_or_else(|e| panic!("deltas {acc:?} are not JSON: {e}"));
-                    assert!(v.is_object(), "arguments {acc:?} are not an object");
-                }
-                Event::Error { .. } => {
-                    // A failed call never ends; a new call may start after it.
-                }
-                _ => {}
-            }
-        }
-    }
-
-    /// Feeds `input` whole, byte by byte, and cut once at every position (also inside UTF-8
-    /// characters), into fresh parsers from `make`; asserts every folded result equals the
-    /// whole one and every run keeps the delta contract. Returns the whole run's result.
-    pub(crate) fn every_cut(
-        make: &dyn Fn() -> Box<dyn StreamParser>,
-        input: &[u8],
-    ) -> (ParseResult, Vec<Event>) {
-        let run = |chunks: &[&[u8]]| {
-            let mut p = make();
-            let evs = run_chunks(p.as_mut(), chunks.iter().copied());
-            check_delta_contract(&evs);
-            evs
-        };
-        let whole_evs = run(&[input]);
-        let whole = ParseResult::fold(&whole_evs);
-        let bytes: Vec<&[u8]> = input.chunks(1).collect();
-        let r = ParseResult::fold(&run(&bytes));
-        assert_eq!(
-            r,
-            whole,
-            "byte-by-byte differs for {:?}",
-            String::from_utf8_lossy(input)
-        );
-        assert_eq!(r.warnings.len(), whole.warnings.len());
-        for cut in 1..input.len() {
-            let r = ParseResult::fold(&run(&[&input[..cut], &input[cut..]]));
-            assert_eq!(
-                r,
-                whole,
-                "cut at {cut} differs for {:?}",
-                String::from_utf8_lossy(input)
-            );
-        }
-        (whole, whole_evs)
-    }
-}
-
 /// Replays a format's corpus directory until the harness lands: every case at every cut,
 /// expectations checked as `specs/corpus.md` defines them (session cases included).
 #[cfg(test)]
 pub(crate) mod corpus_check {
-    use super::testutil::every_cut;
     use crate::event::{ParseResult, ToolCall};
+    use crate::formats::testkit::every_cut;
     use crate::formats::{StreamParser, run_chunks};
     use crate::tools::Tools;
     use serde_json::Value;
@@ -349,7 +275,7 @@ pub(crate) mod corpus_check {
                             } else {
                                 run_chunks(p.as_mut(), [b])
                             };
-                            super::testutil::check_delta_contract(&evs);
+                            crate::formats::testkit::check_delta_contract(&evs);
                             ParseResult::fold(&evs)
                         })
                         .collect::<Vec<_>>()

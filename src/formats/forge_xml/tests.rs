@@ -587,19 +587,6 @@ fn arb_object(depth: u32) -> BoxedStrategy<Value> {
         .boxed()
 }
 
-fn chunks_at<'a>(b: &'a [u8], cuts: &[usize]) -> Vec<&'a [u8]> {
-    let mut cs: Vec<usize> = cuts.iter().map(|c| c % (b.len() + 1)).collect();
-    cs.sort();
-    let mut out = Vec::new();
-    let mut prev = 0;
-    for c in cs {
-        out.push(&b[prev..c]);
-        prev = c;
-    }
-    out.push(&b[prev..]);
-    out
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
 
@@ -616,7 +603,7 @@ proptest! {
             .collect();
         let tools = Tools::default();
         let out = render(&text, &calls, &tools).map_err(TestCaseError::fail)?;
-        let evs = run(&Config::default(), &tools, &chunks_at(&out, &cuts));
+        let evs = run(&Config::default(), &tools, &crate::formats::testkit::pieces_at(&out, &cuts));
         contract(&evs);
         let r = ParseResult::fold(&evs);
         prop_assert!(r.is_success());
@@ -637,7 +624,7 @@ proptest! {
     ) {
         let b = pieces.concat();
         let whole = ParseResult::fold(&run(&Config::default(), &Tools::default(), &[&b]));
-        let evs = run(&Config::default(), &Tools::default(), &chunks_at(&b, &cuts));
+        let evs = run(&Config::default(), &Tools::default(), &crate::formats::testkit::pieces_at(&b, &cuts));
         contract(&evs);
         prop_assert_eq!(ParseResult::fold(&evs), whole);
     }

@@ -3,7 +3,7 @@
 use super::*;
 use crate::event::ErrorKind as K;
 use crate::formats::run_chunks;
-use crate::formats::xml_prose::testutil::every_cut;
+use crate::formats::testkit::every_cut;
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -443,7 +443,7 @@ proptest! {
         }
         p.feed(&bytes[last..], &mut out);
         p.finish(&mut out);
-        crate::formats::xml_prose::testutil::check_delta_contract(&out);
+        crate::formats::testkit::check_delta_contract(&out);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use super::*;
 use crate::event::ErrorKind as K;
 use crate::formats::run_chunks;
-use crate::formats::xml_prose::testutil::every_cut;
+use crate::formats::testkit::every_cut;
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -419,7 +419,7 @@ proptest! {
         for b in &turns {
             let c = cut % (b.len() + 1);
             let evs = run_chunks(&mut p, [&b[..c], &b[c..]]);
-            crate::formats::xml_prose::testutil::check_delta_contract(&evs);
+            crate::formats::testkit::check_delta_contract(&evs);
         }
     }
 
