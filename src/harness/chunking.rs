@@ -160,7 +160,7 @@ impl Cuts {
                 v.get(first_after).is_some_and(|&c| c < start + len)
             }),
             _ => {
-                // Both walk the cuts and the sorted occurrences together, once.
+                // One walk over the cuts and the sorted occurrences together.
                 let mut occ = occurrences.iter().peekable();
                 self.positions(data).any(|c| {
                     while occ.next_if(|&&(start, len)| start + len <= c).is_some() {}

@@ -482,7 +482,6 @@ impl XmlTokenizer {
     }
 
     /// Applies a sink answer; returns true when the sink asked to pause.
-    #[inline]
     fn apply(&mut self, c: Ctl) -> bool {
         if let Some(e) = c.entities {
             self.cfg.entities = e;
@@ -511,6 +510,7 @@ impl XmlTokenizer {
         c.pause
     }
 
+    /// Sets the string that ends the current raw or section text, and its searcher.
     fn set_close(&mut self, close: String) {
         self.close_finder = memmem::Finder::new(close.as_bytes()).into_owned();
         self.close = close;
