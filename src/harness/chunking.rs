@@ -143,10 +143,7 @@ impl Cuts {
 
     /// The cut offsets as a list.
     pub fn to_vec(&self, data: &[u8]) -> Vec<usize> {
-        match self {
-            Cuts::At(v) => v.clone(),
-            _ => self.positions(data).collect(),
-        }
+        self.positions(data).collect()
     }
 
     /// Whether a cut falls strictly inside one of `occurrences` of delimiters in `data`

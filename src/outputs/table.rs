@@ -1,7 +1,7 @@
 //! The terminal summary: a per-format table, then regressions and failing cases with their
 //! reproducers.
 
-use super::report::{Comparison, Run, TotalsOut, ViolationOut, is_failing};
+use super::report::{Comparison, Run, TotalsOut, is_failing};
 use crate::harness::corpus::CorpusError;
 use comfy_table::{Cell, Color, ContentArrangement, Table, presets};
 use std::fmt::Write;
@@ -132,7 +132,7 @@ pub fn comparison(c: &Comparison, colour: Colour) -> String {
 
 /// The failing cases of a run, each with its violations, minimized cuts and replay command.
 pub fn failures(run: &Run, colour: Colour) -> String {
-    let (red, _, reset) = colour.codes();
+    let (red, dim, reset) = colour.codes();
     let mut out = String::new();
     for c in run.cases.iter().filter(|c| is_failing(&c.status)) {
         let _ = writeln!(
@@ -149,7 +149,18 @@ pub fn failures(run: &Run, colour: Colour) -> String {
                 run.parser
             );
         }
-        violations(&mut out, &c.violations, colour);
+        for v in &c.violations {
+            let how = match &v.strategy {
+                Some(s) => format!(" under {s} ({} replay(s))", v.failing_replays),
+                None => String::new(),
+            };
+            let _ = writeln!(out, "  {}{how}: {}", v.invariant, v.message);
+            if v.cuts.iter().any(|c| !c.is_empty()) {
+                let cuts: Vec<String> = v.cuts.iter().map(|c| format!("{c:?}")).collect();
+                let _ = writeln!(out, "    minimal cuts: {}", cuts.join(" / "));
+            }
+            let _ = writeln!(out, "    {dim}replay:{reset} {}", v.replay);
+        }
         for n in &c.notes {
             if c.status != "fail" {
                 let _ = writeln!(out, "  {n}");
@@ -176,23 +187,6 @@ pub fn failures(run: &Run, colour: Colour) -> String {
         );
     }
     out
-}
-
-/// Each violation with its minimized cuts and replay command, indented under its case.
-fn violations(out: &mut String, vs: &[ViolationOut], colour: Colour) {
-    let (_, dim, reset) = colour.codes();
-    for v in vs {
-        let how = match &v.strategy {
-            Some(s) => format!(" under {s} ({} replay(s))", v.failing_replays),
-            None => String::new(),
-        };
-        let _ = writeln!(out, "  {}{how}: {}", v.invariant, v.message);
-        if v.cuts.iter().any(|c| !c.is_empty()) {
-            let cuts: Vec<String> = v.cuts.iter().map(|c| format!("{c:?}")).collect();
-            let _ = writeln!(out, "    minimal cuts: {}", cuts.join(" / "));
-        }
-        let _ = writeln!(out, "    {dim}replay:{reset} {}", v.replay);
-    }
 }
 
 /// Corpus files that could not be loaded.
