@@ -5,9 +5,10 @@
 
 use clap::Args;
 use comfy_table::{Table, presets};
-use conform::event::{Event, ToolCall};
+use conform::event::{Event, Sink, ToolCall};
 use conform::formats::{self, Format, StreamParser, run_chunks};
 use conform::lexers::json::{JsonConfig, JsonParser};
+use conform::lexers::utf8::{Utf8Decoder, Utf8Piece};
 use conform::tools::Tools;
 use serde_json::{Value, json};
 use std::hint::black_box;
@@ -85,16 +86,77 @@ fn transcript(format: &Format, tools: &Tools, size: usize) -> Result<Vec<u8>, St
     make(scaled.max(1))
 }
 
-/// Feeds chunks and drops each feed's events, as a server that forwards them would.
-fn consume<'a>(p: &mut dyn StreamParser, chunks: impl IntoIterator<Item = &'a [u8]>) {
-    let mut out = Vec::new();
-    for c in chunks {
-        p.feed(c, &mut out);
-        black_box(&out);
-        out.clear();
+/// A consumer that forwards what a parser delivers, as a server streaming to its client does:
+/// text and argument fragments are written to an output buffer (flushed, here emptied, every
+/// 64 KiB), other events are counted.
+#[derive(Default)]
+struct Forwarder {
+    buf: String,
+    events: usize,
+}
+
+impl Sink for Forwarder {
+    fn push(&mut self, _event: Event) {
+        self.events += 1;
     }
-    p.finish(&mut out);
-    black_box(&out);
+
+    #[inline]
+    fn args_delta(&mut self, _index: usize, json: &str) {
+        self.forward(json);
+    }
+
+    #[inline]
+    fn text(&mut self, text: &str) {
+        self.forward(text);
+    }
+}
+
+impl Forwarder {
+    #[inline]
+    fn forward(&mut self, s: &str) {
+        if self.buf.len() + s.len() > 1 << 16 {
+            black_box(&self.buf);
+            self.buf.clear();
+        }
+        self.buf.push_str(s);
+    }
+}
+
+/// How a benchmark consumes events.
+#[derive(Clone, Copy)]
+enum Consumer {
+    /// Through a [`Forwarder`]: borrowed fragments, no event values.
+    Forward,
+    /// Collected as owned `Event`s in a `Vec`, dropped after each feed.
+    Collect,
+}
+
+/// Feeds chunks to `p`, consuming what each feed delivers the way `how` says.
+fn consume<'a>(
+    p: &mut dyn StreamParser,
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+    how: Consumer,
+) {
+    match how {
+        Consumer::Forward => {
+            let mut sink = Forwarder::default();
+            for c in chunks {
+                p.feed(c, &mut sink);
+            }
+            p.finish(&mut sink);
+            black_box((&sink.buf, sink.events));
+        }
+        Consumer::Collect => {
+            let mut out = Vec::new();
+            for c in chunks {
+                p.feed(c, &mut out);
+                black_box(&out);
+                out.clear();
+            }
+            p.finish(&mut out);
+            black_box(&out);
+        }
+    }
 }
 
 /// Nanoseconds per feed of `chunk` bytes, from a cost in seconds for `len` bytes.
@@ -102,32 +164,46 @@ fn per_feed(secs: f64, len: usize, chunk: usize) -> f64 {
     secs * 1e9 / len.div_ceil(chunk) as f64
 }
 
-/// A parser that only hands each chunk back as one `ArgsDelta`: what delivering one event per
-/// feed costs by itself (the call, building the event, the consumer dropping it).
-struct Forward;
+/// A parser that only hands each chunk back as one argument fragment: what the contract costs
+/// by itself (the call, the ASCII check every parser makes, the delivery).
+#[derive(Default)]
+struct Forward {
+    utf8: Utf8Decoder,
+}
 
 impl StreamParser for Forward {
-    fn feed(&mut self, chunk: &[u8], out: &mut Vec<Event>) {
-        out.push(Event::ArgsDelta {
-            index: 0,
-            json: std::str::from_utf8(chunk).unwrap_or_default().into(),
-        });
+    fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
+        match self.utf8.ascii(chunk) {
+            Some(s) => out.args_delta(0, s),
+            None => self.utf8.feed(chunk, &mut |p| {
+                if let Utf8Piece::Text(s) = p {
+                    out.args_delta(0, s);
+                }
+            }),
+        }
     }
 
-    fn finish(&mut self, _out: &mut Vec<Event>) {}
+    fn finish(&mut self, _out: &mut dyn Sink) {}
 }
 
 /// Prints the cost of the streaming contract alone, the floor under every chunked figure.
 fn delivery_floor(budget: Duration, chunk: usize, size: usize) {
     let data = content(size.min(10_000_000)).into_bytes();
-    let secs = time(budget, || consume(&mut Forward, data.chunks(chunk)));
-    println!(
-        "Delivery floor: a parser that only emits each {chunk}-byte chunk as one event costs \
-         {:.1} ns per feed ({:.2} ns/byte, {} MB/s).",
-        per_feed(secs, data.len(), chunk),
-        secs * 1e9 / data.len() as f64,
-        mbps(data.len(), secs)
-    );
+    for (how, name) in [
+        (Consumer::Forward, "forwarded"),
+        (Consumer::Collect, "collected as owned events"),
+    ] {
+        let secs = time(budget, || {
+            consume(&mut Forward::default(), data.chunks(chunk), how)
+        });
+        println!(
+            "Delivery floor, {name}: a parser that only passes each {chunk}-byte chunk on as an \
+             argument fragment costs {:.1} ns per feed ({:.2} ns/byte, {} MB/s).",
+            per_feed(secs, data.len(), chunk),
+            secs * 1e9 / data.len() as f64,
+            mbps(data.len(), secs)
+        );
+    }
 }
 
 /// Seconds per run of `f`: the best batch average over the time budget.
@@ -178,8 +254,8 @@ pub fn run(a: BenchArgs) -> u8 {
         "whole MB/s",
         &format!("{chunk}-byte MB/s"),
         "chunked / whole",
-        "ns/byte (chunked)",
         "ns per feed beyond whole",
+        "chunked / whole, owned events",
     ]);
     for f in formats::REGISTRY {
         if let Some(only) = &a.formats
@@ -205,22 +281,24 @@ pub fn run(a: BenchArgs) -> u8 {
                 );
                 return 1;
             }
-            let whole = time(budget, || {
-                let mut p = (f.new_parser)(&tools);
-                consume(p.as_mut(), [data.as_slice()]);
-            });
-            let chunked = time(budget, || {
-                let mut p = (f.new_parser)(&tools);
-                consume(p.as_mut(), data.chunks(chunk));
-            });
+            let cost = |size: usize, how| {
+                time(budget, || {
+                    let mut p = (f.new_parser)(&tools);
+                    consume(p.as_mut(), data.chunks(size), how);
+                })
+            };
+            let whole = cost(data.len(), Consumer::Forward);
+            let chunked = cost(chunk, Consumer::Forward);
+            let whole_owned = cost(data.len(), Consumer::Collect);
+            let chunked_owned = cost(chunk, Consumer::Collect);
             t.add_row(vec![
                 f.id.to_string(),
                 human(data.len()),
                 mbps(data.len(), whole),
                 mbps(data.len(), chunked),
                 format!("{:.2}×", chunked / whole),
-                format!("{:.2}", chunked * 1e9 / data.len() as f64),
                 format!("{:.1}", per_feed(chunked - whole, data.len(), chunk)),
+                format!("{:.2}×", chunked_owned / whole_owned),
             ]);
         }
     }
@@ -292,7 +370,7 @@ fn openai_deltas_section(budget: Duration, tools: &Tools) {
         };
         let secs = time(budget, || {
             let mut p = (f.new_parser)(tools);
-            consume(p.as_mut(), events.iter().copied());
+            consume(p.as_mut(), events.iter().copied(), Consumer::Forward);
         });
         t.add_row(vec![
             name.to_string(),

@@ -128,15 +128,49 @@ impl Event {
     }
 }
 
-/// Appends text to `out`, merging it into a preceding `Text` event so event lists stay short.
-pub fn push_text(out: &mut Vec<Event>, s: &str) {
-    if s.is_empty() {
-        return;
+/// Where a parser delivers its events: a `Vec<Event>` collects them, a server can forward them.
+///
+/// Argument fragments and text arrive borrowed through [`args_delta`](Sink::args_delta) and
+/// [`text`](Sink::text), so a consumer that writes them straight to its output pays for no
+/// event value per chunk; `specs/streaming.md` ("Delivery and its cost") says why that matters.
+pub trait Sink {
+    /// Takes one event.
+    fn push(&mut self, event: Event);
+
+    /// Takes the next fragment of call `index`'s arguments (an `ArgsDelta`).
+    #[inline]
+    fn args_delta(&mut self, index: usize, json: &str) {
+        self.push(Event::ArgsDelta {
+            index,
+            json: json.into(),
+        });
     }
-    if let Some(Event::Text { text }) = out.last_mut() {
-        text.push_str(s);
-    } else {
-        out.push(Event::text(s));
+
+    /// Takes visible text (a `Text`); empty text is no event.
+    #[inline]
+    fn text(&mut self, text: &str) {
+        if !text.is_empty() {
+            self.push(Event::text(text));
+        }
+    }
+}
+
+impl Sink for Vec<Event> {
+    #[inline]
+    fn push(&mut self, event: Event) {
+        Vec::push(self, event);
+    }
+
+    /// Merges text into a preceding `Text` event, so collected event lists stay short.
+    fn text(&mut self, s: &str) {
+        if s.is_empty() {
+            return;
+        }
+        if let Some(Event::Text { text }) = self.last_mut() {
+            text.push_str(s);
+        } else {
+            Vec::push(self, Event::text(s));
+        }
     }
 }
 
@@ -414,6 +448,30 @@ pub fn json_eq(a: &Value, b: &Value) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_vec_sink_collects_borrowed_pieces_as_events() {
+        let mut out: Vec<Event> = Vec::new();
+        let sink: &mut dyn Sink = &mut out;
+        sink.text("a");
+        sink.text("");
+        sink.text("b");
+        sink.push(Event::CallEnd { index: 0 });
+        sink.text("c");
+        sink.args_delta(1, "{}");
+        assert_eq!(
+            out,
+            vec![
+                Event::text("ab"),
+                Event::CallEnd { index: 0 },
+                Event::text("c"),
+                Event::ArgsDelta {
+                    index: 1,
+                    json: "{}".into()
+                },
+            ]
+        );
+    }
 
     #[test]
     fn fold_keeps_only_ended_calls() {

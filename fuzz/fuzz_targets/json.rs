@@ -171,6 +171,28 @@ fuzz_target!(|input: Input| {
         _ => panic!("cuts {cuts:?} change the outcome: {ours:?} vs {cut:?} on {text:?}"),
     }
 
+    // Validating, the string fast path streaming callers try first changes nothing.
+    let validate = |fast: bool| {
+        let mut p = JsonParser::new(JsonConfig {
+            build_value: false,
+            ..JsonConfig::default()
+        });
+        for piece in layout::pieces(text.as_bytes(), &cuts) {
+            if fast && p.continue_string(piece) {
+                continue;
+            }
+            let piece = std::str::from_utf8(piece).expect("cuts sit on character boundaries");
+            p.feed(piece)?;
+        }
+        let end = p.offset();
+        p.finish().map(|_| end)
+    };
+    assert_eq!(
+        validate(true),
+        validate(false),
+        "continue_string on {text:?}, cuts {cuts:?}"
+    );
+
     // Partial values are monotone on valid documents without duplicate keys.
     let Ok(want) = theirs else {
         return;

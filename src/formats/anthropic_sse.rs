@@ -7,7 +7,7 @@
 
 use super::openai_sse::{Args, pieces};
 use super::{Format, StreamParser};
-use crate::event::{ErrorKind, Event, ToolCall, push_text};
+use crate::event::{ErrorKind, Event, Sink, ToolCall};
 use crate::lexers::sse::{SseConfig, SseEvent, SseItem, SseParser};
 use crate::tools::Tools;
 use serde_json::{Value, json};
@@ -150,13 +150,7 @@ impl Parser {
     }
 
     /// Emits a warning for `option` once per turn; false (after an error) when it is off.
-    fn lenient(
-        &mut self,
-        on: bool,
-        option: &'static str,
-        msg: String,
-        out: &mut Vec<Event>,
-    ) -> bool {
+    fn lenient(&mut self, on: bool, option: &'static str, msg: String, out: &mut dyn Sink) -> bool {
         if on {
             if self.once(option) {
                 out.push(Event::warning(option, msg));
@@ -167,7 +161,7 @@ impl Parser {
         on
     }
 
-    fn handle(&mut self, item: SseItem, out: &mut Vec<Event>) {
+    fn handle(&mut self, item: SseItem, out: &mut dyn Sink) {
         match item {
             SseItem::Error(e) => {
                 let kind = if e.is_limit() {
@@ -181,7 +175,7 @@ impl Parser {
         }
     }
 
-    fn on_event(&mut self, ev: SseEvent, out: &mut Vec<Event>) {
+    fn on_event(&mut self, ev: SseEvent, out: &mut dyn Sink) {
         self.saw_event = true;
         let at = ev.offset;
         let value: Value = match serde_json::from_str(&ev.data) {
@@ -286,7 +280,7 @@ impl Parser {
         }
     }
 
-    fn index_of(&mut self, value: &Value, at: u64, out: &mut Vec<Event>) -> Option<u64> {
+    fn index_of(&mut self, value: &Value, at: u64, out: &mut dyn Sink) -> Option<u64> {
         let idx = value.get("index").and_then(Value::as_u64);
         if idx.is_none() {
             out.push(Event::error(
@@ -297,7 +291,7 @@ impl Parser {
         idx
     }
 
-    fn block_start(&mut self, value: &Value, at: u64, out: &mut Vec<Event>) {
+    fn block_start(&mut self, value: &Value, at: u64, out: &mut dyn Sink) {
         let Some(idx) = self.index_of(value, at, out) else {
             return;
         };
@@ -326,7 +320,7 @@ impl Parser {
         let block = match cb.get("type").and_then(Value::as_str) {
             Some("text") => {
                 if let Some(t) = cb.get("text").and_then(Value::as_str) {
-                    push_text(out, t);
+                    out.text(t);
                 }
                 Block::Text
             }
@@ -343,7 +337,7 @@ impl Parser {
         );
     }
 
-    fn tool_start(&mut self, cb: &Value, at: u64, out: &mut Vec<Event>) -> Block {
+    fn tool_start(&mut self, cb: &Value, at: u64, out: &mut dyn Sink) -> Block {
         let Some(name) = cb
             .get("name")
             .and_then(Value::as_str)
@@ -405,15 +399,12 @@ impl Parser {
                 out.push(Event::error(kind, format!("call {n}: {msg}")));
                 return Block::Tool(n, None);
             }
-            out.push(Event::ArgsDelta {
-                index: n,
-                json: p.into(),
-            });
+            out.args_delta(n, &p);
         }
         Block::Tool(n, Some(args))
     }
 
-    fn block_delta(&mut self, value: &Value, at: u64, out: &mut Vec<Event>) {
+    fn block_delta(&mut self, value: &Value, at: u64, out: &mut dyn Sink) {
         let Some(idx) = self.index_of(value, at, out) else {
             return;
         };
@@ -442,7 +433,7 @@ impl Parser {
         let mismatch = match (&mut slot.block, dty) {
             (Block::Text, "text_delta") => {
                 if let Some(t) = delta.get("text").and_then(Value::as_str) {
-                    push_text(out, t);
+                    out.text(t);
                 }
                 false
             }
@@ -455,10 +446,7 @@ impl Parser {
                 ) && !frag.is_empty()
                 {
                     match a.feed(frag) {
-                        Ok(()) => out.push(Event::ArgsDelta {
-                            index: n,
-                            json: frag.into(),
-                        }),
+                        Ok(()) => out.args_delta(n, frag),
                         Err((kind, msg)) => {
                             *args = None;
                             out.push(Event::error(
@@ -488,7 +476,7 @@ impl Parser {
         }
     }
 
-    fn block_stop(&mut self, value: &Value, at: u64, out: &mut Vec<Event>) {
+    fn block_stop(&mut self, value: &Value, at: u64, out: &mut dyn Sink) {
         let Some(idx) = self.index_of(value, at, out) else {
             return;
         };
@@ -514,7 +502,7 @@ impl Parser {
 
     /// Ends block `idx`: `CallEnd` for a complete call, or an error now or once the stop reason
     /// is known.
-    fn close(&mut self, idx: u64, how: Close, at: u64, out: &mut Vec<Event>) {
+    fn close(&mut self, idx: u64, how: Close, at: u64, out: &mut dyn Sink) {
         let max_tokens = self.stop_reason.as_deref() == Some("max_tokens");
         let decide_now = self.message_stopped;
         let Some(slot) = self.blocks.get_mut(&idx) else {
@@ -537,10 +525,7 @@ impl Parser {
         }
         if a.is_empty() {
             // No partial_json at all: the input is the start's `{}` (zero-argument tools).
-            out.push(Event::ArgsDelta {
-                index: n,
-                json: "{}".into(),
-            });
+            out.args_delta(n, "{}");
             out.push(Event::CallEnd { index: n });
             return;
         }
@@ -569,7 +554,7 @@ impl Parser {
     }
 
     /// Gives the held calls their verdict once the stop reason is known (or the stream ends).
-    fn settle_incomplete(&mut self, out: &mut Vec<Event>) {
+    fn settle_incomplete(&mut self, out: &mut dyn Sink) {
         let max_tokens = self.stop_reason.as_deref() == Some("max_tokens");
         let mut held = std::mem::take(&mut self.held);
         held.sort_unstable();
@@ -606,7 +591,7 @@ impl Parser {
         open.into_iter().map(|(_, i)| i).collect()
     }
 
-    fn message_stop(&mut self, at: u64, out: &mut Vec<Event>) {
+    fn message_stop(&mut self, at: u64, out: &mut dyn Sink) {
         self.settle_incomplete(out);
         let open = self.open_blocks();
         let has_open_call = open.iter().any(|i| {
@@ -635,7 +620,7 @@ impl Parser {
 }
 
 impl StreamParser for Parser {
-    fn feed(&mut self, chunk: &[u8], out: &mut Vec<Event>) {
+    fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
         let mut items = Vec::new();
         self.sse.feed(chunk, &mut |i| items.push(i));
         for i in items {
@@ -643,7 +628,7 @@ impl StreamParser for Parser {
         }
     }
 
-    fn finish(&mut self, out: &mut Vec<Event>) {
+    fn finish(&mut self, out: &mut dyn Sink) {
         let mut items = Vec::new();
         self.sse.finish(&mut |i| items.push(i));
         for i in items {

@@ -7,7 +7,7 @@
 //! complete, since `tool_name` may follow `arguments` in the object, and ends at `</tool>`.
 
 use super::{Format, StreamParser};
-use crate::event::{ErrorKind, Event, ParseResult, ToolCall, push_text};
+use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall};
 use crate::lexers::json::{Feed, JsonConfig, JsonErrorKind, JsonParser};
 use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
 use crate::lexers::xml::{Ctl, EntityMode, Section, Token, XmlConfig, XmlErrorKind, XmlTokenizer};
@@ -66,15 +66,15 @@ fn is_ws(b: u8) -> bool {
 }
 
 impl Host {
-    fn error(&mut self, kind: ErrorKind, msg: String, out: &mut Vec<Event>) {
+    fn error(&mut self, kind: ErrorKind, msg: String, out: &mut dyn Sink) {
         out.push(Event::error(kind, msg));
         self.mode = Mode::Skip;
     }
 
-    fn on_token(&mut self, t: Token<'_>, off: u64, out: &mut Vec<Event>) -> Ctl {
+    fn on_token(&mut self, t: Token<'_>, off: u64, out: &mut dyn Sink) -> Ctl {
         match self.mode {
             Mode::Prose => match t {
-                Token::Text(s) => push_text(out, s),
+                Token::Text(s) => out.text(s),
                 Token::Start {
                     name: "tool",
                     attrs: [],
@@ -90,11 +90,11 @@ impl Host {
                     };
                 }
                 Token::Start { raw, .. } | Token::End { raw, .. } | Token::Error { raw, .. } => {
-                    push_text(out, raw)
+                    out.text(raw)
                 }
-                Token::SectionStart(s) => push_text(out, delims(s).0),
-                Token::SectionText(_, s) => push_text(out, s),
-                Token::SectionEnd(s) => push_text(out, delims(s).1),
+                Token::SectionStart(s) => out.text(delims(s).0),
+                Token::SectionText(_, s) => out.text(s),
+                Token::SectionEnd(s) => out.text(delims(s).1),
                 Token::Eof { .. } => {}
             },
             Mode::AwaitClose => match t {
@@ -138,7 +138,7 @@ impl Host {
     }
 
     /// Validates a complete body and announces the call.
-    fn complete(&mut self, v: Value, off: u64, out: &mut Vec<Event>) {
+    fn complete(&mut self, v: Value, off: u64, out: &mut dyn Sink) {
         let Value::Object(mut m) = v else {
             return self.error(
                 ErrorKind::InvalidJson,
@@ -184,12 +184,10 @@ impl Host {
             name,
             server: Some(server),
         });
-        out.push(Event::ArgsDelta {
-            index: self.index,
-            json: serde_json::to_string(&args)
-                .unwrap_or_else(|_| "{}".into())
-                .into(),
-        });
+        out.args_delta(
+            self.index,
+            &serde_json::to_string(&args).unwrap_or_else(|_| "{}".into()),
+        );
         self.index += 1;
         self.mode = Mode::AwaitClose;
     }
@@ -231,7 +229,7 @@ impl Parser {
 }
 
 /// Feeds decoded text, switching between the tokenizer and the JSON parser.
-fn feed_str(tok: &mut XmlTokenizer, host: &mut Host, mut s: &str, out: &mut Vec<Event>) {
+fn feed_str(tok: &mut XmlTokenizer, host: &mut Host, mut s: &str, out: &mut dyn Sink) {
     while !s.is_empty() {
         match &mut host.mode {
             Mode::Pending { raw } => {
@@ -254,7 +252,7 @@ fn feed_str(tok: &mut XmlTokenizer, host: &mut Host, mut s: &str, out: &mut Vec<
                     };
                 } else {
                     let raw = std::mem::take(raw);
-                    push_text(out, &raw);
+                    out.text(&raw);
                     host.mode = Mode::Prose;
                 }
             }
@@ -313,7 +311,7 @@ fn feed_str(tok: &mut XmlTokenizer, host: &mut Host, mut s: &str, out: &mut Vec<
     }
 }
 
-fn invalid(tok: &mut XmlTokenizer, host: &mut Host, offset: u64, out: &mut Vec<Event>) {
+fn invalid(tok: &mut XmlTokenizer, host: &mut Host, offset: u64, out: &mut dyn Sink) {
     feed_str(tok, host, "\u{FFFD}", out);
     out.push(Event::error(
         ErrorKind::InvalidUtf8,
@@ -325,7 +323,7 @@ fn invalid(tok: &mut XmlTokenizer, host: &mut Host, offset: u64, out: &mut Vec<E
 }
 
 impl StreamParser for Parser {
-    fn feed(&mut self, chunk: &[u8], out: &mut Vec<Event>) {
+    fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
         let Parser { dec, tok, host } = self;
         dec.feed(chunk, &mut |p| match p {
             Utf8Piece::Text(s) => feed_str(tok, host, s, out),
@@ -333,7 +331,7 @@ impl StreamParser for Parser {
         });
     }
 
-    fn finish(&mut self, out: &mut Vec<Event>) {
+    fn finish(&mut self, out: &mut dyn Sink) {
         let Parser { dec, tok, host } = self;
         dec.finish(&mut |p| {
             if let Utf8Piece::Invalid { offset } = p {
@@ -341,7 +339,7 @@ impl StreamParser for Parser {
             }
         });
         match std::mem::replace(&mut host.mode, Mode::Prose) {
-            Mode::Pending { raw } => push_text(out, &raw),
+            Mode::Pending { raw } => out.text(&raw),
             Mode::Body { .. } => out.push(Event::error(
                 ErrorKind::Unterminated,
                 format!("stream ended inside a <tool> body at byte {}", tok.offset()),

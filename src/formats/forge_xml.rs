@@ -8,7 +8,7 @@
 //! scalar into an array, so nothing earlier is final).
 
 use super::{Format, StreamParser, Typing};
-use crate::event::{ErrorKind, Event, ParseResult, ToolCall, push_text};
+use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall};
 use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
 use crate::lexers::xml::{Ctl, EntityMode, Section, Token, XmlConfig, XmlErrorKind, XmlTokenizer};
 use crate::tools::Tools;
@@ -271,7 +271,7 @@ fn prose_ctl() -> Ctl {
 }
 
 impl Host {
-    fn on_token(&mut self, t: Token<'_>, off: u64, out: &mut Vec<Event>) -> Ctl {
+    fn on_token(&mut self, t: Token<'_>, off: u64, out: &mut dyn Sink) -> Ctl {
         loop {
             match &mut self.mode {
                 Mode::Prose => return self.prose(t, off, out),
@@ -323,7 +323,7 @@ impl Host {
                         return c;
                     }
                     let raw = std::mem::take(raw);
-                    push_text(out, &raw);
+                    out.text(&raw);
                     self.mode = Mode::Prose;
                 }
                 Mode::Call(_) => return self.call_token(t, off, out),
@@ -331,7 +331,7 @@ impl Host {
         }
     }
 
-    fn attrs_ok(&self, off: u64, out: &mut Vec<Event>) -> Result<(), Fail> {
+    fn attrs_ok(&self, off: u64, out: &mut dyn Sink) -> Result<(), Fail> {
         if self.cfg.ignore_attributes {
             out.push(Event::warning(
                 "ignore_attributes",
@@ -347,9 +347,9 @@ impl Host {
         }
     }
 
-    fn prose(&mut self, t: Token<'_>, off: u64, out: &mut Vec<Event>) -> Ctl {
+    fn prose(&mut self, t: Token<'_>, off: u64, out: &mut dyn Sink) -> Ctl {
         match t {
-            Token::Text(s) => push_text(out, s),
+            Token::Text(s) => out.text(s),
             Token::Start {
                 name: "tool",
                 attrs,
@@ -367,23 +367,23 @@ impl Host {
                 };
             }
             Token::Start { raw, .. } | Token::End { raw, .. } | Token::Error { raw, .. } => {
-                push_text(out, raw)
+                out.text(raw)
             }
-            Token::SectionStart(s) => push_text(out, open_delim(s)),
-            Token::SectionText(_, s) => push_text(out, s),
-            Token::SectionEnd(s) => push_text(out, close_delim(s)),
+            Token::SectionStart(s) => out.text(open_delim(s)),
+            Token::SectionText(_, s) => out.text(s),
+            Token::SectionEnd(s) => out.text(close_delim(s)),
             Token::Eof { .. } => {}
         }
         prose_ctl()
     }
 
-    fn failed(&mut self, (kind, message): Fail, out: &mut Vec<Event>) -> Ctl {
+    fn failed(&mut self, (kind, message): Fail, out: &mut dyn Sink) -> Ctl {
         out.push(Event::error(kind, message));
         self.mode = Mode::Skip;
         Ctl::go()
     }
 
-    fn call_token(&mut self, t: Token<'_>, off: u64, out: &mut Vec<Event>) -> Ctl {
+    fn call_token(&mut self, t: Token<'_>, off: u64, out: &mut dyn Sink) -> Ctl {
         let closing_eof = matches!(t, Token::Eof { .. });
         match self.call_step(t, off, out) {
             Ok(true) => {
@@ -402,7 +402,7 @@ impl Host {
     }
 
     /// Handles one token inside a call; `Ok(true)` when `</tool>` completed it.
-    fn call_step(&mut self, t: Token<'_>, off: u64, out: &mut Vec<Event>) -> Result<bool, Fail> {
+    fn call_step(&mut self, t: Token<'_>, off: u64, out: &mut dyn Sink) -> Result<bool, Fail> {
         let Mode::Call(call) = &mut self.mode else {
             return Ok(false);
         };
@@ -548,10 +548,7 @@ impl Host {
                     "arguments" => {
                         let schema = start_call(call, &self.tools, &mut self.index, off, out)?;
                         if self_closing {
-                            out.push(Event::ArgsDelta {
-                                index: self.index - 1,
-                                json: "{}".into(),
-                            });
+                            out.args_delta(self.index - 1, "{}");
                             call.args_done = true;
                         } else {
                             call.stack.push(Frame::new("arguments", schema, false));
@@ -603,10 +600,7 @@ impl Host {
                         }
                         let json = serde_json::to_string(&Value::Object(frame.map))
                             .unwrap_or_else(|_| "{}".into());
-                        out.push(Event::ArgsDelta {
-                            index: self.index - 1,
-                            json: json.into(),
-                        });
+                        out.args_delta(self.index - 1, &json);
                         call.args_done = true;
                     }
                     return Ok(false);
@@ -622,10 +616,7 @@ impl Host {
                     start_call(call, &self.tools, &mut self.index, off, out)?;
                 }
                 if !call.args_done {
-                    out.push(Event::ArgsDelta {
-                        index: self.index - 1,
-                        json: "{}".into(),
-                    });
+                    out.args_delta(self.index - 1, "{}");
                 }
                 out.push(Event::CallEnd {
                     index: self.index - 1,
@@ -643,7 +634,7 @@ impl Host {
         Ok(false)
     }
 
-    fn invalid_utf8(&mut self, offset: u64, out: &mut Vec<Event>) {
+    fn invalid_utf8(&mut self, offset: u64, out: &mut dyn Sink) {
         out.push(Event::error(
             ErrorKind::InvalidUtf8,
             format!("invalid UTF-8 at byte {offset}"),
@@ -668,7 +659,7 @@ fn start_call(
     tools: &Tools,
     index: &mut usize,
     off: u64,
-    out: &mut Vec<Event>,
+    out: &mut dyn Sink,
 ) -> Result<Option<Value>, Fail> {
     let name = match call.name.as_deref() {
         Some(n) if !n.is_empty() => n.to_string(),
@@ -771,7 +762,7 @@ impl Parser {
 }
 
 impl StreamParser for Parser {
-    fn feed(&mut self, chunk: &[u8], out: &mut Vec<Event>) {
+    fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
         let Parser { dec, tok, host } = self;
         dec.feed(chunk, &mut |p| match p {
             Utf8Piece::Text(s) => {
@@ -784,7 +775,7 @@ impl StreamParser for Parser {
         });
     }
 
-    fn finish(&mut self, out: &mut Vec<Event>) {
+    fn finish(&mut self, out: &mut dyn Sink) {
         let Parser { dec, tok, host } = self;
         dec.finish(&mut |p| {
             if let Utf8Piece::Invalid { offset } = p {

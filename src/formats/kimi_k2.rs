@@ -10,7 +10,7 @@
 //! sits inside a JSON string (content) or outside one (a marker).
 
 use super::{Format, StreamParser};
-use crate::event::{ErrorKind, Event, ToolCall, push_text};
+use crate::event::{ErrorKind, Event, Sink, ToolCall};
 use crate::lexers::json::{
     Feed, JsonConfig, JsonError, JsonErrorKind, JsonParser, SERDE_JSON_MAX_DEPTH,
 };
@@ -224,17 +224,42 @@ impl Parser {
 
     /// Feeds decoded text, resolving a held-back marker prefix first.
     #[inline]
-    fn feed_str(&mut self, input: &str, out: &mut Vec<Event>) {
+    fn feed_str(&mut self, input: &str, out: &mut dyn Sink) {
         if self.pending.is_empty() {
-            self.scan(input, out);
+            if !self.string_delta(input, out) {
+                self.scan(input, out);
+            }
         } else {
             self.feed_held(input, out);
         }
     }
 
+    /// The per-chunk path of a streamed call: a piece that only continues a string inside the
+    /// arguments goes straight out as a delta, without the scan loop. `false`: nothing was
+    /// done, take the general path.
+    #[inline]
+    fn string_delta(&mut self, s: &str, out: &mut dyn Sink) -> bool {
+        let State::Args(a) = &mut self.state else {
+            return false;
+        };
+        let (ArgsMode::Object, Some(index), false) = (&a.mode, a.index, a.spoiled) else {
+            return false;
+        };
+        if s.is_empty()
+            || a.bytes + s.len() > self.cfg.max_args_bytes
+            || !a.json.continue_string(s.as_bytes())
+        {
+            return false;
+        }
+        a.bytes += s.len();
+        self.pos += s.len() as u64;
+        out.args_delta(index, s);
+        true
+    }
+
     /// [`feed_str`](Parser::feed_str) with a marker prefix held back from the previous chunk.
     #[inline(never)]
-    fn feed_held(&mut self, mut input: &str, out: &mut Vec<Event>) {
+    fn feed_held(&mut self, mut input: &str, out: &mut dyn Sink) {
         while !self.pending.is_empty() {
             let need = MAX_MARKER - self.pending.len();
             let mut take = need.min(input.len());
@@ -275,7 +300,7 @@ impl Parser {
     /// call; everything rarer (markers, text, errors) lives in functions kept out of line, so
     /// that a small delta costs little more than the JSON bytes it carries.
     #[inline]
-    fn scan(&mut self, s: &str, out: &mut Vec<Event>) {
+    fn scan(&mut self, s: &str, out: &mut dyn Sink) {
         let mut i = 0;
         while i < s.len() {
             let rest = &s[i..];
@@ -301,7 +326,7 @@ impl Parser {
 
     /// Text up to the next `<` outside a call's arguments: (bytes consumed, stopped at `<`).
     #[inline(never)]
-    fn outside_args(&mut self, s: &str, out: &mut Vec<Event>) -> (usize, bool) {
+    fn outside_args(&mut self, s: &str, out: &mut dyn Sink) -> (usize, bool) {
         let k = memchr::memchr(b'<', s.as_bytes()).unwrap_or(s.len());
         self.content(&s[..k], out);
         (k, k < s.len())
@@ -310,7 +335,7 @@ impl Parser {
     /// Decides the `<` at `s[i]`: a marker, a plain `<`, or a prefix to hold back (`None`).
     /// Returns where scanning goes on.
     #[inline(never)]
-    fn at_lt(&mut self, s: &str, i: usize, out: &mut Vec<Event>) -> Option<usize> {
+    fn at_lt(&mut self, s: &str, i: usize, out: &mut dyn Sink) -> Option<usize> {
         let end = (i + MAX_MARKER).min(s.len());
         match match_marker(&s.as_bytes()[i..end]) {
             Match::Marker(m, len) => {
@@ -331,7 +356,7 @@ impl Parser {
     }
 
     /// Handles text that contains no `<` in the current state.
-    fn content(&mut self, s: &str, out: &mut Vec<Event>) {
+    fn content(&mut self, s: &str, out: &mut dyn Sink) {
         if s.is_empty() {
             return;
         }
@@ -361,7 +386,7 @@ impl Parser {
     }
 
     /// A `<` that starts no marker.
-    fn lt_not_marker(&mut self, out: &mut Vec<Event>) {
+    fn lt_not_marker(&mut self, out: &mut dyn Sink) {
         if let State::Args(a) = &mut self.state {
             // Outside a JSON string, `<` can only be markup; as JSON it is an error.
             let complete = a.json.is_complete();
@@ -378,9 +403,9 @@ impl Parser {
     }
 
     /// Visible text outside calls, with the section's whitespace rule.
-    fn text(&mut self, s: &str, out: &mut Vec<Event>) {
+    fn text(&mut self, s: &str, out: &mut dyn Sink) {
         if self.section == Section::None || self.run_visible {
-            push_text(out, s);
+            out.text(s);
             return;
         }
         let trimmed = s.trim_start();
@@ -406,8 +431,8 @@ impl Parser {
             }
         }
         let ws = std::mem::take(&mut self.run_ws);
-        push_text(out, &ws);
-        push_text(out, s);
+        out.text(&ws);
+        out.text(s);
     }
 
     /// Ends the run of text between calls at a marker.
@@ -416,7 +441,7 @@ impl Parser {
         self.run_visible = false;
     }
 
-    fn on_marker(&mut self, m: Marker, out: &mut Vec<Event>) {
+    fn on_marker(&mut self, m: Marker, out: &mut dyn Sink) {
         match std::mem::replace(&mut self.state, State::Text) {
             State::Text => self.marker_in_text(m, out),
             State::Header { buf, at } => match m {
@@ -446,7 +471,7 @@ impl Parser {
     }
 
     /// Reports a recognised marker variant: a warning, or an error with the option off.
-    fn variant(&mut self, used: bool, option: &str, token: &str, out: &mut Vec<Event>) {
+    fn variant(&mut self, used: bool, option: &str, token: &str, out: &mut dyn Sink) {
         if !used {
             return;
         }
@@ -462,7 +487,7 @@ impl Parser {
         }
     }
 
-    fn marker_in_text(&mut self, m: Marker, out: &mut Vec<Event>) {
+    fn marker_in_text(&mut self, m: Marker, out: &mut dyn Sink) {
         self.end_run();
         match m {
             Marker::SectionBegin { singular } => {
@@ -530,7 +555,7 @@ impl Parser {
     }
 
     /// Parses the header and opens the arguments.
-    fn start_args(&mut self, header: &str, at: u64, out: &mut Vec<Event>) {
+    fn start_args(&mut self, header: &str, at: u64, out: &mut dyn Sink) {
         let h = split_header(header);
         let mut index = None;
         if h.name.is_empty() {
@@ -575,7 +600,7 @@ impl Parser {
 
     /// Feeds argument text; stops at a `<` outside a JSON string or at an error.
     #[inline]
-    fn feed_args(&mut self, s: &str, out: &mut Vec<Event>) -> ArgsFeed {
+    fn feed_args(&mut self, s: &str, out: &mut dyn Sink) -> ArgsFeed {
         let State::Args(a) = &mut self.state else {
             return ArgsFeed::All;
         };
@@ -602,10 +627,7 @@ impl Parser {
         if let (ArgsMode::Object, Some(index), false) = (&a.mode, a.index, a.spoiled)
             && taken > 0
         {
-            out.push(Event::ArgsDelta {
-                index,
-                json: s[..taken].into(),
-            });
+            out.args_delta(index, &s[..taken]);
         }
         match stopped {
             Some(k) => ArgsFeed::Stopped(skipped + k),
@@ -616,7 +638,7 @@ impl Parser {
     /// The first non-blank byte of the arguments decides how they are read: `Ok(blank bytes
     /// skipped)` to go on, or `Err(result)` when the piece is settled here.
     #[cold]
-    fn open_args(&mut self, s: &str, out: &mut Vec<Event>) -> Result<usize, ArgsFeed> {
+    fn open_args(&mut self, s: &str, out: &mut dyn Sink) -> Result<usize, ArgsFeed> {
         let State::Args(a) = &mut self.state else {
             return Err(ArgsFeed::All);
         };
@@ -659,7 +681,7 @@ impl Parser {
         before: u64,
         len: usize,
         skipped: usize,
-        out: &mut Vec<Event>,
+        out: &mut dyn Sink,
     ) -> ArgsFeed {
         let at_in_s = e.offset.saturating_sub(before).min(len as u64) as usize;
         let kind = if e.kind == JsonErrorKind::DepthLimit {
@@ -678,7 +700,7 @@ impl Parser {
 
     /// The arguments passed `max_args_bytes`: the call fails and the rest is skipped.
     #[cold]
-    fn args_too_long(&mut self, consumed: usize, out: &mut Vec<Event>) -> ArgsFeed {
+    fn args_too_long(&mut self, consumed: usize, out: &mut dyn Sink) -> ArgsFeed {
         let msg = format!(
             "arguments longer than {} bytes (call at byte {})",
             self.cfg.max_args_bytes, self.pos
@@ -688,7 +710,7 @@ impl Parser {
     }
 
     /// Fails the current call: reports the error (once per call) and skips to its end.
-    fn fail_args(&mut self, kind: ErrorKind, msg: String, out: &mut Vec<Event>) {
+    fn fail_args(&mut self, kind: ErrorKind, msg: String, out: &mut dyn Sink) {
         if let State::Args(a) = &self.state
             && a.index.is_some()
         {
@@ -698,7 +720,7 @@ impl Parser {
     }
 
     /// A marker outside a JSON string while reading arguments.
-    fn marker_in_args(&mut self, mut a: Args, m: Marker, out: &mut Vec<Event>) {
+    fn marker_in_args(&mut self, mut a: Args, m: Marker, out: &mut dyn Sink) {
         let ends_call = matches!(
             m,
             Marker::CallEnd | Marker::CallBegin | Marker::SectionEnd { .. }
@@ -728,13 +750,13 @@ impl Parser {
         a: &mut Args,
         missing_end: bool,
         at_eof: bool,
-        out: &mut Vec<Event>,
+        out: &mut dyn Sink,
     ) -> bool {
         let Some(index) = a.index else {
             return false;
         };
         let at = self.pos;
-        let fail = |out: &mut Vec<Event>, kind: ErrorKind, msg: String| {
+        let fail = |out: &mut dyn Sink, kind: ErrorKind, msg: String| {
             out.push(Event::error(kind, msg));
             false
         };
@@ -814,10 +836,7 @@ impl Parser {
                 "string_arguments",
                 format!("call {index}'s arguments are a JSON string holding an object"),
             ));
-            out.push(Event::ArgsDelta {
-                index,
-                json: obj.to_string().into(),
-            });
+            out.args_delta(index, &obj.to_string());
         }
         out.push(Event::CallEnd { index });
         true
@@ -870,14 +889,14 @@ fn split_header(h: &str) -> Header<'_> {
 }
 
 impl StreamParser for Parser {
-    fn feed(&mut self, chunk: &[u8], out: &mut Vec<Event>) {
+    fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
         match self.utf8.ascii(chunk) {
             Some(s) => self.feed_str(s, out),
             None => self.feed_utf8(chunk, out),
         }
     }
 
-    fn finish(&mut self, out: &mut Vec<Event>) {
+    fn finish(&mut self, out: &mut dyn Sink) {
         let mut utf8 = std::mem::take(&mut self.utf8);
         utf8.finish(&mut |p| self.piece(p, out));
         // A marker prefix at the very end is not a marker.
@@ -920,13 +939,13 @@ impl StreamParser for Parser {
 impl Parser {
     /// Bytes that are not plain ASCII with nothing held: through the UTF-8 decoder.
     #[inline(never)]
-    fn feed_utf8(&mut self, chunk: &[u8], out: &mut Vec<Event>) {
+    fn feed_utf8(&mut self, chunk: &[u8], out: &mut dyn Sink) {
         let mut utf8 = std::mem::take(&mut self.utf8);
         utf8.feed(chunk, &mut |p| self.piece(p, out));
         self.utf8 = utf8;
     }
 
-    fn piece(&mut self, p: Utf8Piece<'_>, out: &mut Vec<Event>) {
+    fn piece(&mut self, p: Utf8Piece<'_>, out: &mut dyn Sink) {
         match p {
             Utf8Piece::Text(s) => self.feed_str(s, out),
             Utf8Piece::Invalid { offset } => {
@@ -1187,6 +1206,10 @@ mod tests {
         };
         let s = "<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{\"a\": \"0123456789\"}<|tool_call_end|>";
         let r = parse_with(small, &[s.as_bytes()]);
+        assert_eq!(r.error_kinds(), vec![ErrorKind::LimitExceeded]);
+        // In small chunks the string body takes the per-chunk fast path, which must count too.
+        let pieces: Vec<&[u8]> = s.as_bytes().chunks(3).collect();
+        let r = parse_with(small, &pieces);
         assert_eq!(r.error_kinds(), vec![ErrorKind::LimitExceeded]);
         let deep = format!(
             "<|tool_call_begin|>f:0<|tool_call_argument_begin|>{}{}<|tool_call_end|>",

@@ -2,7 +2,7 @@
 //!
 //! A format knows the lexers and the event model; it never knows the harness.
 
-use crate::event::{Event, ToolCall};
+use crate::event::{Event, Sink, ToolCall};
 use crate::tools::Tools;
 
 pub mod anthropic_sse;
@@ -22,10 +22,10 @@ mod xml_prose;
 /// UTF-8 character or a marker; the events are the same whatever the cuts.
 pub trait StreamParser: Send {
     /// Feeds the next chunk of the transcript, appending the events it completes to `out`.
-    fn feed(&mut self, chunk: &[u8], out: &mut Vec<Event>);
+    fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink);
     /// Ends the current turn: flushes held-back input and reports what was left open.
     /// The parser may then be fed the next turn of the same session.
-    fn finish(&mut self, out: &mut Vec<Event>);
+    fn finish(&mut self, out: &mut dyn Sink);
 }
 
 /// Renders text and calls into a transcript of the format; `Err` says why it cannot.

@@ -6,7 +6,7 @@
 //! [`JsonParser`] per call, each fragment fed once). Rules and every deviation: `specs/openai_sse.md`.
 
 use super::{Format, StreamParser};
-use crate::event::{ErrorKind, Event, ToolCall, push_text};
+use crate::event::{ErrorKind, Event, Sink, ToolCall};
 use crate::lexers::json::{JsonConfig, JsonErrorKind, JsonParser};
 use crate::lexers::sse::{SseConfig, SseEvent, SseItem, SseParser};
 use crate::tools::Tools;
@@ -295,7 +295,7 @@ impl Parser {
         self.warned.clear();
     }
 
-    fn handle(&mut self, item: SseItem, out: &mut Vec<Event>) {
+    fn handle(&mut self, item: SseItem, out: &mut dyn Sink) {
         match item {
             SseItem::Error(e) => {
                 let kind = if e.is_limit() {
@@ -310,13 +310,7 @@ impl Parser {
     }
 
     /// Emits a warning for `option` once per turn; false when the option is off.
-    fn lenient(
-        &mut self,
-        on: bool,
-        option: &'static str,
-        msg: String,
-        out: &mut Vec<Event>,
-    ) -> bool {
+    fn lenient(&mut self, on: bool, option: &'static str, msg: String, out: &mut dyn Sink) -> bool {
         if on {
             if !self.warned.contains(&option) {
                 self.warned.push(option);
@@ -328,7 +322,7 @@ impl Parser {
         on
     }
 
-    fn on_event(&mut self, ev: SseEvent, out: &mut Vec<Event>) {
+    fn on_event(&mut self, ev: SseEvent, out: &mut dyn Sink) {
         self.saw_event = true;
         let at = ev.offset;
         if self.done {
@@ -421,7 +415,7 @@ impl Parser {
         }
     }
 
-    fn on_choice(&mut self, choice: WireChoice, at: u64, out: &mut Vec<Event>) {
+    fn on_choice(&mut self, choice: WireChoice, at: u64, out: &mut dyn Sink) {
         let (content, refusal, calls) = match choice.delta {
             Some(d) => (d.content, d.refusal, d.tool_calls.unwrap_or_default()),
             None => (None, None, Vec::new()),
@@ -441,7 +435,7 @@ impl Parser {
         }
         if let Some(s) = refusal {
             // A refusal is what the user is shown instead of an answer: visible text.
-            push_text(out, &s);
+            out.text(&s);
         }
         for entry in calls {
             self.tool_entry(entry, at, out);
@@ -451,9 +445,9 @@ impl Parser {
         }
     }
 
-    fn content(&mut self, s: &str, out: &mut Vec<Event>) {
+    fn content(&mut self, s: &str, out: &mut dyn Sink) {
         let Some(kimi) = self.kimi.as_mut() else {
-            push_text(out, s);
+            out.text(s);
             return;
         };
         let mut evs = Vec::new();
@@ -462,10 +456,10 @@ impl Parser {
     }
 
     /// Renumbers the kimi parser's calls into this turn's single index sequence.
-    fn forward_kimi(&mut self, evs: Vec<Event>, out: &mut Vec<Event>) {
+    fn forward_kimi(&mut self, evs: Vec<Event>, out: &mut dyn Sink) {
         for ev in evs {
             match ev {
-                Event::Text { text } => push_text(out, &text),
+                Event::Text { text } => out.text(&text),
                 Event::CallStart {
                     index,
                     id,
@@ -507,7 +501,7 @@ impl Parser {
         }
     }
 
-    fn tool_entry(&mut self, entry: WireToolCall, at: u64, out: &mut Vec<Event>) {
+    fn tool_entry(&mut self, entry: WireToolCall, at: u64, out: &mut dyn Sink) {
         let id = entry.id.as_deref().filter(|s| !s.is_empty());
         let (name, args) = match &entry.function {
             Some(f) => (
@@ -602,7 +596,7 @@ impl Parser {
     }
 
     /// Handles an id or name sent again; false when the call failed.
-    fn repeated_header(&mut self, pos: usize, at: u64, out: &mut Vec<Event>) -> bool {
+    fn repeated_header(&mut self, pos: usize, at: u64, out: &mut dyn Sink) -> bool {
         if matches!(self.slots[pos].state, SlotState::Closed) {
             return false;
         }
@@ -627,7 +621,7 @@ impl Parser {
         wire: u64,
         id: Option<&str>,
         at: u64,
-        out: &mut Vec<Event>,
+        out: &mut dyn Sink,
     ) -> Option<usize> {
         let mut ok = true;
         if id.is_none() {
@@ -669,7 +663,7 @@ impl Parser {
         ok.then_some(pos)
     }
 
-    fn start(&mut self, pos: usize, at: u64, out: &mut Vec<Event>) {
+    fn start(&mut self, pos: usize, at: u64, out: &mut dyn Sink) {
         let n = self.next_index;
         self.next_index += 1;
         let slot = &mut self.slots[pos];
@@ -694,7 +688,7 @@ impl Parser {
         }
     }
 
-    fn args(&mut self, pos: usize, frag: &str, at: u64, out: &mut Vec<Event>) {
+    fn args(&mut self, pos: usize, frag: &str, at: u64, out: &mut dyn Sink) {
         if frag.is_empty() {
             return;
         }
@@ -725,10 +719,7 @@ impl Parser {
                 let n = *n;
                 match a.feed(frag) {
                     Ok(()) => {
-                        out.push(Event::ArgsDelta {
-                            index: n,
-                            json: frag.into(),
-                        });
+                        out.args_delta(n, frag);
                         None
                     }
                     Err((kind, msg)) => {
@@ -744,7 +735,7 @@ impl Parser {
     }
 
     /// Marks a call failed, with its error if given.
-    fn fail(&mut self, pos: usize, out: &mut Vec<Event>, err: Option<(ErrorKind, String)>) {
+    fn fail(&mut self, pos: usize, out: &mut dyn Sink, err: Option<(ErrorKind, String)>) {
         self.slots[pos].state = SlotState::Closed;
         if let Some((kind, msg)) = err {
             out.push(Event::error(kind, msg));
@@ -752,7 +743,7 @@ impl Parser {
     }
 
     /// Ends one call: `CallEnd` when its arguments are a complete object, an error otherwise.
-    fn close(&mut self, pos: usize, how: Close, at: u64, out: &mut Vec<Event>) {
+    fn close(&mut self, pos: usize, how: Close, at: u64, out: &mut dyn Sink) {
         let empty_ok = self.config.empty_arguments_as_object;
         let slot = &mut self.slots[pos];
         let wire = slot.wire;
@@ -781,10 +772,7 @@ impl Parser {
                             "empty_arguments_as_object",
                             format!("call {n} has empty arguments; taken as {{}}"),
                         ));
-                        out.push(Event::ArgsDelta {
-                            index: n,
-                            json: "{}".into(),
-                        });
+                        out.args_delta(n, "{}");
                         out.push(Event::CallEnd { index: n });
                     } else {
                         out.push(Event::error(
@@ -816,7 +804,7 @@ impl Parser {
     }
 
     /// Closes every open call, in output-index order (pending ones last).
-    fn close_all(&mut self, how: Close, at: u64, out: &mut Vec<Event>) {
+    fn close_all(&mut self, how: Close, at: u64, out: &mut dyn Sink) {
         let mut order: Vec<(usize, usize)> = self
             .slots
             .iter()
@@ -839,7 +827,7 @@ impl Parser {
             .any(|s| !matches!(s.state, SlotState::Closed))
     }
 
-    fn on_finish_reason(&mut self, reason: &str, at: u64, out: &mut Vec<Event>) {
+    fn on_finish_reason(&mut self, reason: &str, at: u64, out: &mut dyn Sink) {
         self.finished = true;
         match reason {
             "length" | "content_filter" => self.close_all(Close::Truncated, at, out),
@@ -861,7 +849,7 @@ impl Parser {
         }
     }
 
-    fn on_done(&mut self, out: &mut Vec<Event>) {
+    fn on_done(&mut self, out: &mut dyn Sink) {
         self.done = true;
         if self.finished || !self.has_open() {
             return;
@@ -886,7 +874,7 @@ fn new_kimi() -> Box<dyn StreamParser> {
 }
 
 impl StreamParser for Parser {
-    fn feed(&mut self, chunk: &[u8], out: &mut Vec<Event>) {
+    fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
         let mut items = Vec::new();
         self.sse.feed(chunk, &mut |i| items.push(i));
         for i in items {
@@ -894,7 +882,7 @@ impl StreamParser for Parser {
         }
     }
 
-    fn finish(&mut self, out: &mut Vec<Event>) {
+    fn finish(&mut self, out: &mut dyn Sink) {
         let mut items = Vec::new();
         self.sse.finish(&mut |i| items.push(i));
         for i in items {

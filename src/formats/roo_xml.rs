@@ -10,7 +10,7 @@ use super::xml_prose::{
     raw_until, section_open,
 };
 use super::{Format, StreamParser};
-use crate::event::{ErrorKind, Event, ParseResult, ToolCall, push_text};
+use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall};
 use crate::lexers::markdown::CodeTracker;
 use crate::lexers::xml::{Ctl, Token, XmlErrorKind};
 use crate::tools::Tools;
@@ -146,11 +146,11 @@ impl Parser {
 }
 
 impl StreamParser for Parser {
-    fn feed(&mut self, chunk: &[u8], out: &mut Vec<Event>) {
+    fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
         self.driver.feed(chunk, &mut self.core, out);
     }
 
-    fn finish(&mut self, out: &mut Vec<Event>) {
+    fn finish(&mut self, out: &mut dyn Sink) {
         self.core.finishing = true;
         self.driver.finish(&mut self.core, out);
         self.core.end_turn(out);
@@ -158,8 +158,8 @@ impl StreamParser for Parser {
 }
 
 impl Core {
-    fn text(&mut self, s: &str, out: &mut Vec<Event>) {
-        push_text(out, s);
+    fn text(&mut self, s: &str, out: &mut dyn Sink) {
+        out.text(s);
         self.md.push(s);
     }
 
@@ -182,14 +182,14 @@ impl Core {
     }
 
     /// Abandons the current call with an error and skips to its close tag.
-    fn fail(&mut self, kind: ErrorKind, msg: String, out: &mut Vec<Event>) -> Ctl {
+    fn fail(&mut self, kind: ErrorKind, msg: String, out: &mut dyn Sink) -> Ctl {
         out.push(Event::error(kind, msg));
         self.st = St::Skip;
         let name = self.tool_name().to_string();
         raw_until(&name)
     }
 
-    fn prose(&mut self, t: Token<'_>, at: u64, out: &mut Vec<Event>) -> Ctl {
+    fn prose(&mut self, t: Token<'_>, at: u64, out: &mut dyn Sink) -> Ctl {
         match t {
             Token::Start { name, raw, .. } => {
                 let live = !self.md.in_code();
@@ -244,7 +244,7 @@ impl Core {
         Ctl::go()
     }
 
-    fn between(&mut self, t: Token<'_>, at: u64, out: &mut Vec<Event>) -> Ctl {
+    fn between(&mut self, t: Token<'_>, at: u64, out: &mut dyn Sink) -> Ctl {
         match t {
             Token::Text(s) if s.chars().all(is_xml_ws) => Ctl::go(),
             Token::Start {
@@ -295,7 +295,7 @@ impl Core {
     }
 
     /// Something other than a parameter between parameters (R3.4).
-    fn stray(&mut self, raw: &str, elem: Option<&str>, at: u64, out: &mut Vec<Event>) -> Ctl {
+    fn stray(&mut self, raw: &str, elem: Option<&str>, at: u64, out: &mut dyn Sink) -> Ctl {
         let tool = self.tool_name().to_string();
         if self.cfg.allow_text_between_params {
             if let Some(c) = &mut self.call
@@ -320,7 +320,7 @@ impl Core {
         )
     }
 
-    fn complete_param(&mut self, param: &str, buf: &str, out: &mut Vec<Event>) {
+    fn complete_param(&mut self, param: &str, buf: &str, out: &mut dyn Sink) {
         let value = if self.is_rescue(param) {
             let v = buf
                 .strip_prefix("\r\n")
@@ -334,21 +334,20 @@ impl Core {
         };
         if let Some(c) = &mut self.call {
             let sep = if c.seen.is_empty() { "{" } else { "," };
-            out.push(Event::ArgsDelta {
-                index: c.index,
-                json: format!(
+            out.args_delta(
+                c.index,
+                &format!(
                     "{sep}{}:{}",
                     super::xml_prose::json_str(param),
                     super::xml_prose::json_str(value)
-                )
-                .into(),
-            });
+                ),
+            );
             c.seen.push(param.to_string());
         }
         self.st = St::Between;
     }
 
-    fn close_call(&mut self, at: u64, out: &mut Vec<Event>) {
+    fn close_call(&mut self, at: u64, out: &mut dyn Sink) {
         self.st = St::Prose;
         self.md.markup();
         let Some(c) = self.call.take() else { return };
@@ -373,14 +372,11 @@ impl Core {
             return;
         }
         let close = if c.seen.is_empty() { "{}" } else { "}" };
-        out.push(Event::ArgsDelta {
-            index: c.index,
-            json: close.into(),
-        });
+        out.args_delta(c.index, close);
         out.push(Event::CallEnd { index: c.index });
     }
 
-    fn value(&mut self, t: Token<'_>, at: u64, out: &mut Vec<Event>) -> Ctl {
+    fn value(&mut self, t: Token<'_>, at: u64, out: &mut dyn Sink) -> Ctl {
         let max = self.cfg.max_param_bytes;
         let St::Value { param, buf, over } = &mut self.st else {
             return Ctl::go();
@@ -424,7 +420,7 @@ impl Core {
         Ctl::go()
     }
 
-    fn lookahead(&mut self, t: Token<'_>, at: u64, out: &mut Vec<Event>) -> Ctl {
+    fn lookahead(&mut self, t: Token<'_>, at: u64, out: &mut dyn Sink) -> Ctl {
         let St::Lookahead { param, buf, hold } = &mut self.st else {
             return Ctl::go();
         };
@@ -476,7 +472,7 @@ impl Core {
         ctl
     }
 
-    fn end_turn(&mut self, out: &mut Vec<Event>) {
+    fn end_turn(&mut self, out: &mut dyn Sink) {
         let st = std::mem::replace(&mut self.st, St::Prose);
         match st {
             St::Prose => {
@@ -506,7 +502,7 @@ impl Core {
 }
 
 impl TokenHandler for Core {
-    fn token(&mut self, t: Token<'_>, at: u64, out: &mut Vec<Event>) -> Ctl {
+    fn token(&mut self, t: Token<'_>, at: u64, out: &mut dyn Sink) -> Ctl {
         match self.st {
             St::Prose => self.prose(t, at, out),
             St::Reasoning => {

@@ -12,7 +12,7 @@ use super::xml_prose::{
     raw_until,
 };
 use super::{Format, StreamParser};
-use crate::event::{ErrorKind, Event, ParseResult, ToolCall, push_text};
+use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall};
 use crate::lexers::json::{JsonConfig, JsonParser};
 use crate::lexers::markdown::CodeTracker;
 use crate::lexers::xml::{Ctl, Token, XmlErrorKind};
@@ -190,11 +190,11 @@ impl Parser {
 }
 
 impl StreamParser for Parser {
-    fn feed(&mut self, chunk: &[u8], out: &mut Vec<Event>) {
+    fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
         self.driver.feed(chunk, &mut self.core, out);
     }
 
-    fn finish(&mut self, out: &mut Vec<Event>) {
+    fn finish(&mut self, out: &mut dyn Sink) {
         self.core.finishing = true;
         self.driver.finish(&mut self.core, out);
         self.core.end_turn(out);
@@ -202,12 +202,12 @@ impl StreamParser for Parser {
 }
 
 impl Core {
-    fn text(&mut self, s: &str, out: &mut Vec<Event>) {
-        push_text(out, s);
+    fn text(&mut self, s: &str, out: &mut dyn Sink) {
+        out.text(s);
         self.md.push(s);
     }
 
-    fn error(&mut self, kind: ErrorKind, msg: String, out: &mut Vec<Event>) {
+    fn error(&mut self, kind: ErrorKind, msg: String, out: &mut dyn Sink) {
         self.turn_failed = true;
         out.push(Event::error(kind, msg));
     }
@@ -220,14 +220,14 @@ impl Core {
     }
 
     /// Abandons the current call with an error and skips to its close tag.
-    fn fail(&mut self, kind: ErrorKind, msg: String, out: &mut Vec<Event>) -> Ctl {
+    fn fail(&mut self, kind: ErrorKind, msg: String, out: &mut dyn Sink) -> Ctl {
         self.error(kind, msg, out);
         self.st = St::Skip;
         raw_until(&self.tool_name())
     }
 
     /// Counts `n` more body bytes against the limit; false (after reporting) when over.
-    fn grow(&mut self, n: usize, at: u64, out: &mut Vec<Event>) -> bool {
+    fn grow(&mut self, n: usize, at: u64, out: &mut dyn Sink) -> bool {
         let max = self.cfg.max_call_bytes;
         let Some(c) = &mut self.call else {
             return true;
@@ -249,7 +249,7 @@ impl Core {
         false
     }
 
-    fn prose(&mut self, t: Token<'_>, at: u64, out: &mut Vec<Event>) -> Ctl {
+    fn prose(&mut self, t: Token<'_>, at: u64, out: &mut dyn Sink) -> Ctl {
         match t {
             Token::Start {
                 name,
@@ -327,7 +327,7 @@ impl Core {
         Ctl::go()
     }
 
-    fn unknown_open(&mut self, t: Token<'_>, at: u64, out: &mut Vec<Event>) -> Ctl {
+    fn unknown_open(&mut self, t: Token<'_>, at: u64, out: &mut dyn Sink) -> Ctl {
         let St::UnknownOpen { name, held } = &mut self.st else {
             return Ctl::go();
         };
@@ -355,7 +355,7 @@ impl Core {
         self.prose(t, at, out)
     }
 
-    fn unknown_body(&mut self, t: Token<'_>, at: u64, out: &mut Vec<Event>) -> Ctl {
+    fn unknown_body(&mut self, t: Token<'_>, at: u64, out: &mut dyn Sink) -> Ctl {
         let max = self.cfg.max_unknown_body_bytes;
         let St::UnknownBody { name, held, json } = &mut self.st else {
             return Ctl::go();
@@ -412,7 +412,7 @@ impl Core {
         }
     }
 
-    fn open(&mut self, t: Token<'_>, at: u64, out: &mut Vec<Event>) -> Ctl {
+    fn open(&mut self, t: Token<'_>, at: u64, out: &mut dyn Sink) -> Ctl {
         let name = self.tool_name();
         match t {
             Token::Text(s) if s.chars().all(is_xml_ws) => Ctl::go(),
@@ -442,7 +442,7 @@ impl Core {
     }
 
     /// Feeds a piece of a JSON body; streams it as a delta when it parses so far.
-    fn json_text(&mut self, s: &str, at: u64, out: &mut Vec<Event>) {
+    fn json_text(&mut self, s: &str, at: u64, out: &mut dyn Sink) {
         let ok = self.grow(s.len(), at, out);
         let St::Json { json, over } = &mut self.st else {
             return;
@@ -459,10 +459,8 @@ impl Core {
                 if let Some(c) = &mut self.call {
                     c.pending.push_str(s);
                     if c.pending.len() >= DELTA_BATCH {
-                        out.push(Event::ArgsDelta {
-                            index: c.index,
-                            json: std::mem::take(&mut c.pending).into(),
-                        });
+                        out.args_delta(c.index, &c.pending);
+                        c.pending.clear();
                     }
                 }
             }
@@ -478,7 +476,7 @@ impl Core {
         }
     }
 
-    fn json(&mut self, t: Token<'_>, at: u64, out: &mut Vec<Event>) -> Ctl {
+    fn json(&mut self, t: Token<'_>, at: u64, out: &mut dyn Sink) -> Ctl {
         match t {
             Token::Text(s) => {
                 self.json_text(s, at, out);
@@ -528,7 +526,7 @@ impl Core {
         }
     }
 
-    fn between(&mut self, t: Token<'_>, at: u64, out: &mut Vec<Event>) -> Ctl {
+    fn between(&mut self, t: Token<'_>, at: u64, out: &mut dyn Sink) -> Ctl {
         let name = self.tool_name();
         match t {
             Token::Text(s) if s.chars().all(is_xml_ws) => Ctl::go(),
@@ -574,7 +572,7 @@ impl Core {
         }
     }
 
-    fn value(&mut self, t: Token<'_>, at: u64, out: &mut Vec<Event>) -> Ctl {
+    fn value(&mut self, t: Token<'_>, at: u64, out: &mut dyn Sink) -> Ctl {
         match t {
             Token::Text(s) => {
                 let ok = self.grow(s.len(), at, out);
@@ -612,10 +610,10 @@ impl Core {
                 };
                 if let Some(c) = &mut self.call {
                     let sep = if c.args.is_empty() { "{" } else { "," };
-                    out.push(Event::ArgsDelta {
-                        index: c.index,
-                        json: format!("{sep}{}:{}", super::xml_prose::json_str(&param), v).into(),
-                    });
+                    out.args_delta(
+                        c.index,
+                        &format!("{sep}{}:{}", super::xml_prose::json_str(&param), v),
+                    );
                     c.args.insert(param, v);
                 }
                 Ctl::go()
@@ -625,7 +623,7 @@ impl Core {
     }
 
     /// Validates the complete arguments and ends the call, or reports the violation.
-    fn close_with(&mut self, args: Value, at: u64, out: &mut Vec<Event>) {
+    fn close_with(&mut self, args: Value, at: u64, out: &mut dyn Sink) {
         let Some(c) = self.call.take() else { return };
         let Some(tool) = self.tools.get(c.tool) else {
             return;
@@ -649,10 +647,7 @@ impl Core {
         // The parameter form streamed `{"P":v…` (or nothing); the JSON form its body.
         if c.json_form {
             if !c.pending.is_empty() {
-                out.push(Event::ArgsDelta {
-                    index: c.index,
-                    json: c.pending.into(),
-                });
+                out.args_delta(c.index, &c.pending);
             }
         } else {
             let close = if args.as_object().is_some_and(|m| !m.is_empty()) {
@@ -660,15 +655,12 @@ impl Core {
             } else {
                 "{}"
             };
-            out.push(Event::ArgsDelta {
-                index: c.index,
-                json: close.into(),
-            });
+            out.args_delta(c.index, close);
         }
         out.push(Event::CallEnd { index: c.index });
     }
 
-    fn end_turn(&mut self, out: &mut Vec<Event>) {
+    fn end_turn(&mut self, out: &mut dyn Sink) {
         let st = std::mem::replace(&mut self.st, St::Prose);
         match st {
             St::Prose => {
@@ -718,7 +710,7 @@ impl Core {
 }
 
 impl TokenHandler for Core {
-    fn token(&mut self, t: Token<'_>, at: u64, out: &mut Vec<Event>) -> Ctl {
+    fn token(&mut self, t: Token<'_>, at: u64, out: &mut dyn Sink) -> Ctl {
         match self.st {
             St::Prose => self.prose(t, at, out),
             St::Reasoning => {
@@ -747,7 +739,7 @@ impl TokenHandler for Core {
         }
     }
 
-    fn invalid_utf8(&mut self, offset: u64, out: &mut Vec<Event>) {
+    fn invalid_utf8(&mut self, offset: u64, out: &mut dyn Sink) {
         self.error(
             ErrorKind::InvalidUtf8,
             format!("invalid UTF-8 at byte {offset}"),

@@ -1,7 +1,7 @@
 //! Plumbing shared by the formats that embed XML-ish tool markup in prose (roo_xml,
 //! strict_xml): bytes → UTF-8 → the shared XML tokenizer → a format's token handler.
 
-use crate::event::{ErrorKind, Event};
+use crate::event::{ErrorKind, Event, Sink};
 use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
 use crate::lexers::xml::{Ctl, EntityMode, RawUntil, Section, Token, XmlConfig, XmlTokenizer};
 
@@ -9,9 +9,9 @@ use crate::lexers::xml::{Ctl, EntityMode, RawUntil, Section, Token, XmlConfig, X
 /// [`Ctl`].
 pub(crate) trait TokenHandler {
     /// Handles one token at stream offset `at`.
-    fn token(&mut self, t: Token<'_>, at: u64, out: &mut Vec<Event>) -> Ctl;
+    fn token(&mut self, t: Token<'_>, at: u64, out: &mut dyn Sink) -> Ctl;
     /// Reports an invalid UTF-8 sequence at `offset` (a U+FFFD is fed as text right after).
-    fn invalid_utf8(&mut self, offset: u64, out: &mut Vec<Event>) {
+    fn invalid_utf8(&mut self, offset: u64, out: &mut dyn Sink) {
         out.push(Event::error(
             ErrorKind::InvalidUtf8,
             format!("invalid UTF-8 at byte {offset}"),
@@ -40,26 +40,21 @@ impl XmlDriver {
     }
 
     /// Feeds one chunk of bytes.
-    pub(crate) fn feed<H: TokenHandler>(&mut self, chunk: &[u8], h: &mut H, out: &mut Vec<Event>) {
+    pub(crate) fn feed<H: TokenHandler>(&mut self, chunk: &[u8], h: &mut H, out: &mut dyn Sink) {
         let XmlDriver { utf8, tok } = self;
         utf8.feed(chunk, &mut |p| piece(tok, p, h, out));
     }
 
     /// Ends the turn: flushes the decoder and the tokenizer (which is then ready for the next
     /// turn).
-    pub(crate) fn finish<H: TokenHandler>(&mut self, h: &mut H, out: &mut Vec<Event>) {
+    pub(crate) fn finish<H: TokenHandler>(&mut self, h: &mut H, out: &mut dyn Sink) {
         let XmlDriver { utf8, tok } = self;
         utf8.finish(&mut |p| piece(tok, p, h, out));
         tok.finish(&mut |t, at| h.token(t, at, out));
     }
 }
 
-fn piece<H: TokenHandler>(
-    tok: &mut XmlTokenizer,
-    p: Utf8Piece<'_>,
-    h: &mut H,
-    out: &mut Vec<Event>,
-) {
+fn piece<H: TokenHandler>(tok: &mut XmlTokenizer, p: Utf8Piece<'_>, h: &mut H, out: &mut dyn Sink) {
     match p {
         Utf8Piece::Text(s) => {
             tok.feed(s, &mut |t, at| h.token(t, at, out));

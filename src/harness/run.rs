@@ -697,7 +697,7 @@ pub fn shell_quote(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{Event, ToolCall, push_text};
+    use crate::event::{Sink, ToolCall};
     use crate::formats::StreamParser;
     use crate::harness::corpus::Expectation;
     use crate::tools::Tools;
@@ -707,12 +707,12 @@ mod tests {
     /// Echoes text, but drops a `!` that ends a chunk: a chunk-boundary bug to be caught.
     struct Flaky;
     impl StreamParser for Flaky {
-        fn feed(&mut self, chunk: &[u8], out: &mut Vec<Event>) {
+        fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
             let s = String::from_utf8_lossy(chunk);
             let s = s.strip_suffix('!').unwrap_or(&s);
-            push_text(out, s);
+            out.text(s);
         }
-        fn finish(&mut self, _out: &mut Vec<Event>) {}
+        fn finish(&mut self, _out: &mut dyn Sink) {}
     }
     fn flaky(_: &Tools) -> Box<dyn StreamParser> {
         Box::new(Flaky)
@@ -795,10 +795,10 @@ mod tests {
     /// Removes `<|x|>` where a chunk holds it whole: fine for a server, which never splits it.
     struct TokenWhole;
     impl StreamParser for TokenWhole {
-        fn feed(&mut self, chunk: &[u8], out: &mut Vec<Event>) {
-            push_text(out, &String::from_utf8_lossy(chunk).replace("<|x|>", ""));
+        fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
+            out.text(&String::from_utf8_lossy(chunk).replace("<|x|>", ""));
         }
-        fn finish(&mut self, _out: &mut Vec<Event>) {}
+        fn finish(&mut self, _out: &mut dyn Sink) {}
     }
     fn token_whole(_: &Tools) -> Box<dyn StreamParser> {
         Box::new(TokenWhole)

@@ -215,6 +215,43 @@ impl JsonParser {
         }
     }
 
+    /// Takes `input` when it only continues the string being read (validation mode): no
+    /// closing quote, no `\u` escape, no control byte. Returns `false`, having changed nothing,
+    /// when `input` needs [`feed`](JsonParser::feed).
+    ///
+    /// Streamed arguments arrive a few bytes at a time and are almost all string body; this is
+    /// their whole per-chunk cost, without the grammar dispatch of `feed`.
+    #[inline]
+    pub fn continue_string(&mut self, input: &[u8]) -> bool {
+        if self.cfg.build_value {
+            return false;
+        }
+        let mut esc = match self.state {
+            St::Str => false,
+            St::Esc => true,
+            _ => return false,
+        };
+        if !esc && !has_string_stop(input) {
+            self.offset += input.len() as u64;
+            return true;
+        }
+        for &b in input {
+            if esc {
+                if !matches!(b, b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') {
+                    return false;
+                }
+                esc = false;
+            } else if b == b'\\' {
+                esc = true;
+            } else if b == b'"' || b < 0x20 {
+                return false;
+            }
+        }
+        self.state = if esc { St::Esc } else { St::Str };
+        self.offset += input.len() as u64;
+        true
+    }
+
     /// Ends the input: returns the value (`Some` in build mode) or the error.
     ///
     /// The value is moved out; call [`reset`](JsonParser::reset) before parsing another document.
@@ -786,23 +823,44 @@ fn hex_value(b: u8) -> Option<u16> {
     }
 }
 
+/// Whether a word has a `"`, `\` or control byte; each test flags the lowest such byte exactly
+/// (false positives only occur above a true hit).
+#[inline]
+fn word_stops(w: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let q = w ^ (ONES * u64::from(b'"'));
+    let s = w ^ (ONES * u64::from(b'\\'));
+    ((q.wrapping_sub(ONES) & !q) | (s.wrapping_sub(ONES) & !s) | (w.wrapping_sub(ONES * 0x20) & !w))
+        & HIGHS
+}
+
+/// Whether `bytes` holds a `"`, `\` or control byte. Short inputs (streaming deltas) are read
+/// as two overlapping halves of one word instead of byte by byte.
+#[inline]
+fn has_string_stop(bytes: &[u8]) -> bool {
+    let n = bytes.len();
+    if n >= 8 {
+        scan_string(bytes, 0) < n
+    } else if n >= 4 {
+        let half = |at: usize| {
+            let mut w = [0u8; 4];
+            w.copy_from_slice(&bytes[at..at + 4]);
+            u64::from(u32::from_le_bytes(w))
+        };
+        word_stops(half(0) | half(n - 4) << 32) != 0
+    } else {
+        bytes.iter().any(|&b| b == b'"' || b == b'\\' || b < 0x20)
+    }
+}
+
 /// Index of the first `"`, `\` or control byte at or after `i`, or `bytes.len()`.
 #[inline]
 fn scan_string(bytes: &[u8], mut i: usize) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    // Eight bytes per step: for each test the lowest flagged byte is exact (false positives
-    // only occur above a true hit), so the lowest bit of the union is the first stop.
     while i + 8 <= bytes.len() {
         let mut w = [0u8; 8];
         w.copy_from_slice(&bytes[i..i + 8]);
-        let w = u64::from_le_bytes(w);
-        let q = w ^ (ONES * u64::from(b'"'));
-        let s = w ^ (ONES * u64::from(b'\\'));
-        let hits = (q.wrapping_sub(ONES) & !q)
-            | (s.wrapping_sub(ONES) & !s)
-            | (w.wrapping_sub(ONES * 0x20) & !w);
-        let hits = hits & HIGHS;
+        let hits = word_stops(u64::from_le_bytes(w));
         if hits != 0 {
             return i + (hits.trailing_zeros() / 8) as usize;
         }
@@ -846,7 +904,24 @@ mod tests {
 
     /// Feeds `s` cut before each index in `cuts` (moved forward to a char boundary).
     fn parse_cut(s: &str, cuts: &[usize], config: JsonConfig) -> Result<Option<Value>, JsonError> {
+        parse_pieces(s, cuts, config, false)
+    }
+
+    /// [`parse_cut`], offering each piece to `continue_string` first when `fast` (as streaming
+    /// callers do): that must change nothing, not even an error's offset.
+    fn parse_pieces(
+        s: &str,
+        cuts: &[usize],
+        config: JsonConfig,
+        fast: bool,
+    ) -> Result<Option<Value>, JsonError> {
         let mut p = JsonParser::new(config);
+        let mut feed = |piece: &str| {
+            if !(fast && p.continue_string(piece.as_bytes())) {
+                assert_eq!(p.feed(piece)?, Feed::NeedMore);
+            }
+            Ok::<_, JsonError>(())
+        };
         let mut prev = 0;
         let mut cs: Vec<usize> = cuts.iter().map(|c| c % (s.len() + 1)).collect();
         cs.sort_unstable();
@@ -855,12 +930,54 @@ mod tests {
                 c += 1;
             }
             if c > prev {
-                assert_eq!(p.feed(&s[prev..c])?, Feed::NeedMore);
+                feed(&s[prev..c])?;
                 prev = c;
             }
         }
-        assert_eq!(p.feed(&s[prev..])?, Feed::NeedMore);
-        p.finish()
+        feed(&s[prev..])?;
+        let end = p.offset();
+        let r = p.finish();
+        if r.is_ok() {
+            assert_eq!(end, s.len() as u64, "every byte counted");
+        }
+        r
+    }
+
+    #[test]
+    fn continue_string_takes_only_plain_string_body() {
+        let mut p = JsonParser::new(validate());
+        assert!(!p.continue_string(b"abc"), "not inside a string yet");
+        p.feed("{\"k\": \"").unwrap();
+        let at = p.offset();
+        for refused in [&b"a\"b"[..], b"\\u00e9", b"a\x01", b"\\q"] {
+            assert!(!p.continue_string(refused), "{refused:?}");
+            assert_eq!(p.offset(), at, "a refusal changes nothing");
+        }
+        assert!(p.continue_string(b"x < y \\n\\\\ \xc3\xa9 12345678 \\"));
+        assert!(
+            p.continue_string(b"\"ok"),
+            "the escape carried over is completed"
+        );
+        p.feed("\"}").unwrap();
+        assert!(p.finish().is_ok());
+        assert!(
+            !JsonParser::new(cfg()).continue_string(b""),
+            "build mode keeps its buffer"
+        );
+    }
+
+    #[test]
+    fn stop_bytes_are_found_at_every_position_of_short_input() {
+        for n in 0..=17 {
+            assert!(!has_string_stop(&vec![b'a'; n]));
+            for at in 0..n {
+                for stop in [b'"', b'\\', 0x00, 0x1f] {
+                    let mut v = vec![0xe9; n];
+                    v[at] = stop;
+                    assert!(has_string_stop(&v), "{stop:#x} at {at} of {n}");
+                }
+            }
+        }
     }
 
     /// Feeds `s` in fragments of `n` bytes, reassembling UTF-8 with our decoder.
@@ -1424,7 +1541,10 @@ mod tests {
         prop_assert_eq!(&parse_cut(s, cuts, cfg()), &whole);
         let v = parse_cut(s, cuts, validate());
         prop_assert_eq!(v.clone().map(|_| ()), whole.map(|_| ()));
-        prop_assert_eq!(v, parse_bytes_in(bytes, 3, validate()));
+        prop_assert_eq!(&v, &parse_bytes_in(bytes, 3, validate()));
+        prop_assert_eq!(&v, &parse_pieces(s, cuts, validate(), true));
+        let every_char: Vec<usize> = s.char_indices().map(|(i, _)| i).collect();
+        prop_assert_eq!(&v, &parse_pieces(s, &every_char, validate(), true));
         Ok(())
     }
 

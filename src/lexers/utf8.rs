@@ -40,7 +40,7 @@ impl Utf8Decoder {
     /// call [`feed`](Utf8Decoder::feed)).
     #[inline]
     pub fn ascii<'a>(&mut self, chunk: &'a [u8]) -> Option<&'a str> {
-        if self.pending_len == 0 && chunk.is_ascii() {
+        if self.pending_len == 0 && is_ascii(chunk) {
             self.offset += chunk.len() as u64;
             // SAFETY: every byte is ASCII, and ASCII is valid UTF-8.
             Some(unsafe { std::str::from_utf8_unchecked(chunk) })
@@ -151,6 +151,23 @@ impl Utf8Decoder {
     }
 }
 
+/// `<[u8]>::is_ascii`, with short inputs (streaming deltas) read as two overlapping halves of
+/// a word instead of byte by byte.
+#[inline]
+fn is_ascii(bytes: &[u8]) -> bool {
+    let n = bytes.len();
+    if (4..8).contains(&n) {
+        let half = |at: usize| {
+            let mut w = [0u8; 4];
+            w.copy_from_slice(&bytes[at..at + 4]);
+            u32::from_le_bytes(w)
+        };
+        (half(0) | half(n - 4)) & 0x8080_8080 == 0
+    } else {
+        bytes.is_ascii()
+    }
+}
+
 fn char_len(lead: u8) -> usize {
     match lead {
         0x00..=0x7F => 1,
@@ -189,6 +206,18 @@ mod tests {
         }
         d.finish(&mut f);
         out
+    }
+
+    #[test]
+    fn short_ascii_checks_see_a_high_byte_anywhere() {
+        for n in 0..=17 {
+            assert!(is_ascii(&vec![b'a'; n]));
+            for at in 0..n {
+                let mut v = vec![b'a'; n];
+                v[at] = 0x80;
+                assert!(!is_ascii(&v), "at {at} of {n}");
+            }
+        }
     }
 
     #[test]
