@@ -57,68 +57,39 @@ impl Utf8Decoder {
             }
             return;
         }
-        let start = self.offset;
+        let mut pos = self.offset; // stream offset of rest[0]
         self.offset += chunk.len() as u64;
         let mut rest = chunk;
-        let mut pos = start; // stream offset of rest[0]
         if self.pending_len > 0 {
-            let p = self.pending_len;
-            let take = rest.len().min(4 - p);
-            let mut tmp = [0u8; 8];
-            tmp[..p].copy_from_slice(&self.pending[..p]);
-            tmp[p..p + take].copy_from_slice(&rest[..take]);
-            let tmp = &tmp[..p + take];
-            let pend_off = pos - p as u64;
-            match std::str::from_utf8(tmp) {
-                Ok(_) => {
-                    let l = char_len(tmp[0]);
-                    f(Utf8Piece::Text(
-                        std::str::from_utf8(&tmp[..l]).unwrap_or_default(),
-                    ));
-                    rest = &rest[l - p..];
-                    pos += (l - p) as u64;
-                    self.pending_len = 0;
-                }
-                Err(e) if e.valid_up_to() > 0 => {
-                    let l = e.valid_up_to().min(char_len(tmp[0]));
-                    f(Utf8Piece::Text(
-                        std::str::from_utf8(&tmp[..l]).unwrap_or_default(),
-                    ));
-                    rest = &rest[l - p..];
-                    pos += (l - p) as u64;
-                    self.pending_len = 0;
-                }
-                Err(e) => match e.error_len() {
-                    None => {
-                        // Still incomplete: everything fed joins the pending bytes.
-                        self.pending[p..p + take].copy_from_slice(&rest[..take]);
-                        self.pending_len = p + take;
-                        return;
-                    }
-                    Some(n) => {
-                        f(Utf8Piece::Invalid { offset: pend_off });
-                        rest = &rest[n - p..];
-                        pos += (n - p) as u64;
-                        self.pending_len = 0;
-                    }
-                },
+            let used = self.complete_held(rest, pos, f);
+            rest = &rest[used..];
+            pos += used as u64;
+            if self.pending_len > 0 {
+                return;
             }
         }
         loop {
+            if is_ascii(rest) {
+                if !rest.is_empty() {
+                    // SAFETY: every byte is ASCII, and ASCII is valid UTF-8.
+                    f(Utf8Piece::Text(unsafe {
+                        std::str::from_utf8_unchecked(rest)
+                    }));
+                }
+                return;
+            }
             match std::str::from_utf8(rest) {
                 Ok(s) => {
-                    if !s.is_empty() {
-                        f(Utf8Piece::Text(s));
-                    }
+                    f(Utf8Piece::Text(s));
                     return;
                 }
                 Err(e) => {
                     let v = e.valid_up_to();
                     if v > 0 {
-                        // SAFETY-free: from_utf8 just validated this prefix.
-                        f(Utf8Piece::Text(
-                            std::str::from_utf8(&rest[..v]).unwrap_or_default(),
-                        ));
+                        // SAFETY: `from_utf8` just validated this prefix.
+                        f(Utf8Piece::Text(unsafe {
+                            std::str::from_utf8_unchecked(&rest[..v])
+                        }));
                     }
                     match e.error_len() {
                         None => {
@@ -138,6 +109,50 @@ impl Utf8Decoder {
                 }
             }
         }
+    }
+
+    /// Continues the held incomplete character with the first bytes of `rest` (at stream
+    /// offset `pos`); returns how many it used. The character is emitted once complete, or
+    /// reported invalid at the first byte that cannot continue it (that byte is not used);
+    /// if `rest` ends first, everything joins the held bytes.
+    ///
+    /// The held bytes are a valid prefix (`from_utf8` ended on them, not at an error), so only
+    /// the new bytes need checking, and a byte-by-byte check is cheaper than validating again.
+    fn complete_held(&mut self, rest: &[u8], pos: u64, f: &mut impl FnMut(Utf8Piece<'_>)) -> usize {
+        let held = self.pending_len;
+        let lead = self.pending[0];
+        let len = char_len(lead);
+        let mut used = 0;
+        for k in held..len {
+            let Some(&b) = rest.get(used) else {
+                self.pending_len = k;
+                return used;
+            };
+            // Unicode Table 3-7: the second byte's range excludes overlong forms, surrogates
+            // and code points past U+10FFFF; later bytes are any continuation byte.
+            let (lo, hi) = match (k, lead) {
+                (1, 0xE0) => (0xA0, 0xBF),
+                (1, 0xED) => (0x80, 0x9F),
+                (1, 0xF0) => (0x90, 0xBF),
+                (1, 0xF4) => (0x80, 0x8F),
+                _ => (0x80, 0xBF),
+            };
+            if !(lo..=hi).contains(&b) {
+                self.pending_len = 0;
+                f(Utf8Piece::Invalid {
+                    offset: pos - held as u64,
+                });
+                return used;
+            }
+            self.pending[k] = b;
+            used += 1;
+        }
+        self.pending_len = 0;
+        // SAFETY: a valid prefix completed by continuation bytes in range is one character.
+        f(Utf8Piece::Text(unsafe {
+            std::str::from_utf8_unchecked(&self.pending[..len])
+        }));
+        used
     }
 
     /// Ends the stream: an incomplete trailing character is reported as invalid.
@@ -182,7 +197,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    #[derive(Debug, PartialEq)]
+    #[derive(Debug, Clone, PartialEq)]
     enum P {
         T(String),
         I(u64),
@@ -259,6 +274,24 @@ mod tests {
             for c in cs { chunks.push(&bytes[prev..c]); prev = c; }
             chunks.push(&bytes[prev..]);
             prop_assert_eq!(decode(&chunks), whole);
+        }
+
+        #[test]
+        fn boundary_bytes_in_any_cuts_give_the_pieces_of_the_whole(
+            bytes in proptest::collection::vec(proptest::sample::select(vec![
+                0x41u8, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC2, 0xDF, 0xE0, 0xE1, 0xED,
+                0xEF, 0xF0, 0xF3, 0xF4, 0xF5]), 0..24),
+            cuts in proptest::collection::vec(any::<usize>(), 0..8)) {
+            let whole = decode(&[&bytes]);
+            let mut cs: Vec<usize> = cuts.iter().map(|c| c % (bytes.len() + 1)).collect();
+            cs.sort();
+            let mut chunks = Vec::new();
+            let mut prev = 0;
+            for c in cs { chunks.push(&bytes[prev..c]); prev = c; }
+            chunks.push(&bytes[prev..]);
+            prop_assert_eq!(decode(&chunks), whole.clone());
+            let singles: Vec<&[u8]> = bytes.chunks(1).collect();
+            prop_assert_eq!(decode(&singles), whole);
         }
     }
 }
