@@ -86,49 +86,59 @@ fn transcript(format: &Format, tools: &Tools, size: usize) -> Result<Vec<u8>, St
     make(scaled.max(1))
 }
 
-/// A consumer that forwards what a parser delivers, as a server streaming to its client does:
-/// text and argument fragments are written to an output buffer (flushed, here emptied, every
-/// 64 KiB), other events are counted.
-#[derive(Default)]
-struct Forwarder {
-    buf: String,
+/// How a benchmark consumes what a parser delivers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Consumer {
+    /// Counts the bytes of text and argument fragments: what is measured is the parser alone.
+    Count,
+    /// Writes them to an output buffer that is sent (here emptied) every 64 KiB, as a server
+    /// streaming to its client does.
+    Forward,
+    /// Collects owned `Event`s in a `Vec`, dropped after each feed.
+    Collect,
+}
+
+/// Size of [`Consumer::Forward`]'s output buffer.
+const OUT_BUF: usize = 1 << 16;
+
+/// The sink of [`Consumer::Count`] and [`Consumer::Forward`].
+struct BenchSink {
+    forward: bool,
+    buf: Vec<u8>,
+    bytes: usize,
     events: usize,
 }
 
-impl Sink for Forwarder {
+impl Sink for BenchSink {
     fn push(&mut self, _event: Event) {
         self.events += 1;
     }
 
     #[inline]
     fn args_delta(&mut self, _index: usize, json: &str) {
-        self.forward(json);
+        self.take(json);
     }
 
     #[inline]
     fn text(&mut self, text: &str) {
-        self.forward(text);
+        self.take(text);
     }
 }
 
-impl Forwarder {
+impl BenchSink {
     #[inline]
-    fn forward(&mut self, s: &str) {
-        if self.buf.len() + s.len() > 1 << 16 {
-            black_box(&self.buf);
-            self.buf.clear();
+    fn take(&mut self, s: &str) {
+        self.bytes += s.len();
+        if self.forward {
+            for piece in s.as_bytes().chunks(OUT_BUF) {
+                if self.buf.len() + piece.len() > OUT_BUF {
+                    black_box(&self.buf);
+                    self.buf.clear();
+                }
+                self.buf.extend_from_slice(piece);
+            }
         }
-        self.buf.push_str(s);
     }
-}
-
-/// How a benchmark consumes events.
-#[derive(Clone, Copy)]
-enum Consumer {
-    /// Through a [`Forwarder`]: borrowed fragments, no event values.
-    Forward,
-    /// Collected as owned `Event`s in a `Vec`, dropped after each feed.
-    Collect,
 }
 
 /// Feeds chunks to `p`, consuming what each feed delivers the way `how` says.
@@ -137,26 +147,28 @@ fn consume<'a>(
     chunks: impl IntoIterator<Item = &'a [u8]>,
     how: Consumer,
 ) {
-    match how {
-        Consumer::Forward => {
-            let mut sink = Forwarder::default();
-            for c in chunks {
-                p.feed(c, &mut sink);
-            }
-            p.finish(&mut sink);
-            black_box((&sink.buf, sink.events));
-        }
-        Consumer::Collect => {
-            let mut out = Vec::new();
-            for c in chunks {
-                p.feed(c, &mut out);
-                black_box(&out);
-                out.clear();
-            }
-            p.finish(&mut out);
+    if how == Consumer::Collect {
+        let mut out = Vec::new();
+        for c in chunks {
+            p.feed(c, &mut out);
             black_box(&out);
+            out.clear();
         }
+        p.finish(&mut out);
+        black_box(&out);
+        return;
     }
+    let mut sink = BenchSink {
+        forward: how == Consumer::Forward,
+        buf: Vec::with_capacity(OUT_BUF),
+        bytes: 0,
+        events: 0,
+    };
+    for c in chunks {
+        p.feed(c, &mut sink);
+    }
+    p.finish(&mut sink);
+    black_box((&sink.buf, sink.bytes, sink.events));
 }
 
 /// Nanoseconds per feed of `chunk` bytes, from a cost in seconds for `len` bytes.
@@ -190,6 +202,7 @@ impl StreamParser for Forward {
 fn delivery_floor(budget: Duration, chunk: usize, size: usize) {
     let data = content(size.min(10_000_000)).into_bytes();
     for (how, name) in [
+        (Consumer::Count, "counted"),
         (Consumer::Forward, "forwarded"),
         (Consumer::Collect, "collected as owned events"),
     ] {
@@ -255,7 +268,8 @@ pub fn run(a: BenchArgs) -> u8 {
         &format!("{chunk}-byte MB/s"),
         "chunked / whole",
         "ns per feed beyond whole",
-        "chunked / whole, owned events",
+        "forwarded: chunked / whole",
+        "owned events: chunked / whole",
     ]);
     for f in formats::REGISTRY {
         if let Some(only) = &a.formats
@@ -287,10 +301,11 @@ pub fn run(a: BenchArgs) -> u8 {
                     consume(p.as_mut(), data.chunks(size), how);
                 })
             };
-            let whole = cost(data.len(), Consumer::Forward);
-            let chunked = cost(chunk, Consumer::Forward);
-            let whole_owned = cost(data.len(), Consumer::Collect);
-            let chunked_owned = cost(chunk, Consumer::Collect);
+            let ratio = |how| cost(chunk, how) / cost(data.len(), how);
+            let whole = cost(data.len(), Consumer::Count);
+            let chunked = cost(chunk, Consumer::Count);
+            let forwarded = ratio(Consumer::Forward);
+            let owned = ratio(Consumer::Collect);
             t.add_row(vec![
                 f.id.to_string(),
                 human(data.len()),
@@ -298,7 +313,8 @@ pub fn run(a: BenchArgs) -> u8 {
                 mbps(data.len(), chunked),
                 format!("{:.2}×", chunked / whole),
                 format!("{:.1}", per_feed(chunked - whole, data.len(), chunk)),
-                format!("{:.2}×", chunked_owned / whole_owned),
+                format!("{forwarded:.2}×"),
+                format!("{owned:.2}×"),
             ]);
         }
     }
@@ -370,7 +386,7 @@ fn openai_deltas_section(budget: Duration, tools: &Tools) {
         };
         let secs = time(budget, || {
             let mut p = (f.new_parser)(tools);
-            consume(p.as_mut(), events.iter().copied(), Consumer::Forward);
+            consume(p.as_mut(), events.iter().copied(), Consumer::Count);
         });
         t.add_row(vec![
             name.to_string(),
