@@ -253,6 +253,17 @@ enum St {
 
 const MAX_REF: usize = 32;
 
+/// Whether `b` occurs in `s`; a plain loop for the short pieces of a stream, where setting up
+/// a vectorised search costs more than it saves.
+#[inline]
+fn has_byte(s: &[u8], b: u8) -> bool {
+    if s.len() < 16 {
+        s.contains(&b)
+    } else {
+        memchr::memchr(b, s).is_some()
+    }
+}
+
 fn is_name_start(b: u8) -> bool {
     b.is_ascii_alphabetic() || b == b'_' || b == b':' || b >= 0x80
 }
@@ -418,6 +429,20 @@ impl XmlTokenizer {
         F: FnMut(Token<'_>, u64) -> Ctl,
     {
         let base = self.offset;
+        if let St::Until(sec) = self.st
+            && self.held.is_empty()
+            && !input.is_empty()
+            && !self.close.is_empty()
+            && !has_byte(input.as_bytes(), self.close.as_bytes()[0])
+        {
+            // Streamed content of a raw element or a section (a parameter value, CDATA):
+            // a piece that cannot start the close is all content. This is most pieces of a
+            // large argument, so they skip the state machine.
+            self.offset = base + input.len() as u64;
+            let c = sink(self.content_token(sec, input), base);
+            self.apply(c);
+            return input.len();
+        }
         let used = self.run(input, base, sink).unwrap_or(input.len());
         self.offset = base + used as u64;
         used

@@ -401,6 +401,34 @@ fn raw_until_end_tag_split_anywhere() {
 }
 
 #[test]
+fn raw_and_section_content_streamed_in_small_pieces() {
+    // Pieces without the close's first byte take the content fast path, the others the state
+    // machine; tokens and offsets must not tell them apart.
+    let doc = "<p>x <b>y</b> ]] z</p><![CDATA[a ] b ]] c]]>tail</p>";
+    let ctl = |t: &Token<'_>| match t {
+        Token::Start { name: "p", .. } => Ctl {
+            raw_until: Some(RawUntil::EndTag("p".into())),
+            ..Ctl::go()
+        },
+        _ => Ctl::go(),
+    };
+    let whole = run_with(&[doc], XmlConfig::default(), ctl);
+    assert!(whole.contains(&(text("x <b>y</b> ]] z"), 3)), "{whole:?}");
+    for size in 1..=6 {
+        let pieces: Vec<&str> = doc
+            .as_bytes()
+            .chunks(size)
+            .map(|c| std::str::from_utf8(c).unwrap())
+            .collect();
+        assert_eq!(
+            run_with(&pieces, XmlConfig::default(), ctl),
+            whole,
+            "pieces of {size}"
+        );
+    }
+}
+
+#[test]
 fn raw_mode_entered_on_a_stray_lt_keeps_the_held_construct() {
     // The host switches to raw mode at the stray `<` of a tag that began in an earlier chunk;
     // the held `r\né\n` must be rescanned as raw text, not dropped.
