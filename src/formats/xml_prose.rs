@@ -42,7 +42,12 @@ impl XmlDriver {
     /// Feeds one chunk of bytes.
     pub(crate) fn feed<H: TokenHandler>(&mut self, chunk: &[u8], h: &mut H, out: &mut dyn Sink) {
         let XmlDriver { utf8, tok } = self;
-        utf8.feed(chunk, &mut |p| piece(tok, p, h, out));
+        match utf8.ascii(chunk) {
+            Some(s) => {
+                tok.feed(s, &mut |t, at| h.token(t, at, out));
+            }
+            None => utf8.feed(chunk, &mut |p| piece(tok, p, h, out)),
+        }
     }
 
     /// Ends the turn: flushes the decoder and the tokenizer (which is then ready for the next

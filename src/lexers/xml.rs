@@ -507,7 +507,18 @@ impl XmlTokenizer {
     }
 
     /// Applies a sink answer; returns true when the sink asked to pause.
+    #[inline]
     fn apply(&mut self, c: Ctl) -> bool {
+        if c.entities.is_none() && c.depth.is_none() && c.raw_until.is_none() {
+            // Almost every answer: carry on.
+            return c.pause;
+        }
+        self.change_mode(c)
+    }
+
+    /// [`apply`](XmlTokenizer::apply) for an answer that changes a mode.
+    #[inline(never)]
+    fn change_mode(&mut self, c: Ctl) -> bool {
         if let Some(e) = c.entities {
             self.cfg.entities = e;
         }
