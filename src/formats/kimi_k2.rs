@@ -245,9 +245,7 @@ impl Parser {
         let (ArgsMode::Object, Some(index), false) = (&a.mode, a.index, a.spoiled) else {
             return false;
         };
-        if s.is_empty()
-            || a.bytes + s.len() > self.cfg.max_args_bytes
-            || !a.json.continue_string(s.as_bytes())
+        if s.is_empty() || a.bytes + s.len() > self.cfg.max_args_bytes || !a.json.continue_string(s)
         {
             return false;
         }

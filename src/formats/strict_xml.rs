@@ -454,8 +454,13 @@ impl Core {
             *over = true;
             return;
         }
-        match json.feed(s) {
-            Ok(_) => {
+        let fed = if json.continue_string(s) {
+            Ok(())
+        } else {
+            json.feed(s).map(drop)
+        };
+        match fed {
+            Ok(()) => {
                 if let Some(c) = &mut self.call {
                     c.pending.push_str(s);
                     if c.pending.len() >= DELTA_BATCH {
@@ -710,7 +715,38 @@ impl Core {
 }
 
 impl TokenHandler for Core {
+    /// Text inside a call body (most tokens of a large call) goes straight to its handler;
+    /// every other token to [`Core::dispatch`].
+    #[inline]
     fn token(&mut self, t: Token<'_>, at: u64, out: &mut dyn Sink) -> Ctl {
+        if let Token::Text(s) = t
+            && !self.finishing
+        {
+            match self.st {
+                St::Json { .. } => {
+                    self.json_text(s, at, out);
+                    return Ctl::go();
+                }
+                St::Value { .. } => return self.value(t, at, out),
+                _ => {}
+            }
+        }
+        self.dispatch(t, at, out)
+    }
+
+    fn invalid_utf8(&mut self, offset: u64, out: &mut dyn Sink) {
+        self.error(
+            ErrorKind::InvalidUtf8,
+            format!("invalid UTF-8 at byte {offset}"),
+            out,
+        );
+    }
+}
+
+impl Core {
+    /// Handles a token by parser state.
+    #[inline(never)]
+    fn dispatch(&mut self, t: Token<'_>, at: u64, out: &mut dyn Sink) -> Ctl {
         match self.st {
             St::Prose => self.prose(t, at, out),
             St::Reasoning => {
@@ -737,14 +773,6 @@ impl TokenHandler for Core {
                 Ctl::go()
             }
         }
-    }
-
-    fn invalid_utf8(&mut self, offset: u64, out: &mut dyn Sink) {
-        self.error(
-            ErrorKind::InvalidUtf8,
-            format!("invalid UTF-8 at byte {offset}"),
-            out,
-        );
     }
 }
 

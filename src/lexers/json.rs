@@ -215,27 +215,30 @@ impl JsonParser {
         }
     }
 
-    /// Takes `input` when it only continues the string being read (validation mode): no
-    /// closing quote, no `\u` escape, no control byte. Returns `false`, having changed nothing,
-    /// when `input` needs [`feed`](JsonParser::feed).
+    /// Takes `input` when it only continues the string being read: no closing quote, no `\u`
+    /// escape, no control byte (and, when building the value, no escape at all). Returns
+    /// `false`, having changed nothing, when `input` needs [`feed`](JsonParser::feed).
     ///
     /// Streamed arguments arrive a few bytes at a time and are almost all string body; this is
     /// their whole per-chunk cost, without the grammar dispatch of `feed`.
     #[inline]
-    pub fn continue_string(&mut self, input: &[u8]) -> bool {
-        if self.cfg.build_value {
-            return false;
-        }
+    pub fn continue_string(&mut self, input: &str) -> bool {
         let mut esc = match self.state {
             St::Str => false,
             St::Esc => true,
             _ => return false,
         };
-        if !esc && !has_string_stop(input) {
+        if !esc && !has_string_stop(input.as_bytes()) {
+            if self.cfg.build_value {
+                self.sbuf.push_str(input);
+            }
             self.offset += input.len() as u64;
             return true;
         }
-        for &b in input {
+        if self.cfg.build_value {
+            return false;
+        }
+        for &b in input.as_bytes() {
             if esc {
                 if !matches!(b, b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') {
                     return false;
@@ -917,7 +920,7 @@ mod tests {
     ) -> Result<Option<Value>, JsonError> {
         let mut p = JsonParser::new(config);
         let mut feed = |piece: &str| {
-            if !(fast && p.continue_string(piece.as_bytes())) {
+            if !(fast && p.continue_string(piece)) {
                 assert_eq!(p.feed(piece)?, Feed::NeedMore);
             }
             Ok::<_, JsonError>(())
@@ -946,24 +949,27 @@ mod tests {
     #[test]
     fn continue_string_takes_only_plain_string_body() {
         let mut p = JsonParser::new(validate());
-        assert!(!p.continue_string(b"abc"), "not inside a string yet");
+        assert!(!p.continue_string("abc"), "not inside a string yet");
         p.feed("{\"k\": \"").unwrap();
         let at = p.offset();
-        for refused in [&b"a\"b"[..], b"\\u00e9", b"a\x01", b"\\q"] {
+        for refused in ["a\"b", "\\u00e9", "a\u{1}", "\\q"] {
             assert!(!p.continue_string(refused), "{refused:?}");
             assert_eq!(p.offset(), at, "a refusal changes nothing");
         }
-        assert!(p.continue_string(b"x < y \\n\\\\ \xc3\xa9 12345678 \\"));
+        assert!(p.continue_string("x < y \\n\\\\ é 12345678 \\"));
         assert!(
-            p.continue_string(b"\"ok"),
+            p.continue_string("\"ok"),
             "the escape carried over is completed"
         );
         p.feed("\"}").unwrap();
         assert!(p.finish().is_ok());
-        assert!(
-            !JsonParser::new(cfg()).continue_string(b""),
-            "build mode keeps its buffer"
-        );
+        // Building the value, plain string body is collected and escapes go to `feed`.
+        let mut p = JsonParser::new(cfg());
+        p.feed("{\"k\": \"a").unwrap();
+        assert!(p.continue_string("b é"));
+        assert!(!p.continue_string("\\n"));
+        p.feed("\\nc\"}").unwrap();
+        assert_eq!(p.finish().unwrap(), Some(json!({"k": "ab é\nc"})));
     }
 
     #[test]
@@ -1576,6 +1582,7 @@ mod tests {
                                                cuts in proptest::collection::vec(any::<usize>(), 0..12)) {
             let want = serde_json::from_str::<Value>(&text).unwrap();
             prop_assert_eq!(parse_cut(&text, &cuts, cfg()).unwrap(), Some(want.clone()));
+            prop_assert_eq!(parse_pieces(&text, &cuts, cfg(), true).unwrap(), Some(want.clone()));
             prop_assert_eq!(parse_bytes_in(text.as_bytes(), 4, cfg()).unwrap(), Some(want));
             prop_assert_eq!(parse_cut(&text, &cuts, validate()).unwrap(), None);
         }
