@@ -271,7 +271,28 @@ fn prose_ctl() -> Ctl {
 }
 
 impl Host {
+    /// Text and CDATA of an argument (most tokens of a large call) are appended here; every
+    /// other token goes to [`Host::dispatch`].
+    #[inline]
     fn on_token(&mut self, t: Token<'_>, off: u64, out: &mut dyn Sink) -> Ctl {
+        if let Mode::Call(call) = &mut self.mode
+            && off.saturating_sub(call.start) <= self.cfg.max_call_bytes
+        {
+            match t {
+                Token::Text(s) if chars(call, s, off).is_ok() => return Ctl::go(),
+                Token::SectionText(Section::CData, s) => {
+                    cdata_chars(call, s);
+                    return Ctl::go();
+                }
+                _ => {}
+            }
+        }
+        self.dispatch(t, off, out)
+    }
+
+    /// Handles a token by mode.
+    #[inline(never)]
+    fn dispatch(&mut self, t: Token<'_>, off: u64, out: &mut dyn Sink) -> Ctl {
         loop {
             match &mut self.mode {
                 Mode::Prose => return self.prose(t, off, out),
@@ -454,13 +475,7 @@ impl Host {
                     top.cdata = true;
                 }
             }
-            Token::SectionText(Section::CData, s) => {
-                if let Some((_, f)) = call.field.as_mut() {
-                    f.push_str(s);
-                } else if let Some(top) = call.stack.last_mut() {
-                    top.text.push_str(s);
-                }
-            }
+            Token::SectionText(Section::CData, s) => cdata_chars(call, s),
             Token::SectionStart(Section::Decl) => {
                 return Err(fail(
                     ErrorKind::MalformedMarkup,
@@ -713,6 +728,15 @@ fn chars(call: &mut Call, s: &str, off: u64) -> Result<(), Fail> {
     Ok(())
 }
 
+/// Appends CDATA text to the field or element being read.
+fn cdata_chars(call: &mut Call, s: &str) {
+    if let Some((_, f)) = call.field.as_mut() {
+        f.push_str(s);
+    } else if let Some(top) = call.stack.last_mut() {
+        top.text.push_str(s);
+    }
+}
+
 fn open_delim(s: Section) -> &'static str {
     match s {
         Section::CData => "<![CDATA[",
@@ -764,6 +788,10 @@ impl Parser {
 impl StreamParser for Parser {
     fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
         let Parser { dec, tok, host } = self;
+        if let Some(s) = dec.ascii(chunk) {
+            tok.feed(s, &mut |t, off| host.on_token(t, off, out));
+            return;
+        }
         dec.feed(chunk, &mut |p| match p {
             Utf8Piece::Text(s) => {
                 tok.feed(s, &mut |t, off| host.on_token(t, off, out));

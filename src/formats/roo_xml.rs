@@ -502,7 +502,30 @@ impl Core {
 }
 
 impl TokenHandler for Core {
+    /// Streamed text of a parameter value (most tokens of a large call) is appended here; every
+    /// other token goes to [`Core::dispatch`].
+    #[inline]
     fn token(&mut self, t: Token<'_>, at: u64, out: &mut dyn Sink) -> Ctl {
+        if let (
+            St::Value {
+                buf, over: false, ..
+            },
+            Token::Text(s),
+            false,
+        ) = (&mut self.st, &t, self.finishing)
+            && buf.len() + s.len() <= self.cfg.max_param_bytes
+        {
+            buf.push_str(s);
+            return Ctl::go();
+        }
+        self.dispatch(t, at, out)
+    }
+}
+
+impl Core {
+    /// Handles a token by parser state.
+    #[inline(never)]
+    fn dispatch(&mut self, t: Token<'_>, at: u64, out: &mut dyn Sink) -> Ctl {
         match self.st {
             St::Prose => self.prose(t, at, out),
             St::Reasoning => {

@@ -424,6 +424,7 @@ impl XmlTokenizer {
     }
 
     /// Feeds one chunk; returns the bytes consumed (all of them unless the sink paused).
+    #[inline]
     pub fn feed<F>(&mut self, input: &str, sink: &mut F) -> usize
     where
         F: FnMut(Token<'_>, u64) -> Ctl,
@@ -443,6 +444,17 @@ impl XmlTokenizer {
             self.apply(c);
             return input.len();
         }
+        self.feed_markup(input, sink)
+    }
+
+    /// [`feed`](XmlTokenizer::feed) through the state machine, kept out of line so that the
+    /// content path stays small where it is inlined.
+    #[inline(never)]
+    fn feed_markup<F>(&mut self, input: &str, sink: &mut F) -> usize
+    where
+        F: FnMut(Token<'_>, u64) -> Ctl,
+    {
+        let base = self.offset;
         let used = self.run(input, base, sink).unwrap_or(input.len());
         self.offset = base + used as u64;
         used
