@@ -216,8 +216,8 @@ impl JsonParser {
     }
 
     /// Takes `input` when it only continues the string being read: no closing quote, no `\u`
-    /// escape, no control byte (and, when building the value, no escape at all). Returns
-    /// `false`, having changed nothing, when `input` needs [`feed`](JsonParser::feed).
+    /// escape, no control byte. Returns `false`, having changed nothing, when `input` needs
+    /// [`feed`](JsonParser::feed).
     ///
     /// Streamed arguments arrive a few bytes at a time and are almost all string body; this is
     /// their whole per-chunk cost, without the grammar dispatch of `feed`.
@@ -235,9 +235,7 @@ impl JsonParser {
             self.offset += input.len() as u64;
             return true;
         }
-        if self.cfg.build_value {
-            return false;
-        }
+        let was_esc = esc;
         for &b in input.as_bytes() {
             if esc {
                 if !matches!(b, b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') {
@@ -248,6 +246,24 @@ impl JsonParser {
                 esc = true;
             } else if b == b'"' || b < 0x20 {
                 return false;
+            }
+        }
+        if self.cfg.build_value {
+            // Checked above: now decode, a plain run at a time.
+            let mut esc = was_esc;
+            let mut run = 0;
+            for (i, &b) in input.as_bytes().iter().enumerate() {
+                if esc {
+                    self.sbuf.push(unescape(b));
+                    esc = false;
+                    run = i + 1;
+                } else if b == b'\\' {
+                    self.sbuf.push_str(&input[run..i]);
+                    esc = true;
+                }
+            }
+            if !esc {
+                self.sbuf.push_str(&input[run..]);
             }
         }
         self.state = if esc { St::Esc } else { St::Str };
@@ -564,14 +580,7 @@ impl JsonParser {
                 St::Esc => {
                     let b = bytes[i];
                     let c = match b {
-                        b'"' => '"',
-                        b'\\' => '\\',
-                        b'/' => '/',
-                        b'b' => '\u{8}',
-                        b'f' => '\u{c}',
-                        b'n' => '\n',
-                        b'r' => '\r',
-                        b't' => '\t',
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => unescape(b),
                         b'u' => {
                             self.state = St::Hex { n: 0, acc: 0 };
                             i += 1;
@@ -817,6 +826,19 @@ pub fn drop_deep(value: Value) {
     }
 }
 
+/// The character a one-letter escape stands for (`b` is one of `"\/bfnrt`).
+#[inline]
+fn unescape(b: u8) -> char {
+    match b {
+        b'b' => '\u{8}',
+        b'f' => '\u{c}',
+        b'n' => '\n',
+        b'r' => '\r',
+        b't' => '\t',
+        other => other as char,
+    }
+}
+
 fn hex_value(b: u8) -> Option<u16> {
     match b {
         b'0'..=b'9' => Some(u16::from(b - b'0')),
@@ -963,13 +985,15 @@ mod tests {
         );
         p.feed("\"}").unwrap();
         assert!(p.finish().is_ok());
-        // Building the value, plain string body is collected and escapes go to `feed`.
+        // Building the value, string body is decoded as it is taken.
         let mut p = JsonParser::new(cfg());
         p.feed("{\"k\": \"a").unwrap();
         assert!(p.continue_string("b é"));
-        assert!(!p.continue_string("\\n"));
-        p.feed("\\nc\"}").unwrap();
-        assert_eq!(p.finish().unwrap(), Some(json!({"k": "ab é\nc"})));
+        assert!(p.continue_string("\\n\\t\\"));
+        assert!(p.continue_string("\"\\\\/"));
+        assert!(!p.continue_string("\\u0041"));
+        p.feed("\\u0041c\"}").unwrap();
+        assert_eq!(p.finish().unwrap(), Some(json!({"k": "ab é\n\t\"\\/Ac"})));
     }
 
     #[test]
