@@ -235,6 +235,10 @@ impl JsonParser {
             self.offset += input.len() as u64;
             return true;
         }
+        if input.len() > ESCAPED_PIECE_MAX {
+            // Longer pieces with escapes are faster through `feed`, which scans by the word.
+            return false;
+        }
         let was_esc = esc;
         for &b in input.as_bytes() {
             if esc {
@@ -826,6 +830,9 @@ pub fn drop_deep(value: Value) {
     }
 }
 
+/// The longest piece with escapes that [`JsonParser::continue_string`] checks byte by byte.
+const ESCAPED_PIECE_MAX: usize = 16;
+
 /// The character a one-letter escape stands for (`b` is one of `"\/bfnrt`).
 #[inline]
 fn unescape(b: u8) -> char {
@@ -978,7 +985,12 @@ mod tests {
             assert!(!p.continue_string(refused), "{refused:?}");
             assert_eq!(p.offset(), at, "a refusal changes nothing");
         }
-        assert!(p.continue_string("x < y \\n\\\\ é 12345678 \\"));
+        assert!(p.continue_string("x < y é 12345678 9"), "long, plain");
+        assert!(p.continue_string("x < \\n\\\\ é \\"), "short, escaped");
+        assert!(
+            !p.continue_string("x < y \\n 0123456789"),
+            "long and escaped: left to feed"
+        );
         assert!(
             p.continue_string("\"ok"),
             "the escape carried over is completed"
