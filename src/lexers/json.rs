@@ -242,7 +242,7 @@ impl JsonParser {
         let was_esc = esc;
         for &b in input.as_bytes() {
             if esc {
-                if !matches!(b, b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') {
+                if unescape(b).is_none() {
                     return false;
                 }
                 esc = false;
@@ -258,7 +258,7 @@ impl JsonParser {
             let mut run = 0;
             for (i, &b) in input.as_bytes().iter().enumerate() {
                 if esc {
-                    self.sbuf.push(unescape(b));
+                    self.sbuf.extend(unescape(b));
                     esc = false;
                     run = i + 1;
                 } else if b == b'\\' {
@@ -583,9 +583,9 @@ impl JsonParser {
                 }
                 St::Esc => {
                     let b = bytes[i];
-                    let c = match b {
-                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => unescape(b),
-                        b'u' => {
+                    let c = match unescape(b) {
+                        Some(c) => c,
+                        None if b == b'u' => {
                             self.state = St::Hex { n: 0, acc: 0 };
                             i += 1;
                             continue;
@@ -833,17 +833,19 @@ pub fn drop_deep(value: Value) {
 /// The longest piece with escapes that [`JsonParser::continue_string`] checks byte by byte.
 const ESCAPED_PIECE_MAX: usize = 16;
 
-/// The character a one-letter escape stands for (`b` is one of `"\/bfnrt`).
+/// The character a one-letter escape (`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`)
+/// stands for; `None` for any other byte (`u` included).
 #[inline]
-fn unescape(b: u8) -> char {
-    match b {
+fn unescape(b: u8) -> Option<char> {
+    Some(match b {
+        b'"' | b'\\' | b'/' => b as char,
         b'b' => '\u{8}',
         b'f' => '\u{c}',
         b'n' => '\n',
         b'r' => '\r',
         b't' => '\t',
-        other => other as char,
-    }
+        _ => return None,
+    })
 }
 
 fn hex_value(b: u8) -> Option<u16> {
@@ -868,21 +870,13 @@ fn word_stops(w: u64) -> u64 {
 }
 
 /// Whether `bytes` holds a `"`, `\` or control byte. Short inputs (streaming deltas) are read
-/// as two overlapping halves of one word instead of byte by byte.
+/// as one word instead of byte by byte.
 #[inline]
 fn has_string_stop(bytes: &[u8]) -> bool {
-    let n = bytes.len();
-    if n >= 8 {
-        scan_string(bytes, 0) < n
-    } else if n >= 4 {
-        let half = |at: usize| {
-            let mut w = [0u8; 4];
-            w.copy_from_slice(&bytes[at..at + 4]);
-            u64::from(u32::from_le_bytes(w))
-        };
-        word_stops(half(0) | half(n - 4) << 32) != 0
+    if (4..8).contains(&bytes.len()) {
+        word_stops(super::short_word(bytes)) != 0
     } else {
-        bytes.iter().any(|&b| b == b'"' || b == b'\\' || b < 0x20)
+        scan_string(bytes, 0) < bytes.len()
     }
 }
 

@@ -166,18 +166,11 @@ impl Utf8Decoder {
     }
 }
 
-/// `<[u8]>::is_ascii`, with short inputs (streaming deltas) read as two overlapping halves of
-/// a word instead of byte by byte.
+/// `<[u8]>::is_ascii`, with short inputs (streaming deltas) read as one word.
 #[inline]
 fn is_ascii(bytes: &[u8]) -> bool {
-    let n = bytes.len();
-    if (4..8).contains(&n) {
-        let half = |at: usize| {
-            let mut w = [0u8; 4];
-            w.copy_from_slice(&bytes[at..at + 4]);
-            u32::from_le_bytes(w)
-        };
-        (half(0) | half(n - 4)) & 0x8080_8080 == 0
+    if (4..8).contains(&bytes.len()) {
+        super::short_word(bytes) & 0x8080_8080_8080_8080 == 0
     } else {
         bytes.is_ascii()
     }

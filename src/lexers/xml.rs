@@ -253,8 +253,8 @@ enum St {
 
 const MAX_REF: usize = 32;
 
-/// Whether `b` occurs in `s`; a plain loop for the short pieces of a stream, where setting up
-/// a vectorised search costs more than it saves.
+/// Whether `b` occurs in `s`; the slice's own search for the short pieces of a stream, where
+/// setting up memchr's vectorised search costs more than it saves.
 #[inline]
 fn has_byte(s: &[u8], b: u8) -> bool {
     if s.len() < 16 {
