@@ -185,14 +185,11 @@ struct Forward {
 
 impl StreamParser for Forward {
     fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
-        match self.utf8.ascii(chunk) {
-            Some(s) => out.args_delta(0, s),
-            None => self.utf8.feed(chunk, &mut |p| {
-                if let Utf8Piece::Text(s) = p {
-                    out.args_delta(0, s);
-                }
-            }),
-        }
+        self.utf8.feed(chunk, &mut |p| {
+            if let Utf8Piece::Text(s) = p {
+                out.args_delta(0, s);
+            }
+        });
     }
 
     fn finish(&mut self, _out: &mut dyn Sink) {}

@@ -376,27 +376,45 @@ impl Core {
         out.push(Event::CallEnd { index: c.index });
     }
 
-    fn value(&mut self, t: Token<'_>, at: u64, out: &mut dyn Sink) -> Ctl {
+    /// Collects a piece of a parameter value: the per-chunk path of a streamed call.
+    #[inline]
+    fn value_text(&mut self, s: &str, at: u64, out: &mut dyn Sink) {
+        let St::Value { buf, over, .. } = &mut self.st else {
+            return;
+        };
+        if *over {
+            return;
+        }
+        if buf.len() + s.len() > self.cfg.max_param_bytes {
+            self.value_too_long(at, out);
+        } else {
+            buf.push_str(s);
+        }
+    }
+
+    /// A parameter value passed `max_param_bytes`: reported now; the value is then skipped to
+    /// its close, and the call to `</NAME>` (the mode changes at the close, not inside raw
+    /// text).
+    #[cold]
+    fn value_too_long(&mut self, at: u64, out: &mut dyn Sink) {
         let max = self.cfg.max_param_bytes;
+        let St::Value { param, buf, over } = &mut self.st else {
+            return;
+        };
+        out.push(Event::error(
+            ErrorKind::LimitExceeded,
+            format!("parameter <{param}> exceeds max_param_bytes ({max}) at byte {at}"),
+        ));
+        *over = true;
+        *buf = String::new();
+    }
+
+    fn value(&mut self, t: Token<'_>, at: u64, out: &mut dyn Sink) -> Ctl {
         let St::Value { param, buf, over } = &mut self.st else {
             return Ctl::go();
         };
         match t {
-            Token::Text(_) if *over => {}
-            Token::Text(s) => {
-                if buf.len() + s.len() > max {
-                    // Reported now; the value is then skipped to its close, and the call to
-                    // `</NAME>` (the mode changes at the close, not inside raw text).
-                    out.push(Event::error(
-                        ErrorKind::LimitExceeded,
-                        format!("parameter <{param}> exceeds max_param_bytes ({max}) at byte {at}"),
-                    ));
-                    *over = true;
-                    *buf = String::new();
-                } else {
-                    buf.push_str(s);
-                }
-            }
+            Token::Text(s) => self.value_text(s, at, out),
             Token::End { raw, .. } => {
                 if *over {
                     self.st = St::Skip;
@@ -502,20 +520,12 @@ impl Core {
 }
 
 impl TokenHandler for Core {
-    /// Streamed text of a parameter value (most tokens of a large call) is appended here; every
-    /// other token goes to [`Core::dispatch`].
+    /// Streamed text of a parameter value (most tokens of a large call) is collected here;
+    /// every other token goes to [`Core::dispatch`].
     #[inline]
     fn token(&mut self, t: Token<'_>, at: u64, out: &mut dyn Sink) -> Ctl {
-        if let (
-            St::Value {
-                buf, over: false, ..
-            },
-            Token::Text(s),
-            false,
-        ) = (&mut self.st, &t, self.finishing)
-            && buf.len() + s.len() <= self.cfg.max_param_bytes
-        {
-            buf.push_str(s);
+        if let (St::Value { .. }, Token::Text(s), false) = (&self.st, &t, self.finishing) {
+            self.value_text(s, at, out);
             return Ctl::go();
         }
         self.dispatch(t, at, out)
