@@ -406,7 +406,7 @@ pub static FORMAT: Format = Format {
     markers,
     cdata: None,
     typing: None,
-    special_tokens: false,
+    special_tokens: &[],
 };
 
 #[cfg(test)]

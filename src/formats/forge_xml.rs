@@ -1003,7 +1003,7 @@ pub static FORMAT: Format = Format {
         transcript: typing_probe,
         key: "v",
     }),
-    special_tokens: false,
+    special_tokens: &[],
 };
 
 /// A call whose `content` travels in CDATA, for the `cdata_split` invariant.

@@ -9,7 +9,7 @@
 //! validated by the incremental JSON parser as they stream, which also tells whether a `<|`
 //! sits inside a JSON string (content) or outside one (a marker).
 
-use super::{Format, StreamParser};
+use super::{Format, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Event, Sink, ToolCall};
 use crate::lexers::json::{
     Feed, JsonConfig, JsonError, JsonErrorKind, JsonParser, SERDE_JSON_MAX_DEPTH,
@@ -1030,8 +1030,24 @@ pub static FORMAT: Format = Format {
     markers,
     cdata: None,
     typing: None,
-    special_tokens: true,
+    special_tokens: SPECIAL_TOKENS,
 };
+
+/// Kimi K2's special tokens that can appear in its output, with their ids in its tokenizer.
+const SPECIAL_TOKENS: &[SpecialToken] = &[
+    SpecialToken::new("[EOS]", 163585),
+    SpecialToken::new("<|im_end|>", 163586),
+    SpecialToken::new("<|im_user|>", 163587),
+    SpecialToken::new("<|im_assistant|>", 163588),
+    SpecialToken::new("[EOT]", 163593),
+    SpecialToken::new("<|im_system|>", 163594),
+    SpecialToken::new(SECTION_BEGIN, 163595),
+    SpecialToken::new(SECTION_END, 163596),
+    SpecialToken::new(CALL_BEGIN, 163597),
+    SpecialToken::new(ARGUMENT_BEGIN, 163598),
+    SpecialToken::new(CALL_END, 163599),
+    SpecialToken::new("<|im_middle|>", 163601),
+];
 
 #[cfg(test)]
 mod tests {

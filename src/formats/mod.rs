@@ -48,10 +48,28 @@ pub struct Format {
     pub cdata: Option<CdataProbe>,
     /// For formats that type element text: the machine-readable typing table (`type_inference`).
     pub typing: Option<Typing>,
-    /// The delimiters are single special tokens of the model's vocabulary. A server decodes
-    /// each whole, so its parser never sees one split: when an external parser is judged,
-    /// replays that cut inside a delimiter are reported apart and do not fail the case.
-    pub special_tokens: bool,
+    /// Every special token of the model's vocabulary that can appear in its output (the
+    /// format's delimiters among them, when they are special). A server decodes each whole, so
+    /// its parser never sees one split: when an external parser is judged, replays that cut
+    /// inside one are reported apart and do not fail the case; the `tokens` chunking never
+    /// cuts inside one. Empty for formats whose delimiters are ordinary text.
+    pub special_tokens: &'static [SpecialToken],
+}
+
+/// A special token of a model's vocabulary: its text and, where the tokenizer is public, its id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpecialToken {
+    /// The token's text as it appears in the decoded output.
+    pub text: &'static str,
+    /// The token's id in the model's tokenizer, when known.
+    pub id: Option<u32>,
+}
+
+impl SpecialToken {
+    /// A special token with a known id.
+    pub const fn new(text: &'static str, id: u32) -> Self {
+        SpecialToken { text, id: Some(id) }
+    }
 }
 
 /// Renders a one-call transcript carrying `text` in CDATA, with the call it must parse to.

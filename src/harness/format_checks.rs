@@ -281,7 +281,7 @@ mod tests {
                 transcript: typing.transcript,
                 key: typing.key,
             }),
-            special_tokens: false,
+            special_tokens: &[],
         };
         let r = check_format(&bad, &Builtin);
         assert_eq!(r.len(), 2);

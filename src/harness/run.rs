@@ -220,10 +220,15 @@ pub fn run_case_with(
     let mut report = CaseReport::new(case.id.clone(), format.id, case.label.as_str());
     // Special tokens reach a server's parser whole: for an external parser, a replay that
     // splits one is judged apart (DESIGN §5).
-    let tokens: Vec<Vec<(usize, usize)>> = if format.special_tokens && !backend.is_builtin() {
+    let special: Vec<String> = format
+        .special_tokens
+        .iter()
+        .map(|t| t.text.to_string())
+        .collect();
+    let tokens: Vec<Vec<(usize, usize)>> = if !special.is_empty() && !backend.is_builtin() {
         case.turns
             .iter()
-            .map(|t| marker_occurrences(t, &markers))
+            .map(|t| marker_occurrences(t, &special))
             .collect()
     } else {
         Vec::new()
@@ -409,7 +414,7 @@ pub fn run_case_with(
     token_failures.retain(|f| !report.violations.iter().any(|v| v.invariant == f.invariant));
     report.token_split_violations = minimized(token_failures);
 
-    roundtrip(case, format, backend, &markers, &whole, &mut report);
+    roundtrip(case, format, backend, &special, &whole, &mut report);
     report.violations.sort_by_key(|v| v.invariant);
     report.token_split_violations.sort_by_key(|v| v.invariant);
     if !report.violations.is_empty() && report.status == Status::Pass {
@@ -587,7 +592,7 @@ fn roundtrip(
     case: &Case,
     format: &Format,
     backend: &dyn Backend,
-    markers: &[String],
+    special: &[String],
     whole: &[TurnOutcome],
     report: &mut CaseReport,
 ) {
@@ -631,9 +636,8 @@ fn roundtrip(
                     ""
                 };
                 // Byte by byte splits special tokens, which an external parser never gets.
-                let apart = format.special_tokens
-                    && !backend.is_builtin()
-                    && cuts.splits_any(&rendered, &marker_occurrences(&rendered, markers));
+                let apart = !backend.is_builtin()
+                    && cuts.splits_any(&rendered, &marker_occurrences(&rendered, &special));
                 let list = if apart {
                     &mut report.token_split_violations
                 } else {
@@ -698,7 +702,7 @@ pub fn shell_quote(s: &str) -> String {
 mod tests {
     use super::*;
     use crate::event::{Sink, ToolCall};
-    use crate::formats::StreamParser;
+    use crate::formats::{SpecialToken, StreamParser};
     use crate::harness::corpus::Expectation;
     use crate::tools::Tools;
     use std::path::PathBuf;
@@ -731,7 +735,7 @@ mod tests {
         markers: no_markers,
         cdata: None,
         typing: None,
-        special_tokens: false,
+        special_tokens: &[],
     };
 
     fn case(text: &str, expect: Option<Expectation>) -> Case {
@@ -811,7 +815,7 @@ mod tests {
         markers: no_markers,
         cdata: None,
         typing: None,
-        special_tokens: true,
+        special_tokens: &[SpecialToken::new("<|x|>", 1)],
     };
 
     /// The built-in parsers, presented as an external one.
@@ -853,7 +857,7 @@ mod tests {
 
         // Delimiters that are ordinary text (XML tags, SSE fields) are split by real streams.
         let plain = Format {
-            special_tokens: false,
+            special_tokens: &[],
             cdata: None,
             typing: None,
             ..TOKENS
