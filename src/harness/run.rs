@@ -637,7 +637,7 @@ fn roundtrip(
                 };
                 // Byte by byte splits special tokens, which an external parser never gets.
                 let apart = !backend.is_builtin()
-                    && cuts.splits_any(&rendered, &marker_occurrences(&rendered, &special));
+                    && cuts.splits_any(&rendered, &marker_occurrences(&rendered, special));
                 let list = if apart {
                     &mut report.token_split_violations
                 } else {
