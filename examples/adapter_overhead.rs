@@ -2,10 +2,10 @@
 //!
 //! `cargo run --release --example adapter_overhead [-- 'cmd:python3 tests/adapters/echo.py']`
 
+use conform::backends::adapter::{Adapter, AdapterOptions, ParserSpec, parse_parser_spec};
+use conform::backends::{Backend, Outcome};
 use conform::formats;
 use conform::harness::chunking::Cuts;
-use conform::harness::replay::{Backend, Outcome};
-use conform::outputs::adapter::{Adapter, AdapterOptions, ParserSpec, parse_parser_spec};
 use conform::tools::Tools;
 use rayon::prelude::*;
 use std::time::{Duration, Instant};

@@ -17,11 +17,11 @@ pub mod checks;
 pub mod layout;
 
 use clap::{Args, Subcommand};
+use conform::backends::builtin::capture_panics;
 use conform::event::ParseResult;
 use conform::formats::{self, Format};
 use conform::harness::corpus::{self, Label, LoadOptions};
 use conform::harness::minimize::minimize;
-use conform::harness::replay::capture_panics;
 use conform::tools::Tools;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};

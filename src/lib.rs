@@ -1,8 +1,9 @@
 //! conform: reference streaming parsers for LLM tool-call formats, and a harness that replays
 //! corpora under many chunkings to find the bugs in parsers.
 //!
-//! Data flows one way: [`lexers`] → [`formats`] → [`harness`] → [`outputs`]; the CLI sits on top.
+//! Data flows one way: [`lexers`] → [`formats`] → [`backends`] → [`harness`] → [`outputs`]; the CLI sits on top.
 
+pub mod backends;
 pub mod event;
 pub mod formats;
 pub mod harness;

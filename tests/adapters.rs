@@ -1,10 +1,11 @@
 //! End-to-end tests of external parsers (specs/adapter.md): the example adapters show exactly
 //! their documented failures, and misbehaving adapters never stop a run.
 
+use conform::backends::AdapterOptions;
 use conform::harness::chunking::{ChunkingParams, Strategy};
 use conform::harness::corpus::{self, Case, LoadOptions};
+use conform::harness::parsers::{ParserRun, run_parsers};
 use conform::harness::run::{RunConfig, Status};
-use conform::outputs::adapter::{AdapterOptions, ParserRun, run_parsers};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Command, Output};

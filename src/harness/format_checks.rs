@@ -5,8 +5,8 @@
 
 use super::chunking::Cuts;
 use super::invariants::Invariant;
-use super::replay::{Backend, Outcome};
 use super::run::{CaseReport, Status, Violation};
+use crate::backends::{Backend, Outcome};
 use crate::event::{ToolCall, excerpt};
 use crate::formats::Format;
 use crate::tools::Tools;
@@ -244,7 +244,7 @@ pub fn check_format(format: &Format, backend: &dyn Backend) -> Vec<CaseReport> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::harness::replay::Builtin;
+    use crate::backends::Builtin;
 
     #[test]
     fn every_registered_format_passes_its_own_checks() {

@@ -7,5 +7,5 @@ pub mod corpus;
 pub mod format_checks;
 pub mod invariants;
 pub mod minimize;
-pub mod replay;
+pub mod parsers;
 pub mod run;

@@ -6,7 +6,7 @@ use super::invariants::{
     Invariant, expectation_mismatch, markup_leak, result_difference, roundtrip_difference,
 };
 use super::minimize::minimize;
-use super::replay::{Backend, Breakdown, Builtin, Outcome, TurnOutcome};
+use crate::backends::{Backend, Breakdown, Builtin, Outcome, TurnOutcome};
 use crate::formats::{self, Format};
 use rayon::prelude::*;
 use serde::Serialize;

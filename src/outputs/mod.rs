@@ -1,7 +1,6 @@
-//! What a run produces: the terminal table, reports, baselines, the nightly HTML page, adapters
+//! What a run produces: the terminal table, reports, baselines, the nightly HTML page
 //! and the comparison matrix.
 
-pub mod adapter;
 pub mod html;
 pub mod junit;
 pub mod known;

@@ -1,66 +1,13 @@
-//! Replaying one case under one chunking: feed, fold, and catch panics.
+//! conform's own parsers, run in-process: feed, fold, and catch panics.
 
-use super::chunking::Cuts;
-use crate::event::{Event, Folder, ParseResult};
+use super::{Backend, Outcome, TurnOutcome};
+use crate::event::{Event, Folder};
 use crate::formats::{Format, StreamParser};
+use crate::harness::chunking::Cuts;
 use crate::tools::Tools;
 use std::cell::RefCell;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-
-/// What one turn of a replay produced.
-#[derive(Debug, Clone)]
-pub struct TurnOutcome {
-    /// The folded result.
-    pub result: ParseResult,
-    /// Delta-contract breaches the fold noticed.
-    pub anomalies: Vec<String>,
-    /// A hash of the exact event sequence, for the determinism check.
-    pub events_hash: u64,
-    /// False when the parser reported only its final result, so the event-level checks
-    /// (delta contract) cannot apply.
-    pub events_seen: bool,
-}
-
-/// How an external parser failed to answer a replay.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Breakdown {
-    /// The process died (or answered with an internal error).
-    Crash,
-    /// No answer within the time limit.
-    Timeout,
-    /// An answer that does not follow the adapter protocol.
-    ProtocolError,
-}
-
-/// What a whole replay produced: one outcome per turn, or why there is none.
-#[derive(Debug, Clone)]
-pub enum Outcome {
-    /// The parser ran to the end of every turn.
-    Done(Vec<TurnOutcome>),
-    /// The parser panicked; the message says where.
-    Panicked(String),
-    /// An external parser crashed, hung or answered garbage.
-    Broke(Breakdown, String),
-}
-
-/// Whatever parses a case's turns under a chunking: the built-in parsers or an external one.
-pub trait Backend: Sync {
-    /// The name reports give the parser (`builtin`, `cmd:python3 adapter.py`).
-    fn name(&self) -> String;
-    /// Whether the backend parses this format at all.
-    fn supports(&self, _format: &str) -> bool {
-        true
-    }
-    /// Replays the turns of one case, each cut as given (a missing entry means whole).
-    fn replay(&self, format: &Format, tools: &Tools, turns: &[Vec<u8>], cuts: &[Cuts]) -> Outcome;
-    /// Whether this is conform's own reference parser, which must hold under every cut; an
-    /// external parser is not blamed for cuts its deployment never produces.
-    fn is_builtin(&self) -> bool {
-        false
-    }
-}
 
 /// The parsers of this crate, run in-process.
 #[derive(Debug, Clone, Copy, Default)]

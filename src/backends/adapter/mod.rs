@@ -1,0 +1,283 @@
+//! External parsers: a command speaking the JSON-lines adapter protocol of `specs/adapter.md`,
+//! run as a pool of child processes.
+//!
+//! A child that crashes, hangs or breaks the protocol is killed and replaced on the next request;
+//! the replay it was serving gets `crash`, `timeout` or `protocol_error`, and the run goes on.
+
+mod process;
+pub mod protocol;
+pub mod spec;
+
+pub use protocol::PROTOCOL;
+pub use spec::{ParserSpec, parse_parser_spec};
+
+use crate::backends::{Backend, Breakdown, Outcome};
+use crate::formats::Format;
+use crate::harness::chunking::Cuts;
+use crate::tools::Tools;
+use process::{Tail, Worker, lock};
+use protocol::{parse_request, read_response, say_hello};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+pub use process::STDERR_TAIL_BYTES;
+
+/// Start failures in a row after which the adapter is given up on for the rest of the run:
+/// restarting a command that cannot even say hello would cost a process per replay.
+const MAX_START_FAILURES: usize = 3;
+
+/// How an adapter pool is run.
+#[derive(Debug, Clone)]
+pub struct AdapterOptions {
+    /// Most child processes at once.
+    pub jobs: usize,
+    /// Longest wait for one response (the hello included).
+    pub timeout: Duration,
+    /// Longest response line accepted, in bytes.
+    pub max_response_bytes: usize,
+}
+
+impl Default for AdapterOptions {
+    fn default() -> Self {
+        AdapterOptions {
+            jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            timeout: Duration::from_secs(10),
+            max_response_bytes: 256 * 1024 * 1024,
+        }
+    }
+}
+
+/// What an adapter said about itself in the hello exchange.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hello {
+    /// The adapter's own name for its parser.
+    pub name: String,
+    /// The format ids it parses.
+    pub formats: Vec<String>,
+}
+
+/// Counters of one adapter's life, for reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct AdapterStats {
+    /// Parse requests sent.
+    pub requests: u64,
+    /// Child processes started (the first included).
+    pub started: u64,
+    /// Replays answered with `crash`.
+    pub crashes: u64,
+    /// Replays answered with `timeout`.
+    pub timeouts: u64,
+    /// Replays answered with `protocol_error`.
+    pub protocol_errors: u64,
+}
+
+/// The idle children and how many exist.
+struct Pool {
+    idle: Vec<Worker>,
+    live: usize,
+    start_failures: usize,
+    last_start_error: String,
+}
+
+/// An external parser: a command speaking `specs/adapter.md`, run as a pool of children.
+pub struct Adapter {
+    label: String,
+    argv: Vec<String>,
+    opts: AdapterOptions,
+    hello: Hello,
+    pool: Mutex<Pool>,
+    freed: Condvar,
+    next_id: AtomicU64,
+    stderr: Arc<Mutex<Tail>>,
+    started: AtomicU64,
+    requests: AtomicU64,
+    broke: [AtomicUsize; 3],
+}
+
+impl std::fmt::Debug for Adapter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Adapter")
+            .field("label", &self.label)
+            .field("hello", &self.hello)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Adapter {
+    /// Starts one child of `cmd:…` (given as words) and exchanges hellos; more children start
+    /// on demand up to `opts.jobs`. `label` is the name reports give the parser.
+    pub fn start(label: &str, argv: Vec<String>, opts: AdapterOptions) -> Result<Adapter, String> {
+        if argv.is_empty() {
+            return Err("no command".into());
+        }
+        let stderr = Arc::new(Mutex::new(Tail::new(STDERR_TAIL_BYTES)));
+        let mut first = Worker::spawn(&argv, &stderr, &opts)?;
+        let hello = say_hello(&mut first, opts.timeout)
+            .map_err(|(_, m)| format!("{label}: hello failed: {m}"))?;
+        Ok(Adapter {
+            label: label.to_string(),
+            argv,
+            opts: AdapterOptions {
+                jobs: opts.jobs.max(1),
+                ..opts
+            },
+            hello,
+            pool: Mutex::new(Pool {
+                idle: vec![first],
+                live: 1,
+                start_failures: 0,
+                last_start_error: String::new(),
+            }),
+            freed: Condvar::new(),
+            next_id: AtomicU64::new(1),
+            stderr,
+            started: AtomicU64::new(1),
+            requests: AtomicU64::new(0),
+            broke: Default::default(),
+        })
+    }
+
+    /// What the adapter said in the hello exchange.
+    pub fn hello(&self) -> &Hello {
+        &self.hello
+    }
+
+    /// The last [`STDERR_TAIL_BYTES`] of what every child wrote to stderr, each line prefixed
+    /// with the child's pid.
+    pub fn stderr_tail(&self) -> String {
+        lock(&self.stderr).text()
+    }
+
+    /// Total bytes the children wrote to stderr.
+    pub fn stderr_bytes(&self) -> u64 {
+        lock(&self.stderr).total
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> AdapterStats {
+        AdapterStats {
+            requests: self.requests.load(Ordering::Relaxed),
+            started: self.started.load(Ordering::Relaxed),
+            crashes: self.broke[0].load(Ordering::Relaxed) as u64,
+            timeouts: self.broke[1].load(Ordering::Relaxed) as u64,
+            protocol_errors: self.broke[2].load(Ordering::Relaxed) as u64,
+        }
+    }
+
+    /// A free child, started if the pool has room, or the reason none can be had.
+    fn acquire(&self) -> Result<Worker, String> {
+        let mut pool = lock(&self.pool);
+        loop {
+            if pool.start_failures >= MAX_START_FAILURES {
+                return Err(format!(
+                    "the adapter could not be restarted ({} attempts in a row): {}",
+                    pool.start_failures, pool.last_start_error
+                ));
+            }
+            if let Some(w) = pool.idle.pop() {
+                return Ok(w);
+            }
+            if pool.live < self.opts.jobs {
+                pool.live += 1;
+                drop(pool);
+                self.started.fetch_add(1, Ordering::Relaxed);
+                let started =
+                    Worker::spawn(&self.argv, &self.stderr, &self.opts).and_then(|mut w| {
+                        match say_hello(&mut w, self.opts.timeout) {
+                            Ok(h) if h == self.hello => Ok(w),
+                            Ok(h) => {
+                                Err(format!("a restarted child said a different hello: {h:?}"))
+                            }
+                            Err((_, m)) => Err(format!("hello failed: {m}")),
+                        }
+                    });
+                let mut pool = lock(&self.pool);
+                match started {
+                    Ok(w) => {
+                        pool.start_failures = 0;
+                        return Ok(w);
+                    }
+                    Err(e) => {
+                        pool.live -= 1;
+                        pool.start_failures += 1;
+                        pool.last_start_error = e.clone();
+                        self.freed.notify_all();
+                        return Err(e);
+                    }
+                }
+            }
+            pool = self
+                .freed
+                .wait(pool)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Returns a child to the pool, or drops (kills) it after a failure.
+    fn release(&self, w: Worker, healthy: bool) {
+        let mut pool = lock(&self.pool);
+        if healthy {
+            pool.idle.push(w);
+        } else {
+            pool.live -= 1;
+            drop(pool);
+            drop(w);
+        }
+        self.freed.notify_one();
+    }
+
+    fn note(&self, why: Breakdown) {
+        let i = match why {
+            Breakdown::Crash => 0,
+            Breakdown::Timeout => 1,
+            Breakdown::ProtocolError => 2,
+        };
+        self.broke[i].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Backend for Adapter {
+    fn name(&self) -> String {
+        self.label.clone()
+    }
+
+    fn supports(&self, format: &str) -> bool {
+        self.hello.formats.iter().any(|f| f == format)
+    }
+
+    fn replay(&self, format: &Format, tools: &Tools, turns: &[Vec<u8>], cuts: &[Cuts]) -> Outcome {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let request = parse_request(id, format.id, tools, turns, cuts);
+        let mut w = match self.acquire() {
+            Ok(w) => w,
+            Err(e) => {
+                self.note(Breakdown::Crash);
+                return Outcome::Broke(Breakdown::Crash, e);
+            }
+        };
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        let deadline = Instant::now() + self.opts.timeout;
+        let answer = w
+            .exchange(request, deadline)
+            .and_then(|line| read_response(&line, id, turns.len()));
+        match answer {
+            Ok(Ok(turns)) => {
+                self.release(w, true);
+                Outcome::Done(turns)
+            }
+            Ok(Err(msg)) => {
+                // The adapter caught its parser's failure and stayed in step: keep the child.
+                self.release(w, true);
+                self.note(Breakdown::Crash);
+                Outcome::Broke(Breakdown::Crash, msg)
+            }
+            Err((why, msg)) => {
+                // After any breach the child's stream cannot be trusted to be in step: replace it.
+                self.release(w, false);
+                self.note(why);
+                Outcome::Broke(why, msg)
+            }
+        }
+    }
+}
