@@ -13,13 +13,13 @@ use conform::formats;
 use conform::harness::chunking::{ChunkingParams, Cuts, Strategy};
 use conform::harness::corpus::{self, LoadOptions};
 use conform::harness::format_checks;
+use conform::harness::known::KnownFailures;
 use conform::harness::parsers::ParserRun;
+use conform::harness::report::{self, Report, Shard};
 use conform::harness::run::{CaseReport, RunConfig, run_cases_on};
-use conform::outputs::known::KnownFailures;
 use conform::outputs::matrix;
-use conform::outputs::report::{self, Report, Shard};
 use conform::outputs::table::{self, Colour};
-use conform::outputs::{html, junit, markdown};
+use conform::outputs::{html, write};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -441,14 +441,14 @@ fn cmd_run(a: RunArgs) -> u8 {
     }
     drop(out);
     if let Some(dir) = &a.report_dir
-        && let Err(e) = write_reports(dir, &rep, matrix.as_ref())
+        && let Err(e) = write::write_reports(dir, &rep, matrix.as_ref())
     {
         return usage_error(e);
     }
     if a.update_baseline
         && let Some(p) = &a.baseline
     {
-        if let Err(e) = report::write_atomic(p, rep.stable().to_json().as_bytes()) {
+        if let Err(e) = write::write_atomic(p, rep.stable().to_json().as_bytes()) {
             return usage_error(e);
         }
         eprintln!("baseline {} updated", p.display());
@@ -506,18 +506,6 @@ fn cmd_self_check(only: Option<&str>) -> u8 {
 fn last_lines(s: &str, n: usize) -> String {
     let lines: Vec<&str> = s.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
-/// Writes report.json, report.md and junit.xml, each atomically.
-fn write_reports(dir: &Path, rep: &Report, matrix: Option<&matrix::Matrix>) -> Result<(), String> {
-    report::write_atomic(&dir.join("report.json"), rep.to_json().as_bytes())?;
-    let md_matrix = matrix.map(matrix::markdown);
-    report::write_atomic(
-        &dir.join("report.md"),
-        markdown::render(rep, md_matrix.as_deref()).as_bytes(),
-    )?;
-    report::write_atomic(&dir.join("junit.xml"), junit::render(rep)?.as_bytes())?;
-    Ok(())
 }
 
 /// A progress bar on stderr that appears only once a run has taken more than a second.
@@ -595,7 +583,7 @@ fn cmd_report(c: ReportCommand) -> u8 {
                 }
             }
             match report::merge(&parts) {
-                Ok(m) => match report::write_atomic(&output, m.to_json().as_bytes()) {
+                Ok(m) => match write::write_atomic(&output, m.to_json().as_bytes()) {
                     Ok(()) => {
                         eprintln!(
                             "merged {} report(s) into {} ({} case(s))",
@@ -614,7 +602,7 @@ fn cmd_report(c: ReportCommand) -> u8 {
             report: path,
             output,
         } => match Report::read(&path) {
-            Ok(r) => match write_reports(&output, &r, None) {
+            Ok(r) => match write::write_reports(&output, &r, None) {
                 Ok(()) => EXIT_OK,
                 Err(e) => usage_error(e),
             },
@@ -622,7 +610,7 @@ fn cmd_report(c: ReportCommand) -> u8 {
         },
         ReportCommand::Html { reports, output } => {
             let written = html::collect(&reports).and_then(|history| {
-                report::write_atomic(
+                write::write_atomic(
                     &output.join("index.html"),
                     html::render(&history).as_bytes(),
                 )

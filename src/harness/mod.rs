@@ -6,6 +6,8 @@ pub mod chunking;
 pub mod corpus;
 pub mod format_checks;
 pub mod invariants;
+pub mod known;
 pub mod minimize;
 pub mod parsers;
+pub mod report;
 pub mod run;

@@ -5,8 +5,8 @@
 //! The page is built from saved `report.json` files only, so a history directory of nightly
 //! reports is all it needs; nothing here reruns a parser.
 
-use super::report::{CaseOut, Change, Report, Run, TotalsOut, is_failing};
-use super::table::percent;
+use crate::harness::report::percent;
+use crate::harness::report::{CaseOut, Change, Report, Run, TotalsOut, is_failing};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -298,7 +298,7 @@ fn change_rows(out: &mut String, list: &[Change], what: &str) {
     }
 }
 
-fn regressions(out: &mut String, c: &super::report::Comparison) {
+fn regressions(out: &mut String, c: &crate::harness::report::Comparison) {
     out.push_str("<section id=\"regressions\">");
     if c.regressions.is_empty() {
         out.push_str(
@@ -1069,7 +1069,7 @@ footer{margin-top:36px;color:var(--muted);font-size:12px;text-align:center}
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outputs::report::{
+    use crate::harness::report::{
         Chunking, Comparison, CorpusInfo, SCHEMA_VERSION, Timings, Tool, ViolationOut, finish_run,
     };
 

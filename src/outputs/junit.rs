@@ -1,6 +1,6 @@
 //! `junit.xml`: one test suite per parser and format, one test case per transcript.
 
-use super::report::Report;
+use crate::harness::report::Report;
 use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus, TestSuite};
 
 /// Renders the JUnit XML of a report.

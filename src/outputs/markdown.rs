@@ -1,7 +1,7 @@
 //! `report.md`: a summary that fits a CI step summary or a pull-request comment.
 
-use super::report::{Change, Report, Run, is_failing};
-use super::table::percent;
+use crate::harness::report::percent;
+use crate::harness::report::{Change, Report, Run, is_failing};
 use std::fmt::Write;
 
 /// Failing cases listed in full before the rest are only counted (comments have size limits).
@@ -31,7 +31,7 @@ fn run_table(out: &mut String, run: &Run) {
         "| format | cases | failed | xfail | replays | parse success | match | violations |"
     );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---|");
-    let mut rows: Vec<(&str, &super::report::TotalsOut)> =
+    let mut rows: Vec<(&str, &crate::harness::report::TotalsOut)> =
         run.formats.iter().map(|(k, v)| (k.as_str(), v)).collect();
     if rows.len() > 1 {
         rows.push(("**all**", &run.totals));

@@ -3,8 +3,7 @@
 
 pub mod html;
 pub mod junit;
-pub mod known;
 pub mod markdown;
 pub mod matrix;
-pub mod report;
 pub mod table;
+pub mod write;

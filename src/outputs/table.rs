@@ -1,8 +1,8 @@
 //! The terminal summary: a per-format table, then regressions and failing cases with their
 //! reproducers.
 
-use super::report::{Comparison, Run, TotalsOut, is_failing};
 use crate::harness::corpus::CorpusError;
+use crate::harness::report::{Comparison, Run, TotalsOut, is_failing, percent};
 use comfy_table::{Cell, Color, ContentArrangement, Table, presets};
 use std::fmt::Write;
 
@@ -31,15 +31,6 @@ impl Colour {
             Colour::Always => ("\x1b[31m", "\x1b[2m", "\x1b[0m"),
             Colour::Never => ("", "", ""),
         }
-    }
-}
-
-/// A rate as a percentage with one decimal, never rounding a miss up to 100.0%.
-pub fn percent(r: Option<f64>) -> String {
-    match r {
-        None => "–".into(),
-        Some(x) if x < 1.0 && x > 0.999 => "99.9%".into(),
-        Some(x) => format!("{:.1}%", x * 100.0),
     }
 }
 

@@ -3,10 +3,10 @@
 //! Everything but the `timings` section is a pure function of the corpus, the seed, the options
 //! and the parsers, so two runs with the same seed give byte-identical reports apart from it.
 
-use super::known::KnownFailures;
-use crate::harness::chunking::ChunkingParams;
-use crate::harness::corpus::{Case, CorpusError, hex};
-use crate::harness::run::{CaseReport, Status, Violation};
+use super::chunking::ChunkingParams;
+use super::corpus::{Case, CorpusError, hex};
+use super::run::{CaseReport, Status, Violation};
+use crate::harness::known::KnownFailures;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -360,6 +360,15 @@ impl TotalsOut {
     }
 }
 
+/// A rate as a percentage with one decimal, never rounding a miss up to 100.0%.
+pub fn percent(r: Option<f64>) -> String {
+    match r {
+        None => "–".into(),
+        Some(x) if x < 1.0 && x > 0.999 => "99.9%".into(),
+        Some(x) => format!("{:.1}%", x * 100.0),
+    }
+}
+
 fn ratio(n: usize, d: usize) -> Option<f64> {
     (d > 0).then(|| n as f64 / d as f64)
 }
@@ -561,11 +570,7 @@ pub fn compare(base: &Report, new: &Report) -> Comparison {
                 let change = Change {
                     parser: run.parser.clone(),
                     subject: format!("format:{format}"),
-                    change: format!(
-                        "{name} {} → {}",
-                        super::table::percent(Some(a)),
-                        super::table::percent(Some(b))
-                    ),
+                    change: format!("{name} {} → {}", percent(Some(a)), percent(Some(b))),
                 };
                 if b < a - 1e-12 {
                     c.regressions.push(change);
@@ -654,32 +659,6 @@ pub fn merge(parts: &[Report]) -> Result<Report, String> {
         comparison: None,
         timings,
     })
-}
-
-/// Writes `contents` to `path` atomically: a temporary file in the same directory, then rename.
-pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), String> {
-    use std::io::Write;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .map_err(|e| format!("{}: cannot write: {e}", dir.display()))?;
-    // Temporary files are private (0600); a report is meant to be read by others.
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = tmp
-            .as_file()
-            .set_permissions(std::fs::Permissions::from_mode(0o644));
-    }
-    tmp.write_all(contents)
-        .and_then(|_| tmp.as_file().sync_all())
-        .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
-    tmp.persist(path)
-        .map_err(|e| format!("{}: cannot write: {}", path.display(), e.error))?;
-    Ok(())
 }
 
 /// Current UTC time as RFC 3339, without a date library.
