@@ -8,7 +8,9 @@ use std::fmt;
 use std::str::FromStr;
 
 /// A way to cut transcripts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Strategy {
     /// No cut: the baseline every other chunking is compared to.

@@ -15,15 +15,19 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// How a case is judged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Label {
     /// `y_`: must parse, and match its expectation.
+    #[serde(rename = "y")]
     Accept,
     /// `n_`: must be rejected with an error (of the expected kind, if given).
+    #[serde(rename = "n")]
     Reject,
     /// `i_`: implementation-defined; only invariants are checked.
+    #[serde(rename = "i")]
     Free,
     /// No prefix: a real log, judged by parse success and invariants alone.
+    #[serde(rename = "unlabelled")]
     Unlabelled,
 }
 

@@ -4,6 +4,7 @@
 //! format's machine-readable typing table, under every cut).
 
 use super::chunking::Cuts;
+use super::corpus::Label;
 use super::invariants::Invariant;
 use super::run::{CaseReport, Status, Violation};
 use crate::backends::{Backend, Outcome};
@@ -122,7 +123,11 @@ fn one_call(r: &crate::event::ParseResult) -> Result<&ToolCall, String> {
 }
 
 fn new_report(format: &Format, inv: Invariant) -> CaseReport {
-    CaseReport::new(format!("{}#{}", format.id, inv.as_str()), format.id, "y")
+    CaseReport::new(
+        format!("{}#{}", format.id, inv.as_str()),
+        format.id,
+        Label::Accept,
+    )
 }
 
 fn fail(report: &mut CaseReport, format: &Format, inv: Invariant, cuts: Vec<usize>, msg: String) {

@@ -6,7 +6,9 @@ use serde::Serialize;
 use std::fmt;
 
 /// An invariant id, as named in reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Invariant {
     /// Every chunking gives the result of the whole transcript.

@@ -3,8 +3,9 @@
 //! Everything but the `timings` section is a pure function of the corpus, the seed, the options
 //! and the parsers, so two runs with the same seed give byte-identical reports apart from it.
 
-use super::chunking::ChunkingParams;
-use super::corpus::{Case, CorpusError, hex};
+use super::chunking::{ChunkingParams, Strategy};
+use super::corpus::{Case, CorpusError, Label, hex};
+use super::invariants::Invariant;
 use super::run::{CaseReport, Status, Violation};
 use crate::harness::known::KnownFailures;
 use serde::{Deserialize, Serialize};
@@ -187,7 +188,7 @@ pub struct TotalsOut {
     /// `match_ok / match_replays`, or null.
     pub match_rate: Option<f64>,
     /// Cases breaking each invariant.
-    pub violations: BTreeMap<String, usize>,
+    pub violations: BTreeMap<Invariant, usize>,
 }
 
 /// One case's outcome.
@@ -199,9 +200,9 @@ pub struct CaseOut {
     /// The format id.
     pub format: String,
     /// `y`, `n`, `i` or `unlabelled`.
-    pub label: String,
-    /// `pass`, `fail`, `xfail`, `xpass`, `crash`, `timeout` or `protocol_error`.
-    pub status: String,
+    pub label: Label,
+    /// The case's status, known failures applied.
+    pub status: CaseStatus,
     /// SHA-256 of the case's bytes and expectations.
     pub digest: String,
     /// Replays run.
@@ -247,9 +248,9 @@ impl CaseOut {
 #[serde(deny_unknown_fields)]
 pub struct ViolationOut {
     /// The invariant id.
-    pub invariant: String,
+    pub invariant: Invariant,
     /// The strategy of the first failing replay, or null for whole-input checks.
-    pub strategy: Option<String>,
+    pub strategy: Option<Strategy>,
     /// Minimized cut offsets, one list per turn.
     pub cuts: Vec<Vec<usize>>,
     /// Replays that broke the invariant.
@@ -263,8 +264,8 @@ pub struct ViolationOut {
 impl From<&Violation> for ViolationOut {
     fn from(v: &Violation) -> Self {
         ViolationOut {
-            invariant: v.invariant.as_str().into(),
-            strategy: v.strategy.map(|s| s.as_str().into()),
+            invariant: v.invariant,
+            strategy: v.strategy,
             cuts: v.cuts.clone(),
             failing_replays: v.failing_replays,
             message: v.message.clone(),
@@ -311,19 +312,67 @@ pub struct Change {
     pub change: String,
 }
 
-/// Status of a case after known failures are applied.
-pub fn final_status(status: Status, known: bool) -> &'static str {
-    match (status, known) {
-        (Status::Pass, true) => "xpass",
-        (Status::Pass, false) => "pass",
-        (_, true) => "xfail",
-        (s, false) => s.as_str(),
+/// A case's status in a report: the replay's [`Status`] with known failures applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CaseStatus {
+    /// Every invariant held.
+    Pass,
+    /// At least one invariant broke.
+    Fail,
+    /// A known failure that still fails.
+    Xfail,
+    /// A known failure that now passes: the mark must be removed.
+    Xpass,
+    /// An external parser crashed on the case.
+    Crash,
+    /// An external parser did not answer in time.
+    Timeout,
+    /// An external parser answered outside the adapter protocol.
+    ProtocolError,
+    /// The case's files could not be loaded.
+    CorpusError,
+}
+
+impl CaseStatus {
+    /// The status of a case after known failures are applied.
+    pub fn of(status: Status, known: bool) -> CaseStatus {
+        match (status, known) {
+            (Status::Pass, true) => CaseStatus::Xpass,
+            (Status::Pass, false) => CaseStatus::Pass,
+            (_, true) => CaseStatus::Xfail,
+            (Status::Fail, false) => CaseStatus::Fail,
+            (Status::Crash, false) => CaseStatus::Crash,
+            (Status::Timeout, false) => CaseStatus::Timeout,
+            (Status::ProtocolError, false) => CaseStatus::ProtocolError,
+            (Status::CorpusError, false) => CaseStatus::CorpusError,
+        }
+    }
+
+    /// The snake_case name used in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CaseStatus::Pass => "pass",
+            CaseStatus::Fail => "fail",
+            CaseStatus::Xfail => "xfail",
+            CaseStatus::Xpass => "xpass",
+            CaseStatus::Crash => "crash",
+            CaseStatus::Timeout => "timeout",
+            CaseStatus::ProtocolError => "protocol_error",
+            CaseStatus::CorpusError => "corpus_error",
+        }
+    }
+
+    /// True when the status counts as a failure of the run.
+    pub fn is_failing(self) -> bool {
+        !matches!(self, CaseStatus::Pass | CaseStatus::Xfail)
     }
 }
 
-/// True when a final status counts as a failure of the run.
-pub fn is_failing(status: &str) -> bool {
-    !matches!(status, "pass" | "xfail")
+impl std::fmt::Display for CaseStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl TotalsOut {
@@ -332,26 +381,26 @@ impl TotalsOut {
         let mut t = TotalsOut::default();
         for c in cases {
             t.cases += 1;
-            match c.status.as_str() {
-                "pass" => t.passed += 1,
-                "xfail" => t.xfail += 1,
-                "xpass" => {
+            match c.status {
+                CaseStatus::Pass => t.passed += 1,
+                CaseStatus::Xfail => t.xfail += 1,
+                CaseStatus::Xpass => {
                     t.xpass += 1;
                     t.failed += 1;
                 }
                 _ => t.failed += 1,
             }
             t.replays += c.replays;
-            if c.label == "y" || c.label == "unlabelled" {
+            if matches!(c.label, Label::Accept | Label::Unlabelled) {
                 t.parse_replays += c.replays;
                 t.parse_ok += c.error_free;
             }
-            if c.label == "y" {
+            if c.label == Label::Accept {
                 t.match_replays += c.replays;
                 t.match_ok += c.matched;
             }
             for v in &c.violations {
-                *t.violations.entry(v.invariant.clone()).or_default() += 1;
+                *t.violations.entry(v.invariant).or_default() += 1;
             }
         }
         t.parse_success_rate = ratio(t.parse_ok, t.parse_replays);
@@ -385,12 +434,12 @@ pub fn build_run(
     let mut out: Vec<CaseOut> = reports
         .iter()
         .map(|r| {
-            let status = final_status(r.status, known.contains(parser, &r.id));
+            let status = CaseStatus::of(r.status, known.contains(parser, &r.id));
             CaseOut {
                 id: r.id.clone(),
                 format: r.format.to_string(),
-                label: r.label.to_string(),
-                status: status.to_string(),
+                label: r.label,
+                status,
                 digest: digests.get(r.id.as_str()).cloned().unwrap_or_default(),
                 replays: r.replays,
                 error_free: r.error_free,
@@ -535,7 +584,7 @@ pub fn compare(base: &Report, new: &Report) -> Comparison {
             match before.get(id) {
                 None => c.new_cases.push(id.to_string()),
                 Some(was) => {
-                    let (was_bad, now_bad) = (is_failing(&was.status), is_failing(&now.status));
+                    let (was_bad, now_bad) = (was.status.is_failing(), now.status.is_failing());
                     let change = Change {
                         parser: run.parser.clone(),
                         subject: id.to_string(),
@@ -694,8 +743,8 @@ mod tests {
         CaseOut {
             id: id.into(),
             format: "kimi_k2".into(),
-            label: label.into(),
-            status: status.into(),
+            label: serde_json::from_value(serde_json::json!(label)).unwrap(),
+            status: serde_json::from_value(serde_json::json!(status)).unwrap(),
             digest: format!("d-{id}"),
             replays: 10,
             error_free: if status == "pass" { 10 } else { 7 },
@@ -765,9 +814,9 @@ mod tests {
 
     #[test]
     fn known_failures_turn_into_xfail_and_xpass() {
-        assert_eq!(final_status(Status::Fail, true), "xfail");
-        assert_eq!(final_status(Status::Pass, true), "xpass");
-        assert!(is_failing("xpass") && !is_failing("xfail"));
+        assert_eq!(CaseStatus::of(Status::Fail, true), CaseStatus::Xfail);
+        assert_eq!(CaseStatus::of(Status::Pass, true), CaseStatus::Xpass);
+        assert!(CaseStatus::Xpass.is_failing() && !CaseStatus::Xfail.is_failing());
         let t = TotalsOut::of(&[case("a", "xfail", "y"), case("b", "xpass", "y")]);
         assert_eq!((t.xfail, t.xpass, t.failed), (1, 1, 1));
     }

@@ -106,8 +106,8 @@ pub struct CaseReport {
     pub id: String,
     /// The format id.
     pub format: &'static str,
-    /// y / n / i / unlabelled.
-    pub label: &'static str,
+    /// How the case is judged.
+    pub label: Label,
     /// Pass or fail.
     pub status: Status,
     /// Broken invariants, one entry per invariant.
@@ -134,7 +134,7 @@ pub struct CaseReport {
 
 impl CaseReport {
     /// A passing report with nothing replayed yet.
-    pub fn new(id: String, format: &'static str, label: &'static str) -> CaseReport {
+    pub fn new(id: String, format: &'static str, label: Label) -> CaseReport {
         CaseReport {
             id,
             format,
@@ -154,12 +154,12 @@ impl CaseReport {
 
     /// True when the case counts toward the parse success rate (y_ and unlabelled).
     pub fn counts_for_parse_rate(&self) -> bool {
-        self.label == Label::Accept.as_str() || self.label == Label::Unlabelled.as_str()
+        matches!(self.label, Label::Accept | Label::Unlabelled)
     }
 
     /// True when the case counts toward the match rate (y_).
     pub fn counts_for_match_rate(&self) -> bool {
-        self.label == Label::Accept.as_str()
+        self.label == Label::Accept
     }
 }
 
@@ -217,7 +217,7 @@ pub fn run_case_with(
 ) -> CaseReport {
     let started = Instant::now();
     let markers = (format.markers)(&case.tools);
-    let mut report = CaseReport::new(case.id.clone(), format.id, case.label.as_str());
+    let mut report = CaseReport::new(case.id.clone(), format.id, case.label);
     // Special tokens reach a server's parser whole: for an external parser, a replay that
     // splits one is judged apart (DESIGN §5).
     let special: Vec<String> = format

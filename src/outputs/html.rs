@@ -6,7 +6,7 @@
 //! reports is all it needs; nothing here reruns a parser.
 
 use crate::harness::report::percent;
-use crate::harness::report::{CaseOut, Change, Report, Run, TotalsOut, is_failing};
+use crate::harness::report::{CaseOut, CaseStatus, Change, Report, Run, TotalsOut};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -632,7 +632,7 @@ fn totals_row(out: &mut String, name: &str, t: &TotalsOut, all: bool) {
     } else {
         t.violations
             .iter()
-            .map(|(k, n)| format!("<span class=\"tag\">{} {n}</span>", escape(k)))
+            .map(|(k, n)| format!("<span class=\"tag\">{} {n}</span>", escape(k.as_str())))
             .collect::<Vec<_>>()
             .join(" ")
     };
@@ -706,20 +706,19 @@ fn failure_card(out: &mut String, c: &CaseOut) {
     let _ = write!(
         out,
         "<article class=\"failure\"><header>{} <code class=\"id\">{}</code> <span class=\"muted\">{} · {} · {} replay(s)</span></header>",
-        status_badge(&c.status),
+        status_badge(c.status.as_str()),
         escape(&c.id),
         escape(&c.format),
-        escape(&c.label),
+        escape(c.label.as_str()),
         thousands(c.replays)
     );
-    if c.status == "xpass" {
+    if c.status == CaseStatus::Xpass {
         out.push_str("<p class=\"note\">Passes now: remove its known-failure mark.</p>");
     }
     for v in &c.violations {
         let under = v
             .strategy
-            .as_deref()
-            .map(|s| format!(" under <b>{}</b>", escape(s)))
+            .map(|s| format!(" under <b>{}</b>", escape(s.as_str())))
             .unwrap_or_default();
         let _ = write!(
             out,
@@ -727,7 +726,7 @@ fn failure_card(out: &mut String, c: &CaseOut) {
              <pre class=\"msg\">{}</pre>\
              <div class=\"kv\"><span class=\"k\">minimal cuts</span><code>{}</code></div>\
              <div class=\"kv\"><span class=\"k\">replay</span><code class=\"cmd\">{}</code></div></div>",
-            escape(&v.invariant),
+            escape(v.invariant.as_str()),
             thousands(v.failing_replays),
             escape(&v.message),
             escape(&cuts_text(&v.cuts)),
@@ -747,7 +746,7 @@ fn failure_card(out: &mut String, c: &CaseOut) {
 fn failures(out: &mut String, r: &Report) {
     out.push_str("<section id=\"failures\"><h2>Current failures</h2>\n");
     for run in &r.runs {
-        let failing: Vec<&CaseOut> = run.cases.iter().filter(|c| is_failing(&c.status)).collect();
+        let failing: Vec<&CaseOut> = run.cases.iter().filter(|c| c.status.is_failing()).collect();
         let who = if r.runs.len() > 1 {
             format!(" of <span class=\"parser\">{}</span>", escape(&run.parser))
         } else {
@@ -876,7 +875,7 @@ fn matrix_cell(c: Option<&CaseOut>) -> String {
                     escape(&invariants.join(", "))
                 )
             };
-            format!("<td>{}{inv}</td>", status_badge(&c.status))
+            format!("<td>{}{inv}</td>", status_badge(c.status.as_str()))
         }
     }
 }
@@ -1069,6 +1068,9 @@ footer{margin-top:36px;color:var(--muted);font-size:12px;text-align:center}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::harness::chunking::Strategy;
+    use crate::harness::corpus::Label;
+    use crate::harness::invariants::Invariant;
     use crate::harness::report::{
         Chunking, Comparison, CorpusInfo, SCHEMA_VERSION, Timings, Tool, ViolationOut, finish_run,
     };
@@ -1078,8 +1080,8 @@ mod tests {
         CaseOut {
             id: id.into(),
             format: format.into(),
-            label: "y".into(),
-            status: status.into(),
+            label: Label::Accept,
+            status: serde_json::from_value(serde_json::json!(status)).unwrap(),
             digest: "d".into(),
             replays: 10,
             error_free: if pass { 10 } else { 8 },
@@ -1088,8 +1090,8 @@ mod tests {
                 vec![]
             } else {
                 vec![ViolationOut {
-                    invariant: "split_invariance".into(),
-                    strategy: Some("bytes".into()),
+                    invariant: Invariant::SplitInvariance,
+                    strategy: Some(Strategy::Bytes),
                     cuts: vec![vec![3, 7]],
                     failing_replays: 2,
                     message: "whole gives <a & \"b\"> here".into(),
@@ -1156,8 +1158,8 @@ mod tests {
         let mut c = case("corpus/kimi_k2/y_a.txt", "kimi_k2", "pass");
         c.token_split_replays = 12;
         c.token_split_violations = vec![ViolationOut {
-            invariant: "split_invariance".into(),
-            strategy: Some("bytes".into()),
+            invariant: Invariant::SplitInvariance,
+            strategy: Some(Strategy::Bytes),
             cuts: vec![vec![3]],
             failing_replays: 12,
             message: "differs".into(),
@@ -1245,7 +1247,7 @@ mod tests {
             let mut r = one("2026-01-02T00:00:00Z", "pass");
             // Only n_ cases: neither rate has a denominator.
             for c in &mut r.runs[0].cases {
-                c.label = "n".into();
+                c.label = Label::Reject;
             }
             let cases = std::mem::take(&mut r.runs[0].cases);
             r.runs[0] = finish_run("builtin".into(), cases);

@@ -1,7 +1,7 @@
 //! `report.md`: a summary that fits a CI step summary or a pull-request comment.
 
 use crate::harness::report::percent;
-use crate::harness::report::{Change, Report, Run, is_failing};
+use crate::harness::report::{CaseStatus, Change, Report, Run};
 use std::fmt::Write;
 
 /// Failing cases listed in full before the rest are only counted (comments have size limits).
@@ -135,7 +135,7 @@ pub fn render(r: &Report, matrix: Option<&str>) -> String {
             }
             out.push('\n');
         }
-        let failing: Vec<_> = run.cases.iter().filter(|c| is_failing(&c.status)).collect();
+        let failing: Vec<_> = run.cases.iter().filter(|c| c.status.is_failing()).collect();
         if failing.is_empty() {
             continue;
         }
@@ -147,7 +147,7 @@ pub fn render(r: &Report, matrix: Option<&str>) -> String {
         );
         for c in failing.iter().take(MAX_LISTED) {
             let _ = writeln!(out, "- **{}** `{}` [{}]", c.status, c.id, c.format);
-            if c.status == "xpass" {
+            if c.status == CaseStatus::Xpass {
                 let _ = writeln!(out, "  - passes now: remove its known-failure mark");
             }
             for v in &c.violations {

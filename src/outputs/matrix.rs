@@ -46,8 +46,8 @@ pub struct MatrixRow {
     pub id: String,
     /// The format id.
     pub format: &'static str,
-    /// y / n / i / unlabelled.
-    pub label: &'static str,
+    /// How the case is judged.
+    pub label: crate::harness::corpus::Label,
     /// One cell per parser, in the order of [`Matrix::parsers`].
     pub cells: Vec<MatrixCell>,
 }
@@ -244,7 +244,7 @@ mod tests {
     use crate::harness::run::Violation;
 
     fn report(id: &str, status: Status, inv: Option<Invariant>) -> CaseReport {
-        let mut r = CaseReport::new(id.into(), "kimi_k2", "y");
+        let mut r = CaseReport::new(id.into(), "kimi_k2", crate::harness::corpus::Label::Accept);
         r.status = status;
         r.violations = inv
             .into_iter()

@@ -2,7 +2,7 @@
 //! reproducers.
 
 use crate::harness::corpus::CorpusError;
-use crate::harness::report::{Comparison, Run, TotalsOut, is_failing, percent};
+use crate::harness::report::{CaseStatus, Comparison, Run, TotalsOut, percent};
 use comfy_table::{Cell, Color, ContentArrangement, Table, presets};
 use std::fmt::Write;
 
@@ -125,15 +125,15 @@ pub fn comparison(c: &Comparison, colour: Colour) -> String {
 pub fn failures(run: &Run, colour: Colour) -> String {
     let (red, dim, reset) = colour.codes();
     let mut out = String::new();
-    for c in run.cases.iter().filter(|c| is_failing(&c.status)) {
+    for c in run.cases.iter().filter(|c| c.status.is_failing()) {
         let _ = writeln!(
             out,
             "{red}{}{reset} {} [{}]",
-            c.status.to_uppercase(),
+            c.status.as_str().to_uppercase(),
             c.id,
             c.format
         );
-        if c.status == "xpass" {
+        if c.status == CaseStatus::Xpass {
             let _ = writeln!(
                 out,
                 "  passes now: remove it from the known failures of {}",
@@ -153,7 +153,7 @@ pub fn failures(run: &Run, colour: Colour) -> String {
             let _ = writeln!(out, "    {dim}replay:{reset} {}", v.replay);
         }
         for n in &c.notes {
-            if c.status != "fail" {
+            if c.status != CaseStatus::Fail {
                 let _ = writeln!(out, "  {n}");
             }
         }
