@@ -5,24 +5,20 @@ mod fuzzing;
 
 use clap::{Args, Parser, Subcommand};
 use conform::backends::AnyBackend;
-use conform::backends::Builtin;
 use conform::backends::adapter;
-use conform::backends::builtin::{capture_panics, events_of};
-use conform::event::ParseResult;
+use conform::backends::builtin::capture_panics;
 use conform::formats;
-use conform::harness::chunking::{ChunkingParams, Cuts, Strategy};
+use conform::harness::chunking::{ChunkingParams, Strategy};
 use conform::harness::corpus::{self, LoadOptions};
 use conform::harness::format_checks;
 use conform::harness::known::KnownFailures;
-use conform::harness::parsers::ParserRun;
 use conform::harness::report::{self, Report, Shard};
-use conform::harness::run::{CaseReport, RunConfig, run_cases_on};
+use conform::harness::run::{CaseReport, RunConfig};
+use conform::harness::session::{self, RunPlan};
 use conform::outputs::matrix;
 use conform::outputs::table::{self, Colour};
 use conform::outputs::{html, write};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use serde_json::json;
-use std::collections::{BTreeMap, BTreeSet};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -64,6 +60,12 @@ enum Command {
         /// Only this format [default: every format that declares such checks].
         #[arg(long)]
         format: Option<String>,
+        /// The parser checked: `builtin` or `cmd:COMMAND` (an adapter).
+        #[arg(long, default_value = "builtin")]
+        parser: String,
+        /// Seconds an adapter may take to answer one replay.
+        #[arg(long, default_value_t = 10.0)]
+        timeout: f64,
     },
     /// Compare, merge and render saved reports.
     #[command(subcommand)]
@@ -175,6 +177,13 @@ struct ParseArgs {
     /// Print only the folded result, not every event.
     #[arg(long)]
     result_only: bool,
+    /// The parser: `builtin` or `cmd:COMMAND`, as for `conform run` (an adapter's events are
+    /// folded as they arrive: the result and any delta-contract breach are printed).
+    #[arg(long, default_value = "builtin")]
+    parser: String,
+    /// Seconds an adapter may take to answer.
+    #[arg(long, default_value_t = 10.0)]
+    timeout: f64,
 }
 
 fn main() -> ExitCode {
@@ -186,7 +195,11 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench::run(a),
         Command::Fuzzing(c) => fuzzing::run(c),
         Command::Report(c) => cmd_report(c),
-        Command::SelfCheck { format } => cmd_self_check(format.as_deref()),
+        Command::SelfCheck {
+            format,
+            parser,
+            timeout,
+        } => cmd_self_check(format.as_deref(), &parser, timeout),
     };
     ExitCode::from(code)
 }
@@ -251,17 +264,10 @@ fn cmd_run(a: RunArgs) -> u8 {
             return usage_error(e);
         }
     }
-    let mut adapter_opts = adapter::AdapterOptions::default();
-    if let Some(j) = a.jobs {
-        adapter_opts.jobs = j.max(1);
-    }
-    if !(a.timeout.is_finite() && a.timeout > 0.0) {
-        return usage_error(format!(
-            "--timeout must be a positive number of seconds, not {}",
-            a.timeout
-        ));
-    }
-    adapter_opts.timeout = Duration::from_secs_f64(a.timeout);
+    let adapter_opts = match adapter_options(a.jobs, a.timeout) {
+        Ok(o) => o,
+        Err(e) => return usage_error(e),
+    };
     let paths = if a.paths.is_empty() {
         vec!["corpus/".to_string()]
     } else {
@@ -297,78 +303,37 @@ fn cmd_run(a: RunArgs) -> u8 {
         _ => None,
     };
 
-    let started = Instant::now();
-    let mut corpus = corpus::load(
-        &paths,
-        &LoadOptions {
+    let plan = RunPlan {
+        paths,
+        load: LoadOptions {
             format: a.format.clone(),
         },
-    );
-    // Format-level invariants (cdata_split, type_inference) of the formats in the corpus,
-    // decided before sharding so that shards split them like cases.
-    let formats_seen: BTreeSet<&str> = corpus.cases.iter().map(|c| c.format).collect();
-    if let Some(s) = shard {
-        corpus.cases.retain(|c| s.contains(&c.id));
-    }
-    let checked: Vec<(&'static formats::Format, String, String)> = formats::REGISTRY
-        .iter()
-        .filter(|f| formats_seen.contains(f.id))
-        .flat_map(|f| {
-            format_checks::declared(f)
-                .into_iter()
-                .map(move |(id, m)| (*f, id, m))
-        })
-        .filter(|(_, id, _)| shard.is_none_or(|s| s.contains(id)))
-        .collect();
-    let digests = report::case_digests(
-        &corpus.cases,
-        checked.iter().map(|(_, id, m)| (id.as_str(), m.as_str())),
-    );
-    let cfg = RunConfig {
-        strategies: strategies.clone(),
-        params: ChunkingParams {
-            seed: a.seed,
-            random_groupings: a.seeds,
-            random_max_chunk: a.max_chunk,
-            two_cut_cap: a.two_cut_cap,
+        cfg: RunConfig {
+            strategies,
+            params: ChunkingParams {
+                seed: a.seed,
+                random_groupings: a.seeds,
+                random_max_chunk: a.max_chunk,
+                two_cut_cap: a.two_cut_cap,
+            },
+            ..RunConfig::default()
         },
-        ..RunConfig::default()
+        parsers: specs,
+        adapter: adapter_opts,
+        known,
+        baseline,
+        shard,
     };
-    capture_panics();
     let show_progress =
         !a.quiet && std::io::stderr().is_terminal() && std::env::var_os("CI").is_none();
-    let mut runs = Vec::new();
-    let mut per_case_seconds = BTreeMap::new();
-    let mut parser_runs: Vec<ParserRun> = Vec::new();
-    for spec in &specs {
-        // Each adapter is stopped before the next one starts.
-        let backend = match AnyBackend::start(spec, &adapter_opts) {
-            Ok(b) => b,
-            Err(e) => return usage_error(e),
-        };
-        let progress = Progress::new(show_progress, corpus.cases.len(), spec);
-        let mut reports = run_cases_on(&corpus.cases, backend.backend(), &cfg, &|| progress.tick());
-        let mut done: BTreeSet<&str> = BTreeSet::new();
-        for (f, _, _) in &checked {
-            if done.insert(f.id) && backend.backend().supports(f.id) {
-                reports.extend(
-                    format_checks::check_format(f, backend.backend())
-                        .into_iter()
-                        .filter(|r| checked.iter().any(|(_, id, _)| *id == r.id)),
-                );
-            }
-        }
-        progress.done();
-        per_case_seconds.insert(
-            spec.clone(),
-            reports
-                .iter()
-                .map(|r| (r.id.clone(), r.elapsed.as_secs_f64()))
-                .collect(),
-        );
-        runs.push(report::build_run(spec, &digests, &reports, &known));
-        parser_runs.push(ParserRun::new(spec, &backend, reports));
-    }
+    let progress = Progress::new(show_progress);
+    let started = Instant::now();
+    let run = match session::execute(&plan, &progress) {
+        Ok(r) => r,
+        Err(e) => return usage_error(e),
+    };
+    let rep = &run.report;
+    let parser_runs = &run.parser_runs;
     let matrix = (parser_runs.len() > 1).then(|| {
         let pairs: Vec<(String, Vec<CaseReport>)> = parser_runs
             .iter()
@@ -376,36 +341,14 @@ fn cmd_run(a: RunArgs) -> u8 {
             .collect();
         matrix::matrix(&pairs)
     });
-    let mut rep = Report {
-        schema_version: report::SCHEMA_VERSION,
-        tool: report::Tool {
-            name: "conform".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-        },
-        seed: a.seed,
-        strategies: strategies.iter().map(|s| s.as_str().to_string()).collect(),
-        chunking: (&cfg.params).into(),
-        shard,
-        corpus: report::corpus_info(&digests, &corpus.errors),
-        runs,
-        comparison: None,
-        timings: None,
-    };
-    rep.comparison = baseline.as_ref().map(|b| report::compare(b, &rep));
-    rep.timings = Some(report::Timings {
-        generated_at: report::now_rfc3339(),
-        total_seconds: started.elapsed().as_secs_f64(),
-        per_case_seconds,
-    });
-
     let colour = Colour::detect(std::io::stdout().is_terminal());
     let mut out = std::io::stdout().lock();
-    let _ = write!(out, "{}", table::corpus_errors(&corpus.errors));
+    let _ = write!(out, "{}", table::corpus_errors(&run.corpus_errors));
     if let Some(c) = &rep.comparison {
         let _ = write!(out, "{}", table::comparison(c, colour));
     }
     let headed = rep.runs.len() > 1 || rep.runs.iter().any(|r| r.parser != "builtin");
-    for (run, pr) in rep.runs.iter().zip(&parser_runs) {
+    for (run, pr) in rep.runs.iter().zip(parser_runs) {
         if headed {
             let _ = writeln!(out, "parser: {}", run.parser);
         }
@@ -426,8 +369,8 @@ fn cmd_run(a: RunArgs) -> u8 {
             );
         }
         let seen: Vec<&str> = run.cases.iter().map(|c| c.id.as_str()).collect();
-        for id in known.unseen(&run.parser, &seen) {
-            if shard.is_none() {
+        for id in plan.known.unseen(&run.parser, &seen) {
+            if plan.shard.is_none() {
                 let _ = writeln!(
                     out,
                     "note: known failure {id} of {} was not replayed",
@@ -441,7 +384,7 @@ fn cmd_run(a: RunArgs) -> u8 {
     }
     drop(out);
     if let Some(dir) = &a.report_dir
-        && let Err(e) = write::write_reports(dir, &rep, matrix.as_ref())
+        && let Err(e) = write::write_reports(dir, rep, matrix.as_ref())
     {
         return usage_error(e);
     }
@@ -453,25 +396,35 @@ fn cmd_run(a: RunArgs) -> u8 {
         }
         eprintln!("baseline {} updated", p.display());
     }
+    for why in &run.judged_nothing {
+        eprintln!("error: {why}");
+    }
     if !a.quiet {
         eprintln!(
             "{} case(s), {} replay(s), seed {}, in {:.2?}",
-            corpus.cases.len(),
+            run.cases,
             rep.runs.iter().map(|r| r.totals.replays).sum::<usize>(),
             a.seed,
             started.elapsed()
         );
     }
-    if !corpus.errors.is_empty() {
-        EXIT_USAGE
-    } else if rep.has_failures() {
-        EXIT_FAIL
-    } else {
-        EXIT_OK
-    }
+    run.exit_code()
 }
 
-fn cmd_self_check(only: Option<&str>) -> u8 {
+/// Adapter options from the command line's `--jobs` and `--timeout`.
+fn adapter_options(jobs: Option<usize>, timeout: f64) -> Result<adapter::AdapterOptions, String> {
+    let mut opts = adapter::AdapterOptions::default();
+    if let Some(j) = jobs {
+        opts.jobs = j.max(1);
+    }
+    opts.timeout = Duration::try_from_secs_f64(timeout)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| format!("--timeout must be a positive number of seconds, not {timeout}"))?;
+    Ok(opts)
+}
+
+fn cmd_self_check(only: Option<&str>, parser: &str, timeout: f64) -> u8 {
     if let Some(f) = only
         && formats::by_id(f).is_none()
     {
@@ -480,13 +433,18 @@ fn cmd_self_check(only: Option<&str>) -> u8 {
             corpus::known_formats()
         ));
     }
+    let backend =
+        match adapter_options(None, timeout).and_then(|opts| AnyBackend::start(parser, &opts)) {
+            Ok(b) => b,
+            Err(e) => return usage_error(e),
+        };
     capture_panics();
     let mut failed = false;
     for f in formats::REGISTRY
         .iter()
-        .filter(|f| only.is_none_or(|o| o == f.id))
+        .filter(|f| only.is_none_or(|o| o == f.id) && backend.backend().supports(f.id))
     {
-        for r in format_checks::check_format(f, &Builtin) {
+        for r in format_checks::check_format(f, backend.backend()) {
             out!(
                 "{:<28} {:<5} {} replay(s)",
                 r.id,
@@ -508,36 +466,46 @@ fn last_lines(s: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-/// A progress bar on stderr that appears only once a run has taken more than a second.
+/// A progress bar on stderr that appears only once a parser's run has taken more than a second.
 struct Progress {
-    bar: Option<ProgressBar>,
-    started: Instant,
+    enabled: bool,
+    bar: std::sync::Mutex<Option<(ProgressBar, Instant)>>,
     shown: AtomicBool,
 }
 
 impl Progress {
-    fn new(enabled: bool, len: usize, parser: &str) -> Progress {
-        let bar = enabled.then(|| {
-            let b = ProgressBar::with_draw_target(Some(len as u64), ProgressDrawTarget::hidden());
-            b.set_style(
-                ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} cases {elapsed}")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar())
-                    .progress_chars("=> "),
-            );
-            b.set_prefix(parser.to_string());
-            b
-        });
+    fn new(enabled: bool) -> Progress {
         Progress {
-            bar,
-            started: Instant::now(),
+            enabled,
+            bar: std::sync::Mutex::new(None),
             shown: AtomicBool::new(false),
+        }
+    }
+}
+
+impl session::Progress for Progress {
+    fn start(&self, parser: &str, cases: usize) {
+        if !self.enabled {
+            return;
+        }
+        let b = ProgressBar::with_draw_target(Some(cases as u64), ProgressDrawTarget::hidden());
+        b.set_style(
+            ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} cases {elapsed}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        b.set_prefix(parser.to_string());
+        self.shown.store(false, Ordering::Relaxed);
+        if let Ok(mut slot) = self.bar.lock() {
+            *slot = Some((b, Instant::now()));
         }
     }
 
     fn tick(&self) {
-        if let Some(b) = &self.bar {
+        let Ok(slot) = self.bar.lock() else { return };
+        if let Some((b, started)) = slot.as_ref() {
             b.inc(1);
-            if self.started.elapsed() > Duration::from_secs(1)
+            if started.elapsed() > Duration::from_secs(1)
                 && !self.shown.swap(true, Ordering::Relaxed)
             {
                 b.set_draw_target(ProgressDrawTarget::stderr());
@@ -546,7 +514,9 @@ impl Progress {
     }
 
     fn done(&self) {
-        if let Some(b) = &self.bar {
+        if let Ok(mut slot) = self.bar.lock()
+            && let Some((b, _)) = slot.take()
+        {
             b.finish_and_clear();
         }
     }
@@ -678,44 +648,21 @@ fn cmd_parse(a: ParseArgs) -> u8 {
         Ok(c) => c.unwrap_or_default(),
         Err(e) => return usage_error(e),
     };
-    if cuts.len() > case.turns.len() {
-        return usage_error(format!(
-            "{} cut lists for {} turn(s)",
-            cuts.len(),
-            case.turns.len()
-        ));
+    if let Err(e) = adapter::parse_parser_spec(&a.parser) {
+        return usage_error(e);
     }
-    let format = formats::by_id(case.format).expect("loaded cases name registered formats");
-    let mut parser = (format.new_parser)(&case.tools);
-    let mut turns = Vec::new();
-    for (t, data) in case.turns.iter().enumerate() {
-        let c = cuts.get(t).cloned().unwrap_or_default();
-        if let Some(bad) = c.iter().find(|&&o| o == 0 || o >= data.len()) {
-            return usage_error(format!(
-                "cut offset {bad} is outside 1..{} of turn {}",
-                data.len(),
-                t + 1
-            ));
-        }
-        let events = events_of(parser.as_mut(), data, &Cuts::At(c.clone()));
-        let result = ParseResult::fold(&events);
-        let mut v = json!({"cuts": c, "result": result});
-        if !a.result_only {
-            v["events"] = serde_json::to_value(&events).unwrap_or_default();
-        }
-        turns.push(v);
-    }
-    let doc = if turns.len() == 1 {
-        let mut one = turns.pop().unwrap_or_default();
-        one["format"] = json!(case.format);
-        one["case"] = json!(case.id);
-        one
-    } else {
-        json!({"format": case.format, "case": case.id, "turns": turns})
+    let opts = match adapter_options(None, a.timeout) {
+        Ok(o) => o,
+        Err(e) => return usage_error(e),
     };
-    out!(
-        "{}",
-        serde_json::to_string_pretty(&doc).unwrap_or_else(|e| e.to_string())
-    );
-    EXIT_OK
+    match session::parse_one(case, &a.parser, &opts, &cuts, !a.result_only) {
+        Ok((doc, ok)) => {
+            out!(
+                "{}",
+                serde_json::to_string_pretty(&doc).unwrap_or_else(|e| e.to_string())
+            );
+            if ok { EXIT_OK } else { EXIT_FAIL }
+        }
+        Err(e) => usage_error(e),
+    }
 }

@@ -57,9 +57,17 @@ pub fn cdata_texts() -> Vec<String> {
     texts
 }
 
-/// The command that re-runs a format's checks.
-fn replay_command(format: &Format) -> String {
-    format!("conform self-check --format {}", format.id)
+/// The command that re-runs a format's checks through `parser` (a `--parser` value).
+fn replay_command(format: &Format, parser: &str) -> String {
+    if parser == "builtin" {
+        format!("conform self-check --format {}", format.id)
+    } else {
+        format!(
+            "conform self-check --format {} --parser {}",
+            format.id,
+            super::run::shell_quote(parser)
+        )
+    }
 }
 
 /// Every cut of a short transcript: whole, byte by byte, and each single cut.
@@ -130,7 +138,13 @@ fn new_report(format: &Format, inv: Invariant) -> CaseReport {
     )
 }
 
-fn fail(report: &mut CaseReport, format: &Format, inv: Invariant, cuts: Vec<usize>, msg: String) {
+fn fail(
+    report: &mut CaseReport,
+    (format, parser): (&Format, &str),
+    inv: Invariant,
+    cuts: Vec<usize>,
+    msg: String,
+) {
     report.status = Status::Fail;
     report.violations.push(Violation {
         invariant: inv,
@@ -138,7 +152,7 @@ fn fail(report: &mut CaseReport, format: &Format, inv: Invariant, cuts: Vec<usiz
         cuts: vec![cuts],
         failing_replays: 1,
         message: msg,
-        replay: replay_command(format),
+        replay: replay_command(format, parser),
     });
 }
 
@@ -163,6 +177,7 @@ pub fn declared(format: &Format) -> Vec<(String, String)> {
 /// Runs the format-level checks `format` declares; one report per invariant.
 pub fn check_format(format: &Format, backend: &dyn Backend) -> Vec<CaseReport> {
     let mut out = Vec::new();
+    let parser = backend.name();
     if let Some(render) = format.cdata {
         let started = Instant::now();
         let mut r = new_report(format, Invariant::CdataSplit);
@@ -172,7 +187,7 @@ pub fn check_format(format: &Format, backend: &dyn Backend) -> Vec<CaseReport> {
             {
                 fail(
                     &mut r,
-                    format,
+                    (format, &parser),
                     Invariant::CdataSplit,
                     vec![],
                     format!("content {} is not rendered as split CDATA", excerpt(&text)),
@@ -191,7 +206,7 @@ pub fn check_format(format: &Format, backend: &dyn Backend) -> Vec<CaseReport> {
             if let Some((cuts, msg)) = probe(format, backend, &bytes, &check, &mut r) {
                 fail(
                     &mut r,
-                    format,
+                    (format, &parser),
                     Invariant::CdataSplit,
                     cuts,
                     format!(
@@ -211,7 +226,7 @@ pub fn check_format(format: &Format, backend: &dyn Backend) -> Vec<CaseReport> {
         match serde_json::from_str::<Vec<Row>>(typing.table) {
             Err(e) => fail(
                 &mut r,
-                format,
+                (format, &parser),
                 Invariant::TypeInference,
                 vec![],
                 format!("the typing table is not valid: {e}"),
@@ -234,7 +249,13 @@ pub fn check_format(format: &Format, backend: &dyn Backend) -> Vec<CaseReport> {
                         },
                     };
                     if let Some((cuts, msg)) = probe(format, backend, &bytes, &check, &mut r) {
-                        fail(&mut r, format, Invariant::TypeInference, cuts, msg);
+                        fail(
+                            &mut r,
+                            (format, &parser),
+                            Invariant::TypeInference,
+                            cuts,
+                            msg,
+                        );
                         break;
                     }
                 }

@@ -11,3 +11,4 @@ pub mod minimize;
 pub mod parsers;
 pub mod report;
 pub mod run;
+pub mod session;

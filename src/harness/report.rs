@@ -1,12 +1,13 @@
 //! `report.json`: the versioned, deterministic record of a run (`specs/report.md`).
 //!
-//! Everything but the `timings` section is a pure function of the corpus, the seed, the options
+//! Everything but the `timings` and `adapters` sections is a pure function of the corpus, the seed, the options
 //! and the parsers, so two runs with the same seed give byte-identical reports apart from it.
 
 use super::chunking::{ChunkingParams, Strategy};
 use super::corpus::{Case, CorpusError, Label, hex};
 use super::invariants::Invariant;
 use super::run::{CaseReport, Status, Violation};
+use crate::backends::adapter::AdapterStats;
 use crate::harness::known::KnownFailures;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -39,9 +40,29 @@ pub struct Report {
     /// Case-by-case comparison with a baseline, when one was given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comparison: Option<Comparison>,
+    /// What each external parser's adapter said and left on stderr, by `--parser` value;
+    /// kept apart like `timings` because process ids and logs change from run to run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapters: Option<BTreeMap<String, AdapterOut>>,
     /// Wall-clock facts, kept apart because they change from run to run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timings: Option<Timings>,
+}
+
+/// One adapter's hello, counters and stderr.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdapterOut {
+    /// The adapter's own name for its parser.
+    pub name: String,
+    /// The formats its hello listed.
+    pub formats: Vec<String>,
+    /// Requests, starts, crashes, timeouts and protocol errors.
+    pub stats: AdapterStats,
+    /// Total bytes its copies wrote to stderr.
+    pub stderr_bytes: u64,
+    /// The last 64 KiB of that, each line prefixed with the copy's pid.
+    pub stderr_tail: String,
 }
 
 /// Name and version of the tool.
@@ -536,10 +557,12 @@ impl Report {
                 .is_some_and(|c| !c.regressions.is_empty())
     }
 
-    /// The report without its run-to-run parts (timings, comparison): what a baseline keeps.
+    /// The report without its run-to-run parts (timings, adapters, comparison): what a
+    /// baseline keeps.
     pub fn stable(&self) -> Report {
         Report {
             timings: None,
+            adapters: None,
             comparison: None,
             ..self.clone()
         }
@@ -692,6 +715,23 @@ pub fn merge(parts: &[Report]) -> Result<Report, String> {
                     }
                 })
             });
+    // Each shard ran its own copies: counters add up, the first shard's stderr is kept.
+    let mut adapters: BTreeMap<String, AdapterOut> = BTreeMap::new();
+    for (parser, a) in parts.iter().filter_map(|p| p.adapters.as_ref()).flatten() {
+        match adapters.get_mut(parser) {
+            None => {
+                adapters.insert(parser.clone(), a.clone());
+            }
+            Some(m) => {
+                m.stats.requests += a.stats.requests;
+                m.stats.started += a.stats.started;
+                m.stats.crashes += a.stats.crashes;
+                m.stats.timeouts += a.stats.timeouts;
+                m.stats.protocol_errors += a.stats.protocol_errors;
+                m.stderr_bytes += a.stderr_bytes;
+            }
+        }
+    }
     Ok(Report {
         schema_version: SCHEMA_VERSION,
         tool: first.tool.clone(),
@@ -706,6 +746,7 @@ pub fn merge(parts: &[Report]) -> Result<Report, String> {
         },
         runs,
         comparison: None,
+        adapters: (!adapters.is_empty()).then_some(adapters),
         timings,
     })
 }
@@ -779,6 +820,7 @@ mod tests {
             },
             runs: vec![finish_run("builtin".into(), cases)],
             comparison: None,
+            adapters: None,
             timings: None,
         }
     }

@@ -259,7 +259,7 @@ pub fn run_case_with(
                 cuts: vec![Vec::new(); case.turns.len()],
                 failing_replays: 1,
                 message: format!("the parser panicked: {msg}"),
-                replay: replay_command(case, &[]),
+                replay: replay_command(case, &backend.name(), &[]),
             });
             report.status = Status::Fail;
             report.elapsed = started.elapsed();
@@ -286,7 +286,7 @@ pub fn run_case_with(
             cuts: vec![Vec::new(); case.turns.len()],
             failing_replays: 1,
             message: msg.clone(),
-            replay: replay_command(case, &[]),
+            replay: replay_command(case, &backend.name(), &[]),
         });
     }
     if let Outcome::Done(again) = again {
@@ -302,7 +302,7 @@ pub fn run_case_with(
                 cuts: vec![Vec::new(); case.turns.len()],
                 failing_replays: 1,
                 message: "two whole-input replays emitted different events".into(),
-                replay: replay_command(case, &[]),
+                replay: replay_command(case, &backend.name(), &[]),
             });
         }
     }
@@ -381,7 +381,7 @@ pub fn run_case_with(
         report.not_applicable.push(format!(
             "{} under {strategy}: {msg}; replay: {}",
             report.status.as_str(),
-            replay_command(case, &cuts)
+            replay_command(case, &backend.name(), &cuts)
         ));
     }
     let minimized = |failures: Vec<FirstFailure>| -> Vec<Violation> {
@@ -401,7 +401,7 @@ pub fn run_case_with(
                 Violation {
                     invariant: f.invariant,
                     strategy: Some(f.strategy),
-                    replay: replay_command(case, &cuts),
+                    replay: replay_command(case, &backend.name(), &cuts),
                     cuts,
                     failing_replays: f.count,
                     message: f.message,
@@ -657,7 +657,7 @@ fn roundtrip(
                         },
                         crate::event::excerpt(&String::from_utf8_lossy(&rendered))
                     ),
-                    replay: replay_command(case, &[]),
+                    replay: replay_command(case, &backend.name(), &[]),
                 });
                 return;
             }
@@ -665,13 +665,17 @@ fn roundtrip(
     }
 }
 
-/// The command line that replays a case with the given cuts (one list per turn).
-pub fn replay_command(case: &Case, cuts: &[Vec<usize>]) -> String {
+/// The command line that replays a case through `parser` (a `--parser` value) with the given
+/// cuts (one list per turn).
+pub fn replay_command(case: &Case, parser: &str, cuts: &[Vec<usize>]) -> String {
     let mut cmd = format!(
         "conform parse --format {} {}",
         case.format,
         shell_quote(&case.path.display().to_string())
     );
+    if parser != "builtin" {
+        cmd.push_str(&format!(" --parser {}", shell_quote(parser)));
+    }
     if let Some(id) = &case.line_id {
         cmd.push_str(&format!(" --line {}", shell_quote(id)));
     }

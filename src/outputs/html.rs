@@ -1131,6 +1131,7 @@ mod tests {
                 .map(|(p, cs)| finish_run(p.into(), cs))
                 .collect(),
             comparison: None,
+            adapters: None,
             timings: at.map(|t| Timings {
                 generated_at: t.into(),
                 total_seconds: 1.0,

@@ -58,7 +58,7 @@ pub struct Hello {
 }
 
 /// Counters of one adapter's life, for reports.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AdapterStats {
     /// Parse requests sent.
     pub requests: u64,

@@ -1,0 +1,299 @@
+//! One `conform run` from start to report: load the corpus, judge it with every parser, and
+//! build the report model. The command line only validates arguments, shows progress and renders.
+
+use super::chunking::{Cuts, Strategy};
+use super::corpus::{self, Case, CorpusError, LoadOptions};
+use super::format_checks;
+use super::known::KnownFailures;
+use super::parsers::ParserRun;
+use super::report::{self, AdapterOut, Report, Shard};
+use super::run::{RunConfig, run_cases_on};
+use crate::backends::adapter::AdapterOptions;
+use crate::backends::builtin::{capture_panics, events_of};
+use crate::backends::{AnyBackend, Outcome};
+use crate::event::ParseResult;
+use crate::formats::{self, Format};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+/// Everything one run needs, validated by the caller.
+#[derive(Debug, Clone, Default)]
+pub struct RunPlan {
+    /// Corpus directories, files or glob patterns.
+    pub paths: Vec<String>,
+    /// How files are read.
+    pub load: LoadOptions,
+    /// Strategies, chunking parameters and budgets.
+    pub cfg: RunConfig,
+    /// The `--parser` values, in order (`builtin` when none was given).
+    pub parsers: Vec<String>,
+    /// How adapters are run.
+    pub adapter: AdapterOptions,
+    /// Cases known to fail, per parser.
+    pub known: KnownFailures,
+    /// The report to compare with, when a baseline was given.
+    pub baseline: Option<Report>,
+    /// The part of the corpus to replay.
+    pub shard: Option<Shard>,
+}
+
+/// What the caller shows while a run goes on (a progress bar, or nothing).
+pub trait Progress: Sync {
+    /// A parser starts on `cases` cases.
+    fn start(&self, parser: &str, cases: usize);
+    /// One case is done.
+    fn tick(&self);
+    /// The parser is done.
+    fn done(&self);
+}
+
+/// Shows nothing.
+pub struct Silent;
+
+impl Progress for Silent {
+    fn start(&self, _: &str, _: usize) {}
+    fn tick(&self) {}
+    fn done(&self) {}
+}
+
+/// What a run produced.
+#[derive(Debug)]
+pub struct RunOutput {
+    /// The report model, comparison and timings included.
+    pub report: Report,
+    /// Each parser's case reports and what its adapter left behind.
+    pub parser_runs: Vec<ParserRun>,
+    /// Files that could not be loaded.
+    pub corpus_errors: Vec<CorpusError>,
+    /// Cases loaded (in this shard).
+    pub cases: usize,
+    /// Why the run judged nothing, per parser: such a run is never green.
+    pub judged_nothing: Vec<String>,
+}
+
+impl RunOutput {
+    /// The exit code of the run: 2 for corpus errors or a parser that judged nothing, 1 for
+    /// failures or regressions, 0 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        if !self.corpus_errors.is_empty() || !self.judged_nothing.is_empty() {
+            2
+        } else if self.report.has_failures() {
+            1
+        } else {
+            0
+        }
+    }
+}
+
+/// Runs the plan: every parser over the same cases, one after the other (each adapter is
+/// stopped before the next one starts). `Err` says which parser could not start.
+pub fn execute(plan: &RunPlan, progress: &dyn Progress) -> Result<RunOutput, String> {
+    let started = Instant::now();
+    let mut corpus = corpus::load(&plan.paths, &plan.load);
+    // Format-level invariants (cdata_split, type_inference) of the formats in the corpus,
+    // decided before sharding so that shards split them like cases.
+    let formats_seen: BTreeSet<&str> = corpus.cases.iter().map(|c| c.format).collect();
+    if let Some(s) = plan.shard {
+        corpus.cases.retain(|c| s.contains(&c.id));
+    }
+    let checked: Vec<(&'static Format, String, String)> = formats::REGISTRY
+        .iter()
+        .filter(|f| formats_seen.contains(f.id))
+        .flat_map(|f| {
+            format_checks::declared(f)
+                .into_iter()
+                .map(move |(id, m)| (*f, id, m))
+        })
+        .filter(|(_, id, _)| plan.shard.is_none_or(|s| s.contains(id)))
+        .collect();
+    let digests = report::case_digests(
+        &corpus.cases,
+        checked.iter().map(|(_, id, m)| (id.as_str(), m.as_str())),
+    );
+    capture_panics();
+    let mut runs = Vec::new();
+    let mut per_case_seconds = BTreeMap::new();
+    let mut parser_runs: Vec<ParserRun> = Vec::new();
+    let mut judged_nothing = Vec::new();
+    let mut adapters = BTreeMap::new();
+    for spec in &plan.parsers {
+        let backend = AnyBackend::start(spec, &plan.adapter)?;
+        let b = backend.backend();
+        let supported = corpus.cases.iter().filter(|c| b.supports(c.format)).count();
+        progress.start(spec, supported);
+        let mut reports = run_cases_on(&corpus.cases, b, &plan.cfg, &|| progress.tick());
+        let mut done: BTreeSet<&str> = BTreeSet::new();
+        for (f, _, _) in &checked {
+            if done.insert(f.id) && b.supports(f.id) {
+                reports.extend(
+                    format_checks::check_format(f, b)
+                        .into_iter()
+                        .filter(|r| checked.iter().any(|(_, id, _)| *id == r.id)),
+                );
+            }
+        }
+        progress.done();
+        if reports.is_empty() && plan.shard.is_none() {
+            judged_nothing.push(nothing_judged(spec, &backend, corpus.cases.len()));
+        }
+        per_case_seconds.insert(
+            spec.clone(),
+            reports
+                .iter()
+                .map(|r| (r.id.clone(), r.elapsed.as_secs_f64()))
+                .collect(),
+        );
+        runs.push(report::build_run(spec, &digests, &reports, &plan.known));
+        let run = ParserRun::new(spec, &backend, reports);
+        if let Some(hello) = &run.hello {
+            adapters.insert(
+                spec.clone(),
+                AdapterOut {
+                    name: hello.name.clone(),
+                    formats: hello.formats.clone(),
+                    stats: run.stats.unwrap_or_default(),
+                    stderr_bytes: run.stderr_bytes,
+                    stderr_tail: run.stderr_tail.clone(),
+                },
+            );
+        }
+        parser_runs.push(run);
+    }
+    let mut rep = Report {
+        schema_version: report::SCHEMA_VERSION,
+        tool: report::Tool {
+            name: "conform".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        },
+        seed: plan.cfg.params.seed,
+        strategies: plan
+            .cfg
+            .strategies
+            .iter()
+            .map(|s| Strategy::as_str(*s).to_string())
+            .collect(),
+        chunking: (&plan.cfg.params).into(),
+        shard: plan.shard,
+        corpus: report::corpus_info(&digests, &corpus.errors),
+        runs,
+        comparison: None,
+        adapters: (!adapters.is_empty()).then_some(adapters),
+        timings: None,
+    };
+    rep.comparison = plan.baseline.as_ref().map(|b| report::compare(b, &rep));
+    rep.timings = Some(report::Timings {
+        generated_at: report::now_rfc3339(),
+        total_seconds: started.elapsed().as_secs_f64(),
+        per_case_seconds,
+    });
+    Ok(RunOutput {
+        report: rep,
+        parser_runs,
+        cases: corpus.cases.len(),
+        corpus_errors: corpus.errors,
+        judged_nothing,
+    })
+}
+
+/// Why a parser judged no case, in a sentence that names the fix.
+fn nothing_judged(spec: &str, backend: &AnyBackend, cases: usize) -> String {
+    match (backend.adapter(), cases) {
+        (_, 0) => format!("{spec}: no case was loaded, so nothing was judged"),
+        (Some(a), _) => format!(
+            "{spec}: the adapter parses none of the corpus's formats (its hello lists {:?})",
+            a.hello().formats
+        ),
+        (None, _) => format!("{spec}: no case was judged"),
+    }
+}
+
+/// What `conform parse` prints for one case under one chunking: per turn the cuts and the
+/// folded result, plus every event for conform's parsers or, for an adapter (whose events are
+/// folded as they are read), the delta-contract breaches the fold noticed. The flag is false
+/// when an external parser crashed, hung or broke the protocol on the replay.
+pub fn parse_one(
+    case: &Case,
+    parser: &str,
+    opts: &AdapterOptions,
+    cuts: &[Vec<usize>],
+    with_events: bool,
+) -> Result<(Value, bool), String> {
+    if cuts.len() > case.turns.len() {
+        return Err(format!(
+            "{} cut lists for {} turn(s)",
+            cuts.len(),
+            case.turns.len()
+        ));
+    }
+    for (t, data) in case.turns.iter().enumerate() {
+        if let Some(bad) = cuts
+            .get(t)
+            .and_then(|c| c.iter().find(|&&o| o == 0 || o >= data.len()))
+        {
+            return Err(format!(
+                "cut offset {bad} is outside 1..{} of turn {}",
+                data.len(),
+                t + 1
+            ));
+        }
+    }
+    let format =
+        formats::by_id(case.format).ok_or_else(|| format!("unknown format {}", case.format))?;
+    let cuts_of = |t: usize| cuts.get(t).cloned().unwrap_or_default();
+    let backend = AnyBackend::start(parser, opts)?;
+    let (mut turns, ok) = if backend.adapter().is_none() {
+        capture_panics();
+        let mut p = (format.new_parser)(&case.tools);
+        let turns = case
+            .turns
+            .iter()
+            .enumerate()
+            .map(|(t, data)| {
+                let c = cuts_of(t);
+                let events = events_of(p.as_mut(), data, &Cuts::At(c.clone()));
+                let mut v = json!({"cuts": c, "result": ParseResult::fold(&events)});
+                if with_events {
+                    v["events"] = serde_json::to_value(&events).unwrap_or_default();
+                }
+                v
+            })
+            .collect::<Vec<_>>();
+        (turns, true)
+    } else {
+        let all: Vec<Cuts> = (0..case.turns.len())
+            .map(|t| Cuts::At(cuts_of(t)))
+            .collect();
+        match backend
+            .backend()
+            .replay(format, &case.tools, &case.turns, &all)
+        {
+            Outcome::Done(outs) => (
+                outs.into_iter()
+                    .enumerate()
+                    .map(|(t, o)| {
+                        let mut v = json!({"cuts": cuts_of(t), "result": o.result});
+                        if !o.anomalies.is_empty() {
+                            v["delta_contract"] = json!(o.anomalies);
+                        }
+                        v
+                    })
+                    .collect(),
+                true,
+            ),
+            Outcome::Broke(why, msg) => (vec![json!({"breakdown": why, "message": msg})], false),
+            Outcome::Panicked(msg) => (vec![json!({"panic": msg})], false),
+        }
+    };
+    let mut doc = if turns.len() == 1 {
+        turns.pop().unwrap_or_default()
+    } else {
+        json!({"turns": turns})
+    };
+    doc["format"] = json!(case.format);
+    doc["case"] = json!(case.id);
+    if parser != "builtin" {
+        doc["parser"] = json!(parser);
+    }
+    Ok((doc, ok))
+}
