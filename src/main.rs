@@ -11,6 +11,7 @@ use conform::formats;
 use conform::harness::chunking::{ChunkingParams, Strategy};
 use conform::harness::corpus::{self, LoadOptions};
 use conform::harness::format_checks;
+use conform::harness::invariants::Compare;
 use conform::harness::known::KnownFailures;
 use conform::harness::report::{self, Report, Shard};
 use conform::harness::run::{CaseReport, RunConfig};
@@ -159,6 +160,11 @@ struct RunArgs {
     /// Seconds an adapter may take to answer one replay.
     #[arg(long, default_value_t = 10.0)]
     timeout: f64,
+    /// What is compared besides calls, text and error-versus-no-error: comma-separated
+    /// `warnings`, `ids`, `error_kinds`, or `all` / `none` [default: all for builtin, none for
+    /// an adapter] (specs/adapter.md §6).
+    #[arg(long, value_parser = Compare::parse)]
+    compare: Option<Compare>,
 }
 
 #[derive(Args)]
@@ -316,6 +322,7 @@ fn cmd_run(a: RunArgs) -> u8 {
                 random_max_chunk: a.max_chunk,
                 two_cut_cap: a.two_cut_cap,
             },
+            compare: a.compare,
             ..RunConfig::default()
         },
         parsers: specs,

@@ -3,6 +3,7 @@
 use super::corpus::{Expectation, Label};
 use crate::event::{ParseResult, excerpt, json_eq};
 use serde::Serialize;
+use std::borrow::Cow;
 use std::fmt;
 
 /// An invariant id, as named in reports.
@@ -67,11 +68,108 @@ impl fmt::Display for Invariant {
     }
 }
 
+/// What is compared when a parser's results are judged (`--compare`, `specs/adapter.md` §6).
+///
+/// conform's own parsers are held to everything. A parser that is not conform's is judged on
+/// calls, text and error-versus-no-error by default: its warnings are its own names for its own
+/// leniencies, its ids may be generated where the wire carries none, and its error kinds are
+/// its own vocabulary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Compare {
+    /// Warning kinds are compared.
+    pub warnings: bool,
+    /// Ids are compared even where the wire carries none, so a generated id is a difference.
+    pub ids: bool,
+    /// Error kinds are compared; otherwise only whether there is an error.
+    pub error_kinds: bool,
+}
+
+impl Compare {
+    /// Everything compared: the rule for conform's own parsers.
+    pub const ALL: Compare = Compare {
+        warnings: true,
+        ids: true,
+        error_kinds: true,
+    };
+    /// The default for external parsers.
+    pub const EXTERNAL: Compare = Compare {
+        warnings: false,
+        ids: false,
+        error_kinds: false,
+    };
+
+    /// Reads `--compare`: comma-separated `warnings`, `ids`, `error_kinds`, or `all` / `none`
+    /// (calls, text and error-versus-no-error are always compared).
+    pub fn parse(s: &str) -> Result<Compare, String> {
+        let mut c = Compare::EXTERNAL;
+        for w in s.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+            match w {
+                "all" => c = Compare::ALL,
+                "none" => c = Compare::EXTERNAL,
+                "warnings" => c.warnings = true,
+                "ids" => c.ids = true,
+                "error_kinds" => c.error_kinds = true,
+                other => {
+                    return Err(format!(
+                        "unknown --compare word {other:?} (known: warnings, ids, error_kinds, all, none)"
+                    ));
+                }
+            }
+        }
+        Ok(c)
+    }
+
+    /// The result as this policy sees it: ids the wire does not carry (they do not occur in
+    /// `transcript`) dropped when ids are not compared, with a note for each generated id that
+    /// is empty, not unique in the turn, or not a printable token.
+    pub fn view<'a>(
+        &self,
+        result: &'a ParseResult,
+        transcript: &[u8],
+    ) -> (Cow<'a, ParseResult>, Option<String>) {
+        if self.ids || result.calls.iter().all(|c| c.id.is_none()) {
+            return (Cow::Borrowed(result), None);
+        }
+        let mut problem = None;
+        let mut seen = std::collections::HashSet::new();
+        let mut r = result.clone();
+        for (i, c) in r.calls.iter_mut().enumerate() {
+            let Some(id) = c.id.as_deref() else { continue };
+            if !id.is_empty() && memchr::memmem::find(transcript, id.as_bytes()).is_some() {
+                continue;
+            }
+            let shape_ok =
+                !id.is_empty() && id.len() <= 256 && id.chars().all(|ch| ch.is_ascii_graphic());
+            if problem.is_none() && (!shape_ok || !seen.insert(id.to_string())) {
+                problem = Some(format!(
+                    "call {i}: the generated id {id:?} is {}",
+                    if shape_ok {
+                        "not unique in the turn"
+                    } else {
+                        "not a printable token of 1 to 256 ASCII characters"
+                    }
+                ));
+            }
+            c.id = None;
+        }
+        (Cow::Owned(r), problem)
+    }
+
+    fn same_errors(&self, a: &ParseResult, b: &ParseResult) -> bool {
+        if self.error_kinds {
+            a.error_kinds() == b.error_kinds()
+        } else {
+            a.errors.is_empty() == b.errors.is_empty()
+        }
+    }
+}
+
 /// Why a turn's result does not meet its expectation, or `None` when it does.
 pub fn expectation_mismatch(
     label: Label,
     expect: Option<&Expectation>,
     result: &ParseResult,
+    cmp: Compare,
 ) -> Option<String> {
     let kinds = result.error_kinds();
     if let Some(e) = expect {
@@ -105,7 +203,11 @@ pub fn expectation_mismatch(
             }
         }
         if let Some(want) = &e.errors
-            && *want != kinds
+            && (if cmp.error_kinds {
+                *want != kinds
+            } else {
+                want.is_empty() != kinds.is_empty()
+            })
         {
             return Some(format!(
                 "errors are [{}] but the expectation says {:?}",
@@ -113,7 +215,7 @@ pub fn expectation_mismatch(
                 want.iter().map(|k| k.as_str()).collect::<Vec<_>>()
             ));
         }
-        if let Some(w) = &e.warnings {
+        if let Some(w) = e.warnings.as_ref().filter(|_| cmp.warnings) {
             let got: Vec<&str> = result.warnings.iter().map(|w| w.kind.as_str()).collect();
             if got != w.iter().map(String::as_str).collect::<Vec<_>>() {
                 return Some(format!(
@@ -134,7 +236,9 @@ pub fn expectation_mismatch(
             return None;
         }
         match &e.error {
-            Some(Some(want)) if !kinds.contains(&want.kind) => {
+            Some(Some(want))
+                if !kinds.contains(&want.kind) && (cmp.error_kinds || kinds.is_empty()) =>
+            {
                 return Some(if kinds.is_empty() {
                     format!("no error, but the expectation says {}", want.kind)
                 } else {
@@ -189,8 +293,9 @@ fn describe(c: &crate::event::ToolCall) -> String {
 }
 
 /// Why two results of the same input differ, or `None` when they are equal; unlike
-/// `ParseResult`'s equality it also compares warning kinds, which must not depend on cuts either.
-pub fn result_difference(whole: &ParseResult, other: &ParseResult) -> Option<String> {
+/// `ParseResult`'s equality it also compares warning kinds (when `cmp` says so), which must not
+/// depend on cuts either.
+pub fn result_difference(whole: &ParseResult, other: &ParseResult, cmp: Compare) -> Option<String> {
     if whole.text != other.text {
         let at = whole
             .text
@@ -223,12 +328,15 @@ pub fn result_difference(whole: &ParseResult, other: &ParseResult) -> Option<Str
             ));
         }
     }
-    if whole.error_kinds() != other.error_kinds() {
+    if !cmp.same_errors(whole, other) {
         return Some(format!(
             "errors: whole gives [{}], this chunking [{}]",
             kinds_list(whole),
             kinds_list(other)
         ));
+    }
+    if !cmp.warnings {
+        return None;
     }
     let wk: Vec<&str> = whole.warnings.iter().map(|w| w.kind.as_str()).collect();
     let ok: Vec<&str> = other.warnings.iter().map(|w| w.kind.as_str()).collect();
@@ -331,16 +439,19 @@ mod tests {
             ..Default::default()
         };
         let ok = result("hi", vec![call("f", json!({"a": 1.0}))], vec![]);
-        assert_eq!(expectation_mismatch(Label::Accept, Some(&e), &ok), None);
+        assert_eq!(
+            expectation_mismatch(Label::Accept, Some(&e), &ok, Compare::ALL),
+            None
+        );
         let bad = result("hi", vec![call("f", json!({"a": 2}))], vec![]);
-        assert!(expectation_mismatch(Label::Accept, Some(&e), &bad).is_some());
+        assert!(expectation_mismatch(Label::Accept, Some(&e), &bad, Compare::ALL).is_some());
         let err = result(
             "hi",
             vec![call("f", json!({"a": 1}))],
             vec![ErrorKind::InvalidJson],
         );
-        assert!(expectation_mismatch(Label::Accept, Some(&e), &err).is_some());
-        assert!(expectation_mismatch(Label::Accept, None, &err).is_some());
+        assert!(expectation_mismatch(Label::Accept, Some(&e), &err, Compare::ALL).is_some());
+        assert!(expectation_mismatch(Label::Accept, None, &err, Compare::ALL).is_some());
     }
 
     #[test]
@@ -352,18 +463,92 @@ mod tests {
             ..Default::default()
         };
         let r = result("", vec![], vec![ErrorKind::InvalidJson]);
-        assert!(expectation_mismatch(Label::Reject, Some(&e), &r).is_some());
+        assert!(expectation_mismatch(Label::Reject, Some(&e), &r, Compare::ALL).is_some());
         let r = result("", vec![], vec![ErrorKind::MissingName]);
-        assert_eq!(expectation_mismatch(Label::Reject, Some(&e), &r), None);
+        assert_eq!(
+            expectation_mismatch(Label::Reject, Some(&e), &r, Compare::ALL),
+            None
+        );
     }
 
     #[test]
     fn differences_name_the_first_divergence() {
         let a = result("abc", vec![], vec![]);
         let b = result("abd", vec![], vec![]);
-        assert!(result_difference(&a, &b).unwrap().contains("byte 2"));
-        assert_eq!(result_difference(&a, &a.clone()), None);
+        assert!(
+            result_difference(&a, &b, Compare::ALL)
+                .unwrap()
+                .contains("byte 2")
+        );
+        assert_eq!(result_difference(&a, &a.clone(), Compare::ALL), None);
         assert!(markup_leak("x<|a|>", &["<|a|>".into()], None).is_some());
         assert!(markup_leak("x<|a|>", &["<|a|>".into()], Some("x<|a|>")).is_none());
+    }
+
+    #[test]
+    fn compare_words_and_generated_ids() {
+        assert_eq!(Compare::parse("").unwrap(), Compare::EXTERNAL);
+        assert_eq!(Compare::parse("all").unwrap(), Compare::ALL);
+        let c = Compare::parse("warnings, ids").unwrap();
+        assert!(c.warnings && c.ids && !c.error_kinds);
+        assert!(Compare::parse("colour").unwrap_err().contains("colour"));
+
+        let call = |id: &str| crate::event::ToolCall {
+            name: "f".into(),
+            id: Some(id.into()),
+            server: None,
+            arguments: serde_json::json!({}),
+        };
+        let r = ParseResult {
+            calls: vec![call("wire_1"), call("gen_a")],
+            ..Default::default()
+        };
+        let wire = b"...wire_1...";
+        let (v, problem) = Compare::EXTERNAL.view(&r, wire);
+        assert_eq!(
+            v.calls[0].id.as_deref(),
+            Some("wire_1"),
+            "carried by the wire"
+        );
+        assert_eq!(v.calls[1].id, None, "generated: set aside");
+        assert_eq!(problem, None);
+        let (v, _) = Compare::ALL.view(&r, wire);
+        assert_eq!(v.calls[1].id.as_deref(), Some("gen_a"));
+
+        let twice = ParseResult {
+            calls: vec![call("gen"), call("gen")],
+            ..Default::default()
+        };
+        assert!(
+            Compare::EXTERNAL
+                .view(&twice, b"")
+                .1
+                .unwrap()
+                .contains("not unique")
+        );
+        let blank = ParseResult {
+            calls: vec![call("a b")],
+            ..Default::default()
+        };
+        assert!(
+            Compare::EXTERNAL
+                .view(&blank, b"")
+                .1
+                .unwrap()
+                .contains("printable")
+        );
+
+        let a = ParseResult {
+            errors: vec![crate::event::ErrorInfo {
+                kind: crate::event::ErrorKind::InvalidJson,
+                message: String::new(),
+            }],
+            ..Default::default()
+        };
+        let mut b = a.clone();
+        b.errors[0].kind = crate::event::ErrorKind::MalformedMarkup;
+        assert!(result_difference(&a, &b, Compare::ALL).is_some());
+        assert_eq!(result_difference(&a, &b, Compare::EXTERNAL), None);
+        assert!(result_difference(&a, &ParseResult::default(), Compare::EXTERNAL).is_some());
     }
 }

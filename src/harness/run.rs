@@ -3,7 +3,7 @@
 use super::chunking::{ChunkingParams, Cuts, Strategy, chunkings, marker_occurrences, stable_hash};
 use super::corpus::{Case, Label};
 use super::invariants::{
-    Invariant, expectation_mismatch, markup_leak, result_difference, roundtrip_difference,
+    Compare, Invariant, expectation_mismatch, markup_leak, result_difference, roundtrip_difference,
 };
 use super::minimize::minimize;
 use crate::backends::{Backend, Breakdown, Builtin, Outcome, TurnOutcome};
@@ -21,6 +21,20 @@ pub struct RunConfig {
     pub params: ChunkingParams,
     /// Most re-replays spent minimizing one failure.
     pub minimize_budget: usize,
+    /// What is compared: `None` means everything for conform's parsers and
+    /// [`Compare::EXTERNAL`] for others.
+    pub compare: Option<Compare>,
+}
+
+impl RunConfig {
+    /// The comparison policy in force for `backend`.
+    pub fn compare_for(&self, backend: &dyn Backend) -> Compare {
+        self.compare.unwrap_or(if backend.is_builtin() {
+            Compare::ALL
+        } else {
+            Compare::EXTERNAL
+        })
+    }
 }
 
 impl Default for RunConfig {
@@ -29,6 +43,7 @@ impl Default for RunConfig {
             strategies: Strategy::ALL.to_vec(),
             params: ChunkingParams::default(),
             minimize_budget: 400,
+            compare: None,
         }
     }
 }
@@ -217,6 +232,7 @@ pub fn run_case_with(
 ) -> CaseReport {
     let started = Instant::now();
     let markers = (format.markers)(&case.tools);
+    let cmp = cfg.compare_for(backend);
     let mut report = CaseReport::new(case.id.clone(), format.id, case.label);
     // Special tokens reach a server's parser whole: for an external parser, a replay that
     // splits one is judged apart (DESIGN §5).
@@ -277,7 +293,13 @@ pub fn run_case_with(
     }
     // The same input again, for the determinism check.
     let again = backend.replay(format, &case.tools, &case.turns, &whole_cuts);
-    let whole_verdict = judge(case, &markers, &whole, &whole, Strategy::Whole, whole_cuts);
+    let whole_verdict = judge(
+        (case, &markers, cmp),
+        &whole,
+        &whole,
+        Strategy::Whole,
+        whole_cuts,
+    );
     tally(&mut report, &whole_verdict);
     for (inv, msg) in &whole_verdict.broken {
         report.violations.push(Violation {
@@ -295,7 +317,23 @@ pub fn run_case_with(
                 .iter()
                 .zip(&whole)
                 .all(|(a, b)| a.events_hash == b.events_hash);
-        if !same {
+        // A parser that generates ids gives new ones on every replay: noted, not failed.
+        let only_ids = !same
+            && !cmp.ids
+            && again.len() == whole.len()
+            && again
+                .iter()
+                .zip(&whole)
+                .zip(&case.turns)
+                .all(|((a, b), data)| {
+                    let (a, b) = (cmp.view(&a.result, data).0, cmp.view(&b.result, data).0);
+                    a == b && result_difference(&a, &b, cmp).is_none()
+                });
+        if only_ids {
+            report
+                .not_applicable
+                .push("deterministic: two whole-input replays differ only in generated ids".into());
+        } else if !same {
             report.violations.push(Violation {
                 invariant: Invariant::Deterministic,
                 strategy: Some(Strategy::Whole),
@@ -313,7 +351,9 @@ pub fn run_case_with(
         .into_par_iter()
         .map(
             |(strategy, cuts)| match backend.replay(format, &case.tools, &case.turns, &cuts) {
-                Outcome::Done(turns) => judge(case, &markers, &whole, &turns, strategy, cuts),
+                Outcome::Done(turns) => {
+                    judge((case, &markers, cmp), &whole, &turns, strategy, cuts)
+                }
                 Outcome::Panicked(msg) => Verdict {
                     strategy,
                     cuts,
@@ -463,8 +503,7 @@ fn plan_replays(case: &Case, markers: &[String], cfg: &RunConfig) -> Vec<(Strate
 
 /// Checks one replay's outcome against the whole-input baseline and the case's expectations.
 fn judge(
-    case: &Case,
-    markers: &[String],
+    (case, markers, cmp): (&Case, &[String], Compare),
     whole: &[TurnOutcome],
     turns: &[TurnOutcome],
     strategy: Strategy,
@@ -488,7 +527,9 @@ fn judge(
     let mut matched = case.label == Label::Accept;
     let mut any_error = false;
     for (t, out) in turns.iter().enumerate() {
-        let r = &out.result;
+        let data = case.turns.get(t).map_or(&[][..], Vec::as_slice);
+        let (r, id_problem) = cmp.view(&out.result, data);
+        let r = r.as_ref();
         if !r.errors.is_empty() {
             error_free = false;
             any_error = true;
@@ -499,7 +540,7 @@ fn judge(
             note(Invariant::DeltaContract, format!("{}{a}", at(t)));
         }
         if strategy != Strategy::Whole
-            && let Some(d) = result_difference(&whole[t].result, r)
+            && let Some(d) = result_difference(cmp.view(&whole[t].result, data).0.as_ref(), r, cmp)
         {
             note(Invariant::SplitInvariance, format!("{}{d}", at(t)));
         }
@@ -523,7 +564,7 @@ fn judge(
             } else {
                 Label::Accept
             };
-            if let Some(m) = expectation_mismatch(label, expect, r) {
+            if let Some(m) = expectation_mismatch(label, expect, r, cmp).or(id_problem) {
                 matched = false;
                 if strategy == Strategy::Whole {
                     note(Invariant::Expectation, format!("{}{m}", at(t)));
@@ -578,10 +619,16 @@ fn shrink(
         match backend.replay(format, &case.tools, &case.turns, &cuts) {
             Outcome::Panicked(_) => inv == Invariant::Bounded,
             Outcome::Broke(..) => false,
-            Outcome::Done(turns) => judge(case, markers, whole, &turns, Strategy::Random, cuts)
-                .broken
-                .iter()
-                .any(|(i, _)| *i == inv),
+            Outcome::Done(turns) => judge(
+                (case, markers, cfg.compare_for(backend)),
+                whole,
+                &turns,
+                Strategy::Random,
+                cuts,
+            )
+            .broken
+            .iter()
+            .any(|(i, _)| *i == inv),
         }
     });
     to_cuts(&min).into_iter().map(|c| c.to_vec(&[])).collect()
