@@ -165,6 +165,9 @@ struct RunArgs {
     /// an adapter] (specs/adapter.md §6).
     #[arg(long, value_parser = Compare::parse)]
     compare: Option<Compare>,
+    /// Most seconds one case may take: replays not started by then are listed, not failed.
+    #[arg(long, value_parser = seconds)]
+    case_budget: Option<Duration>,
 }
 
 #[derive(Args)]
@@ -323,6 +326,7 @@ fn cmd_run(a: RunArgs) -> u8 {
                 two_cut_cap: a.two_cut_cap,
             },
             compare: a.compare,
+            case_budget: a.case_budget,
             ..RunConfig::default()
         },
         parsers: specs,
@@ -416,6 +420,15 @@ fn cmd_run(a: RunArgs) -> u8 {
         );
     }
     run.exit_code()
+}
+
+/// A positive number of seconds, as clap's value parser.
+fn seconds(s: &str) -> Result<Duration, String> {
+    s.parse::<f64>()
+        .ok()
+        .and_then(|x| Duration::try_from_secs_f64(x).ok())
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| format!("{s:?} is not a positive number of seconds"))
 }
 
 /// Adapter options from the command line's `--jobs` and `--timeout`.

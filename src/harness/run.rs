@@ -10,6 +10,7 @@ use crate::backends::{Backend, Breakdown, Builtin, Outcome, TurnOutcome};
 use crate::formats::{self, Format};
 use rayon::prelude::*;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// What a run replays, and how hard it tries to shrink failures.
@@ -24,6 +25,8 @@ pub struct RunConfig {
     /// What is compared: `None` means everything for conform's parsers and
     /// [`Compare::EXTERNAL`] for others.
     pub compare: Option<Compare>,
+    /// Most time one case may take: replays not started by then are listed, not failed.
+    pub case_budget: Option<Duration>,
 }
 
 impl RunConfig {
@@ -44,6 +47,7 @@ impl Default for RunConfig {
             params: ChunkingParams::default(),
             minimize_budget: 400,
             compare: None,
+            case_budget: None,
         }
     }
 }
@@ -347,32 +351,54 @@ pub fn run_case_with(
 
     // Every other chunking, compared with the whole input.
     let plan = plan_replays(case, &markers, cfg);
-    let verdicts: Vec<Verdict> = plan
+    let over_budget = || cfg.case_budget.is_some_and(|b| started.elapsed() > b);
+    let verdicts: Vec<Result<Verdict, Strategy>> = plan
         .into_par_iter()
-        .map(
-            |(strategy, cuts)| match backend.replay(format, &case.tools, &case.turns, &cuts) {
-                Outcome::Done(turns) => {
-                    judge((case, &markers, cmp), &whole, &turns, strategy, cuts)
-                }
-                Outcome::Panicked(msg) => Verdict {
-                    strategy,
-                    cuts,
-                    error_free: false,
-                    matched: false,
-                    broken: vec![(Invariant::Bounded, format!("the parser panicked: {msg}"))],
-                    breakdown: None,
+        .map(|(strategy, cuts)| {
+            if over_budget() {
+                return Err(strategy);
+            }
+            Ok(
+                match backend.replay(format, &case.tools, &case.turns, &cuts) {
+                    Outcome::Done(turns) => {
+                        judge((case, &markers, cmp), &whole, &turns, strategy, cuts)
+                    }
+                    Outcome::Panicked(msg) => Verdict {
+                        strategy,
+                        cuts,
+                        error_free: false,
+                        matched: false,
+                        broken: vec![(Invariant::Bounded, format!("the parser panicked: {msg}"))],
+                        breakdown: None,
+                    },
+                    Outcome::Broke(why, msg) => Verdict {
+                        strategy,
+                        cuts,
+                        error_free: false,
+                        matched: false,
+                        broken: Vec::new(),
+                        breakdown: Some((why, msg)),
+                    },
                 },
-                Outcome::Broke(why, msg) => Verdict {
-                    strategy,
-                    cuts,
-                    error_free: false,
-                    matched: false,
-                    broken: Vec::new(),
-                    breakdown: Some((why, msg)),
-                },
-            },
-        )
+            )
+        })
         .collect();
+    let mut not_replayed: BTreeMap<Strategy, usize> = BTreeMap::new();
+    let verdicts: Vec<Verdict> = verdicts
+        .into_iter()
+        .filter_map(|v| v.map_err(|s| *not_replayed.entry(s).or_default() += 1).ok())
+        .collect();
+    if !not_replayed.is_empty() {
+        let list: Vec<String> = not_replayed
+            .iter()
+            .map(|(s, n)| format!("{n} {s}"))
+            .collect();
+        report.not_applicable.push(format!(
+            "case budget: {:.1?} spent, replays not run: {}",
+            cfg.case_budget.unwrap_or_default(),
+            list.join(", ")
+        ));
+    }
     // The first failing replay of each invariant is kept for minimizing; later ones are counted.
     let mut first_failures: Vec<FirstFailure> = Vec::new();
     let mut token_failures: Vec<FirstFailure> = Vec::new();
@@ -424,20 +450,27 @@ pub fn run_case_with(
             replay_command(case, &backend.name(), &cuts)
         ));
     }
-    let minimized = |failures: Vec<FirstFailure>| -> Vec<Violation> {
+    let minimized = |failures: Vec<FirstFailure>, budget: usize| -> Vec<Violation> {
         failures
             .into_iter()
             .map(|f| {
-                let cuts = shrink(
-                    case,
-                    format,
-                    backend,
-                    &markers,
-                    &whole,
-                    f.invariant,
-                    &f.cuts,
-                    cfg,
-                );
+                let cuts = if over_budget() {
+                    f.cuts
+                        .iter()
+                        .zip(&case.turns)
+                        .map(|(c, t)| c.to_vec(t))
+                        .collect()
+                } else {
+                    shrink(
+                        (case, format, backend),
+                        &markers,
+                        &whole,
+                        f.invariant,
+                        &f.cuts,
+                        budget,
+                        cfg.compare_for(backend),
+                    )
+                };
                 Violation {
                     invariant: f.invariant,
                     strategy: Some(f.strategy),
@@ -449,10 +482,13 @@ pub fn run_case_with(
             })
             .collect()
     };
-    report.violations.extend(minimized(first_failures));
+    report
+        .violations
+        .extend(minimized(first_failures, cfg.minimize_budget));
     // An invariant already broken without splitting a token needs no second, excused entry.
     token_failures.retain(|f| !report.violations.iter().any(|v| v.invariant == f.invariant));
-    report.token_split_violations = minimized(token_failures);
+    // Failures only on split special tokens never fail the case: a small budget shows them.
+    report.token_split_violations = minimized(token_failures, (cfg.minimize_budget / 8).max(16));
 
     roundtrip(case, format, backend, &special, &whole, &mut report);
     report.violations.sort_by_key(|v| v.invariant);
@@ -591,14 +627,13 @@ fn judge(
 /// Minimizes the cuts of a failing replay for one invariant.
 #[allow(clippy::too_many_arguments)]
 fn shrink(
-    case: &Case,
-    format: &Format,
-    backend: &dyn Backend,
+    (case, format, backend): (&Case, &Format, &dyn Backend),
     markers: &[String],
     whole: &[TurnOutcome],
     inv: Invariant,
     cuts: &[Cuts],
-    cfg: &RunConfig,
+    budget: usize,
+    cmp: Compare,
 ) -> Vec<Vec<usize>> {
     let flat: Vec<(usize, usize)> = cuts
         .iter()
@@ -614,21 +649,17 @@ fn shrink(
             .map(|t| Cuts::At(flat.iter().filter(|c| c.0 == t).map(|c| c.1).collect()))
             .collect()
     };
-    let min = minimize(flat, cfg.minimize_budget, |f| {
+    let min = minimize(flat, budget, |f| {
         let cuts = to_cuts(f);
         match backend.replay(format, &case.tools, &case.turns, &cuts) {
             Outcome::Panicked(_) => inv == Invariant::Bounded,
             Outcome::Broke(..) => false,
-            Outcome::Done(turns) => judge(
-                (case, markers, cfg.compare_for(backend)),
-                whole,
-                &turns,
-                Strategy::Random,
-                cuts,
-            )
-            .broken
-            .iter()
-            .any(|(i, _)| *i == inv),
+            Outcome::Done(turns) => {
+                judge((case, markers, cmp), whole, &turns, Strategy::Random, cuts)
+                    .broken
+                    .iter()
+                    .any(|(i, _)| *i == inv)
+            }
         }
     });
     to_cuts(&min).into_iter().map(|c| c.to_vec(&[])).collect()
@@ -878,6 +909,42 @@ mod tests {
         fn replay(&self, f: &Format, tools: &Tools, turns: &[Vec<u8>], cuts: &[Cuts]) -> Outcome {
             Builtin.replay(f, tools, turns, cuts)
         }
+    }
+
+    /// conform's parsers, taking a while per replay.
+    struct Slow;
+    impl Backend for Slow {
+        fn name(&self) -> String {
+            "slow".into()
+        }
+        fn replay(&self, f: &Format, tools: &Tools, turns: &[Vec<u8>], cuts: &[Cuts]) -> Outcome {
+            std::thread::sleep(Duration::from_millis(20));
+            Builtin.replay(f, tools, turns, cuts)
+        }
+    }
+
+    #[test]
+    fn a_spent_case_budget_lists_what_was_not_replayed_and_fails_nothing() {
+        let c = case("plain text, no bug", None);
+        let cfg = RunConfig {
+            case_budget: Some(Duration::from_millis(50)),
+            ..RunConfig::default()
+        };
+        let r = run_case_with(&c, &FLAKY, &Slow, &cfg);
+        assert_eq!(r.status, Status::Pass, "{:?}", r.violations);
+        let note = r
+            .not_applicable
+            .iter()
+            .find(|n| n.starts_with("case budget"))
+            .expect("the skipped replays are listed");
+        assert!(note.contains("bytes") || note.contains("random"), "{note}");
+        let full = run_case_with(&c, &FLAKY, &Builtin, &RunConfig::default());
+        assert!(
+            r.replays < full.replays,
+            "{} vs {}",
+            r.replays,
+            full.replays
+        );
     }
 
     #[test]
