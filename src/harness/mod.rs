@@ -9,3 +9,4 @@ pub mod invariants;
 pub mod minimize;
 pub mod replay;
 pub mod run;
+pub mod tokens;
