@@ -11,6 +11,7 @@ use conform::harness::corpus::{self, LoadOptions};
 use conform::harness::format_checks;
 use conform::harness::replay::{Builtin, capture_panics, events_of};
 use conform::harness::run::{CaseReport, RunConfig, run_cases_on};
+use conform::harness::tokens::Tokenizer;
 use conform::outputs::adapter::{self, AnyBackend, ParserRun};
 use conform::outputs::known::KnownFailures;
 use conform::outputs::matrix;
@@ -23,6 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -123,9 +125,12 @@ struct RunArgs {
     /// Most single-cut replays per transcript (sampled evenly beyond it).
     #[arg(long, default_value_t = 512)]
     two_cut_cap: usize,
-    /// Comma-separated strategies [default: all]: whole, bytes, chars, two_cut, markers, random.
+    /// Comma-separated strategies [default: all]: whole, bytes, chars, two_cut, markers, random,
+    /// tokens, bursts, recorded.
     #[arg(long, value_delimiter = ',')]
     strategies: Option<Vec<String>>,
+    #[command(flatten)]
+    tokens: TokenArgs,
     /// The parser judged: `builtin` or `cmd:COMMAND` (an adapter, see specs/adapter.md);
     /// repeat to compare several [default: builtin].
     #[arg(long = "parser", value_name = "PARSER")]
@@ -154,6 +159,21 @@ struct RunArgs {
     /// Seconds an adapter may take to answer one replay.
     #[arg(long, default_value_t = 10.0)]
     timeout: f64,
+}
+
+/// The tokenizer and bursts of the token-aligned strategies.
+#[derive(Args)]
+struct TokenArgs {
+    /// Tokenizer of `tokens`/`bursts`: a tiktoken ranks file or a Hugging Face tokenizer.json
+    /// (with the `hf-tokenizers` feature) [default: o200k_base, built in].
+    #[arg(long, value_name = "FILE")]
+    tokenizer: Option<PathBuf>,
+    /// Number of seeded `bursts` groupings per case.
+    #[arg(long, default_value_t = 4)]
+    bursts: usize,
+    /// Most tokens per delta in `bursts`.
+    #[arg(long, default_value_t = 8)]
+    burst_max_tokens: usize,
 }
 
 #[derive(Args)]
@@ -214,7 +234,7 @@ fn cmd_formats() -> u8 {
 
 fn cmd_run(a: RunArgs) -> u8 {
     let strategies = match &a.strategies {
-        None => Strategy::ALL.to_vec(),
+        None => Strategy::DEFAULT.to_vec(),
         Some(list) => {
             let mut out = Vec::new();
             for s in list {
@@ -234,6 +254,10 @@ fn cmd_run(a: RunArgs) -> u8 {
             corpus::known_formats()
         ));
     }
+    let tokenizer = match a.tokens.tokenizer.as_deref().map(Tokenizer::load).transpose() {
+        Ok(t) => t.map(Arc::new),
+        Err(e) => return usage_error(e),
+    };
     let shard = match a.shard.as_deref().map(Shard::parse).transpose() {
         Ok(s) => s,
         Err(e) => return usage_error(e),
@@ -328,7 +352,10 @@ fn cmd_run(a: RunArgs) -> u8 {
             random_groupings: a.seeds,
             random_max_chunk: a.max_chunk,
             two_cut_cap: a.two_cut_cap,
+            bursts: a.tokens.bursts,
+            burst_max_tokens: a.tokens.burst_max_tokens,
         },
+        tokenizer,
         ..RunConfig::default()
     };
     capture_panics();

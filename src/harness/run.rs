@@ -1,15 +1,19 @@
 //! The runner: every case under every chunking, invariants checked, failures minimized.
 
-use super::chunking::{ChunkingParams, Cuts, Strategy, chunkings, marker_occurrences, stable_hash};
+use super::chunking::{
+    ChunkingParams, Cuts, Strategy, TurnSources, marker_occurrences, turn_chunkings, turn_salt,
+};
 use super::corpus::{Case, Label};
 use super::invariants::{
     Invariant, expectation_mismatch, markup_leak, result_difference, roundtrip_difference,
 };
 use super::minimize::minimize;
 use super::replay::{Backend, Breakdown, Builtin, Outcome, TurnOutcome};
+use super::tokens::Tokenizer;
 use crate::formats::{self, Format};
 use rayon::prelude::*;
 use serde::Serialize;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What a run replays, and how hard it tries to shrink failures.
@@ -21,14 +25,26 @@ pub struct RunConfig {
     pub params: ChunkingParams,
     /// Most re-replays spent minimizing one failure.
     pub minimize_budget: usize,
+    /// The tokenizer of the token-aligned strategies (`None`: the built-in o200k_base).
+    pub tokenizer: Option<Arc<Tokenizer>>,
+}
+
+impl RunConfig {
+    /// The tokenizer of the token-aligned strategies, loaded once per run.
+    pub fn tokenizer(&self) -> Arc<Tokenizer> {
+        self.tokenizer
+            .clone()
+            .unwrap_or_else(Tokenizer::default_shared)
+    }
 }
 
 impl Default for RunConfig {
     fn default() -> Self {
         RunConfig {
-            strategies: Strategy::ALL.to_vec(),
+            strategies: Strategy::DEFAULT.to_vec(),
             params: ChunkingParams::default(),
             minimize_budget: 400,
+            tokenizer: None,
         }
     }
 }
@@ -308,7 +324,7 @@ pub fn run_case_with(
     }
 
     // Every other chunking, compared with the whole input.
-    let plan = plan_replays(case, &markers, cfg);
+    let plan = plan_replays(case, format, &markers, cfg);
     let verdicts: Vec<Verdict> = plan
         .into_par_iter()
         .map(
@@ -434,8 +450,22 @@ fn tally(report: &mut CaseReport, v: &Verdict) {
 }
 
 /// The chunkings to replay besides the whole input: per strategy, one cut list per turn.
-fn plan_replays(case: &Case, markers: &[String], cfg: &RunConfig) -> Vec<(Strategy, Vec<Cuts>)> {
+fn plan_replays(
+    case: &Case,
+    format: &Format,
+    markers: &[String],
+    cfg: &RunConfig,
+) -> Vec<(Strategy, Vec<Cuts>)> {
     let mut plan = Vec::new();
+    let sources: Vec<TurnSources> = (0..case.turns.len())
+        .map(|t| {
+            TurnSources::new(
+                cfg.tokenizer.as_deref(),
+                format.special_tokens,
+                case.recorded_cuts(t),
+            )
+        })
+        .collect();
     for &s in &cfg.strategies {
         if s == Strategy::Whole {
             continue;
@@ -445,8 +475,8 @@ fn plan_replays(case: &Case, markers: &[String], cfg: &RunConfig) -> Vec<(Strate
             .iter()
             .enumerate()
             .map(|(t, data)| {
-                let salt = stable_hash(&case.id) ^ (t as u64).wrapping_mul(0x2545_F491_4F6C_DD1D);
-                chunkings(s, data, markers, &cfg.params, salt)
+                let salt = turn_salt(&case.id, t);
+                turn_chunkings(s, data, markers, &cfg.params, salt, &sources[t])
             })
             .collect();
         let n = per_turn.iter().map(Vec::len).max().unwrap_or(0);
@@ -748,6 +778,7 @@ mod tests {
             tools: Arc::new(Tools::default()),
             path: PathBuf::from("t/y_case.txt"),
             line_id: None,
+            recorded: None,
         }
     }
 
