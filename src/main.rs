@@ -254,7 +254,13 @@ fn cmd_run(a: RunArgs) -> u8 {
             corpus::known_formats()
         ));
     }
-    let tokenizer = match a.tokens.tokenizer.as_deref().map(Tokenizer::load).transpose() {
+    let tokenizer = match a
+        .tokens
+        .tokenizer
+        .as_deref()
+        .map(Tokenizer::load)
+        .transpose()
+    {
         Ok(t) => t.map(Arc::new),
         Err(e) => return usage_error(e),
     };

@@ -367,8 +367,10 @@ pub fn turn_salt(case_id: &str, turn: usize) -> u64 {
     stable_hash(case_id) ^ (turn as u64).wrapping_mul(0x2545_F491_4F6C_DD1D)
 }
 
-/// What the token and recorded strategies need of one turn besides its bytes.
+/// One turn and what the token and recorded strategies need of it besides its bytes.
 pub struct TurnSources<'a> {
+    /// The turn's bytes.
+    pub data: &'a [u8],
     /// The run's tokenizer (`None`: the built-in default).
     pub tokenizer: Option<&'a Tokenizer>,
     /// The format's special tokens, kept whole.
@@ -381,11 +383,13 @@ pub struct TurnSources<'a> {
 impl<'a> TurnSources<'a> {
     /// Sources for one turn; the turn is tokenized on first use only.
     pub fn new(
+        data: &'a [u8],
         tokenizer: Option<&'a Tokenizer>,
         special: &'a [SpecialToken],
         recorded: Option<&'a [usize]>,
     ) -> Self {
         TurnSources {
+            data,
             tokenizer,
             special,
             recorded,
@@ -394,7 +398,8 @@ impl<'a> TurnSources<'a> {
     }
 
     /// The turn's tokens (computed once; the default tokenizer is loaded on first use).
-    pub fn tokens(&self, data: &[u8]) -> Arc<Tokenized> {
+    pub fn tokens(&self) -> Arc<Tokenized> {
+        let data = self.data;
         self.tokens
             .get_or_init(|| {
                 let tokens = match self.tokenizer {
@@ -410,15 +415,15 @@ impl<'a> TurnSources<'a> {
 /// The chunkings a strategy makes of one turn, including the token and recorded strategies.
 pub fn turn_chunkings(
     strategy: Strategy,
-    data: &[u8],
     markers: &[String],
     params: &ChunkingParams,
     salt: u64,
     sources: &TurnSources,
 ) -> Vec<Cuts> {
+    let data = sources.data;
     match strategy {
         Strategy::Tokens => {
-            let tokens = sources.tokens(data);
+            let tokens = sources.tokens();
             if tokens.boundaries().is_empty() {
                 return vec![];
             }
@@ -428,7 +433,7 @@ pub fn turn_chunkings(
             })]
         }
         Strategy::Bursts => {
-            let tokens = sources.tokens(data);
+            let tokens = sources.tokens();
             if tokens.boundaries().is_empty() {
                 return vec![];
             }
@@ -712,5 +717,185 @@ mod tests {
             assert!(c.pieces(&d).all(|p| (1..=16).contains(&p.len())));
         }
         assert_ne!(a, chunkings(Strategy::Random, &d, &[], &params(), 4));
+    }
+
+    fn kimi_like() -> Vec<SpecialToken> {
+        vec![
+            SpecialToken::new("<|tool_call_begin|>", 163597),
+            SpecialToken {
+                text: "<|im_end|>",
+                id: None,
+            },
+        ]
+    }
+
+    fn sources<'a>(
+        data: &'a [u8],
+        special: &'a [SpecialToken],
+        recorded: Option<&'a [usize]>,
+    ) -> TurnSources<'a> {
+        TurnSources::new(data, None, special, recorded)
+    }
+
+    #[test]
+    fn tokens_cut_every_token_and_carry_ids() {
+        let sp = kimi_like();
+        let d = "Hi wörld<|tool_call_begin|>x<|im_end|>".as_bytes();
+        let src = sources(d, &sp, None);
+        let c = turn_chunkings(Strategy::Tokens, &[], &params(), 0, &src);
+        assert_eq!(c.len(), 1);
+        let one = sources(b"a", &sp, None);
+        let cuts = c[0].to_vec(d);
+        assert_eq!(cuts, src.tokens().boundaries());
+        assert!(cuts.contains(&9) && cuts.contains(&28) && cuts.contains(&29));
+        let ids = c[0].chunk_token_ids().unwrap();
+        assert_eq!(ids.len(), c[0].pieces(d).count());
+        let pieces: Vec<&[u8]> = c[0].pieces(d).collect();
+        let at = pieces
+            .iter()
+            .position(|p| *p == b"<|tool_call_begin|>")
+            .unwrap();
+        assert_eq!(ids[at], &[Some(163597)]);
+        assert_eq!(ids[ids.len() - 1], &[None], "<|im_end|> declares no id");
+        assert_eq!(joined(&c[0], d), d);
+        assert_eq!(c[0].class(d, &src.tokens(), &[]), CutClass::TokenAligned);
+        assert!(Cuts::At(cuts).chunk_token_ids().is_none());
+        // Nothing to cut: no chunking.
+        assert!(turn_chunkings(Strategy::Tokens, &[], &params(), 0, &one).is_empty());
+    }
+
+    #[test]
+    fn a_minimized_cut_list_keeps_its_token_ids_when_aligned() {
+        let d = b"hello world again";
+        let src = sources(d, &[], None);
+        let t = src.tokens();
+        let ok = TokenCuts::aligned(&t, vec![5]).unwrap();
+        assert_eq!(ok.to_vec(d), vec![5]);
+        assert_eq!(ok.chunk_token_ids().unwrap()[0], &[Some(24912)]);
+        assert!(TokenCuts::aligned(&t, vec![4]).is_none());
+    }
+
+    #[test]
+    fn recorded_replays_exactly_the_sidecar_cuts() {
+        let rec = [3usize, 5];
+        let src = sources(b"abcdefg", &[], Some(&rec));
+        let c = turn_chunkings(Strategy::Recorded, &[], &params(), 0, &src);
+        assert_eq!(c, vec![Cuts::At(vec![3, 5])]);
+        let none = sources(b"abcdefg", &[], None);
+        assert!(turn_chunkings(Strategy::Recorded, &[], &params(), 0, &none).is_empty());
+        // The data-only entry point makes none of the context strategies.
+        for s in [Strategy::Tokens, Strategy::Bursts, Strategy::Recorded] {
+            assert!(chunkings(s, b"abcdefg", &[], &params(), 0).is_empty());
+        }
+    }
+
+    #[test]
+    fn cut_classes() {
+        let sp = kimi_like();
+        let d = "ab é<|im_end|>".as_bytes();
+        let occ = marker_occurrences(
+            d,
+            &sp.iter().map(|t| t.text.to_string()).collect::<Vec<_>>(),
+        );
+        let t = sources(d, &sp, None).tokens();
+        let class = |v: Vec<usize>| Cuts::At(v).class(d, &t, &occ);
+        assert_eq!(class(vec![]), CutClass::TokenAligned);
+        assert_eq!(class(t.boundaries().to_vec()), CutClass::TokenAligned);
+        assert_eq!(
+            class(vec![1]),
+            CutClass::CharAligned,
+            "inside the token \"ab\""
+        );
+        assert_eq!(
+            class(vec![4]),
+            CutClass::SplitsChar,
+            "between é's two bytes"
+        );
+        assert_eq!(
+            class(vec![4, 8]),
+            CutClass::SplitsSpecialToken,
+            "the token wins"
+        );
+        assert_eq!(class(vec![5]), CutClass::TokenAligned);
+        assert_eq!(
+            Cuts::EveryByte.class(d, &t, &occ),
+            CutClass::SplitsSpecialToken
+        );
+        assert_eq!(Cuts::EveryByte.class(d, &t, &[]), CutClass::SplitsChar);
+        assert_eq!(Cuts::EveryChar.class(d, &t, &[]), CutClass::CharAligned);
+        assert!(CutClass::TokenAligned < CutClass::CharAligned);
+        assert!(CutClass::SplitsChar < CutClass::SplitsSpecialToken);
+        // An invalid byte is one character; a stray continuation byte too.
+        assert!(is_char_boundary(b"a\xffb", 1) && is_char_boundary(b"a\xffb", 2));
+        assert!(is_char_boundary(b"a\x80\x80", 2));
+        assert!(!is_char_boundary("€".as_bytes(), 2));
+        assert!(
+            is_char_boundary(b"\xe2\x82", 1),
+            "an incomplete character at the end"
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn char_boundaries_agree_with_every_char(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..24)) {
+            let chars = Cuts::EveryChar.to_vec(&bytes);
+            for p in 1..bytes.len() {
+                proptest::prop_assert_eq!(is_char_boundary(&bytes, p), chars.contains(&p), "{}", p);
+            }
+        }
+
+        #[test]
+        fn token_chunkings_are_whole_deterministic_and_nested(
+            s in "(\\PC|<\\|tool_call_begin\\|>|<\\|im_end\\|>| |\n|[a-z]{1,6}){0,40}",
+            seed in 0u64..1000,
+            salt in 0u64..1000,
+        ) {
+            let sp = kimi_like();
+            let d = s.as_bytes();
+            let src = sources(d, &sp, None);
+            let p = ChunkingParams { seed, ..params() };
+            let tokens = turn_chunkings(Strategy::Tokens, &[], &p, salt, &src);
+            let bursts = turn_chunkings(Strategy::Bursts, &[], &p, salt, &src);
+            let all: Vec<usize> = tokens.first().map(|c| c.to_vec(d)).unwrap_or_default();
+            let occ = marker_occurrences(d, &["<|tool_call_begin|>".into(), "<|im_end|>".into()]);
+            let t = src.tokens();
+            for c in tokens.iter().chain(&bursts) {
+                let cuts = c.to_vec(d);
+                proptest::prop_assert!(cuts.iter().all(|&k| s.is_char_boundary(k)));
+                proptest::prop_assert!(!c.splits_any(d, &occ));
+                proptest::prop_assert!(cuts.iter().all(|k| all.contains(k)), "bursts cut at token boundaries only");
+                proptest::prop_assert_eq!(c.class(d, &t, &occ), CutClass::TokenAligned);
+                proptest::prop_assert_eq!(joined(c, d), d);
+                let ids = c.chunk_token_ids().unwrap();
+                proptest::prop_assert_eq!(ids.len(), c.pieces(d).count());
+                proptest::prop_assert_eq!(ids.concat(), t.ids().to_vec());
+            }
+            for c in &bursts {
+                // 1..=8 token units per delta.
+                let n = c.chunk_token_ids().unwrap().len();
+                proptest::prop_assert!(n * 8 >= t.units() && n <= t.units());
+            }
+            let again = turn_chunkings(Strategy::Bursts, &[], &p, salt, &sources(d, &sp, None));
+            proptest::prop_assert_eq!(&bursts, &again);
+            proptest::prop_assert_eq!(bursts.len(), if all.is_empty() { 0 } else { 4 });
+        }
+    }
+
+    #[test]
+    fn bursts_depend_on_the_seed_and_merge_up_to_eight_tokens() {
+        let d = "the quick brown fox jumps over the lazy dog ".repeat(20);
+        let d = d.as_bytes();
+        let src = sources(d, &[], None);
+        let a = turn_chunkings(Strategy::Bursts, &[], &params(), 1, &src);
+        let b = turn_chunkings(Strategy::Bursts, &[], &params(), 2, &src);
+        assert_ne!(a, b);
+        let sizes: Vec<usize> = a[0]
+            .chunk_token_ids()
+            .unwrap()
+            .iter()
+            .map(|c| c.len())
+            .collect();
+        assert!(sizes.iter().all(|&n| (1..=8).contains(&n)));
+        assert!(sizes.iter().any(|&n| n > 1) && sizes.iter().any(|&n| n < 8));
     }
 }

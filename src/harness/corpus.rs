@@ -712,4 +712,50 @@ mod tests {
         assert!(c.cases.is_empty());
         assert_eq!(c.errors.len(), 2);
     }
+
+    #[test]
+    fn a_deltas_sidecar_is_the_recorded_chunking_and_a_bad_one_a_corpus_error() {
+        let d = tmpdir("deltas");
+        let k = d.join("kimi_k2");
+        std::fs::write(k.join("y_a.txt"), "hello world").unwrap();
+        std::fs::write(
+            k.join("y_a.deltas.json"),
+            r#"{"cuts":[5,11],"tokens":[1,1,1],"engine":"vllm","model":{"name":"m"}}"#,
+        )
+        .unwrap();
+        std::fs::write(k.join("y_b.txt"), "hello").unwrap();
+        let c = load(&[d.display().to_string()], &LoadOptions::default());
+        assert!(!c.errors.is_empty(), "11 is the length, not a cut");
+        assert!(c.errors[0].path.ends_with("y_a.deltas.json"), "{:?}", c.errors);
+        assert!(c.errors[0].message.contains("outside"));
+        std::fs::write(
+            k.join("y_a.deltas.json"),
+            r#"{"cuts":[5,6],"tokens":[1,1,1],"engine":"vllm","model":{"name":"m"}}"#,
+        )
+        .unwrap();
+        let c = load(&[d.display().to_string()], &LoadOptions::default());
+        assert!(c.errors.is_empty(), "{:?}", c.errors);
+        let a = &c.cases[0];
+        assert_eq!(a.recorded_cuts(0), Some(&[5usize, 6][..]));
+        assert_eq!(a.recorded_cuts(1), None);
+        assert_eq!(c.cases[1].recorded, None);
+        let digest = a.digest();
+        let mut plain = a.clone();
+        plain.recorded = None;
+        assert_ne!(plain.digest(), digest, "the recording is part of the case");
+        for (body, why) in [
+            (r#"{"cuts":[6,5]}"#, "ascending"),
+            (r#"{"cuts":[5],"tokens":[1]}"#, "token counts"),
+            (r#"{"cuts":[5],"tokens":[1,0]}"#, "0 tokens"),
+            (r#"{"cut":[5]}"#, "unknown field"),
+            ("[5]", "invalid"),
+        ] {
+            std::fs::write(k.join("y_a.deltas.json"), body).unwrap();
+            let c = load(&[d.display().to_string()], &LoadOptions::default());
+            assert_eq!(c.errors.len(), 1, "{body}");
+            assert!(c.errors[0].message.contains(why), "{body}: {}", c.errors[0]);
+            assert!(c.errors[0].path.ends_with("y_a.deltas.json"));
+            assert_eq!(c.cases.len(), 1, "only the case with the bad sidecar is out");
+        }
+    }
 }

@@ -457,9 +457,10 @@ fn plan_replays(
     cfg: &RunConfig,
 ) -> Vec<(Strategy, Vec<Cuts>)> {
     let mut plan = Vec::new();
-    let sources: Vec<TurnSources> = (0..case.turns.len())
-        .map(|t| {
+    let sources: Vec<TurnSources> = (case.turns.iter().enumerate())
+        .map(|(t, data)| {
             TurnSources::new(
+                data,
                 cfg.tokenizer.as_deref(),
                 format.special_tokens,
                 case.recorded_cuts(t),
@@ -474,9 +475,9 @@ fn plan_replays(
             .turns
             .iter()
             .enumerate()
-            .map(|(t, data)| {
+            .map(|(t, _)| {
                 let salt = turn_salt(&case.id, t);
-                turn_chunkings(s, data, markers, &cfg.params, salt, &sources[t])
+                turn_chunkings(s, markers, &cfg.params, salt, &sources[t])
             })
             .collect();
         let n = per_turn.iter().map(Vec::len).max().unwrap_or(0);

@@ -44,7 +44,9 @@ enum Engine {
 
 impl fmt::Debug for Tokenizer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Tokenizer").field("name", &self.name).finish()
+        f.debug_struct("Tokenizer")
+            .field("name", &self.name)
+            .finish()
     }
 }
 
@@ -76,12 +78,9 @@ impl Tokenizer {
         let text = std::str::from_utf8(&bytes)
             .map_err(|e| format!("tokenizer {shown}: not a tiktoken ranks file: {e}"))?;
         let ranks = parse_ranks(text).map_err(|e| format!("tokenizer {shown}: {e}"))?;
-        let bpe = tiktoken_rs::CoreBPE::new(
-            ranks,
-            Default::default(),
-            tiktoken_rs::O200K_BASE_PAT_STR,
-        )
-        .map_err(|e| format!("tokenizer {shown}: {e}"))?;
+        let bpe =
+            tiktoken_rs::CoreBPE::new(ranks, Default::default(), tiktoken_rs::O200K_BASE_PAT_STR)
+                .map_err(|e| format!("tokenizer {shown}: {e}"))?;
         Ok(Tokenizer::from_bpe(name, bpe))
     }
 
@@ -461,7 +460,11 @@ mod tests {
     fn a_ranks_file_loads_and_merges() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("tiny.tiktoken");
-        std::fs::write(&p, ranks_file(&[(b"he", 256), (b"ll", 257), (b"hell", 258)])).unwrap();
+        std::fs::write(
+            &p,
+            ranks_file(&[(b"he", 256), (b"ll", 257), (b"hell", 258)]),
+        )
+        .unwrap();
         let t = Tokenizer::load(&p).unwrap();
         assert_eq!(t.name(), p.display().to_string());
         let k = t.tokenize(b"hello", &[]);
@@ -474,7 +477,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("missing.tiktoken");
         let e = Tokenizer::load(&missing).unwrap_err();
-        assert!(e.contains("missing.tiktoken") && e.contains("cannot read"), "{e}");
+        assert!(
+            e.contains("missing.tiktoken") && e.contains("cannot read"),
+            "{e}"
+        );
         for (name, body, why) in [
             ("junk", "not ranks at all\n".to_string(), "line 1"),
             ("b64", "!!!! 1\n".to_string(), "bad base64"),
