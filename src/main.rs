@@ -6,11 +6,12 @@ mod fuzzing;
 use clap::{Args, Parser, Subcommand};
 use conform::event::ParseResult;
 use conform::formats;
-use conform::harness::chunking::{ChunkingParams, Cuts, Strategy};
+use conform::harness::chunking::{ChunkingParams, Strategy};
 use conform::harness::corpus::{self, LoadOptions};
 use conform::harness::format_checks;
 use conform::harness::replay::{Builtin, capture_panics, events_of};
 use conform::harness::run::{CaseReport, RunConfig, run_cases_on};
+use conform::harness::select::{Choice, Selection, select_cuts};
 use conform::harness::tokens::Tokenizer;
 use conform::outputs::adapter::{self, AnyBackend, ParserRun};
 use conform::outputs::known::KnownFailures;
@@ -187,8 +188,25 @@ struct ParseArgs {
     #[arg(long)]
     line: Option<String>,
     /// Cut offsets, comma-separated; for a session one list per turn separated by `/`.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["recorded", "strategy"])]
     cuts: Option<String>,
+    /// Replay the case's recorded deltas (its `.deltas.json` sidecar).
+    #[arg(long, conflicts_with = "strategy")]
+    recorded: bool,
+    /// Replay one chunking of this strategy, made as `conform run` makes it.
+    #[arg(long)]
+    strategy: Option<String>,
+    /// Which chunking of --strategy, from 0.
+    #[arg(long, default_value_t = 0, requires = "strategy")]
+    chunking: usize,
+    /// Attach token ids to --cuts or --recorded (every cut must be a token boundary).
+    #[arg(long)]
+    token_ids: bool,
+    /// Master seed of the seeded strategies.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    #[command(flatten)]
+    tokens: TokenArgs,
     /// Print only the folded result, not every event.
     #[arg(long)]
     result_only: bool,
@@ -716,32 +734,55 @@ fn cmd_parse(a: ParseArgs) -> u8 {
             ));
         }
     };
-    let cuts = match a.cuts.as_deref().map(parse_cuts).transpose() {
-        Ok(c) => c.unwrap_or_default(),
+    let choice = match (&a.strategy, a.recorded, a.cuts.as_deref()) {
+        (Some(s), _, _) => match s.parse::<Strategy>() {
+            Ok(strategy) => Choice::Strategy {
+                strategy,
+                index: a.chunking,
+            },
+            Err(e) => return usage_error(e),
+        },
+        (None, true, _) => Choice::Recorded,
+        (None, false, cuts) => match cuts.map(parse_cuts).transpose() {
+            Ok(c) => Choice::Cuts(c.unwrap_or_default()),
+            Err(e) => return usage_error(e),
+        },
+    };
+    let tokenizer = match a
+        .tokens
+        .tokenizer
+        .as_deref()
+        .map(Tokenizer::load)
+        .transpose()
+    {
+        Ok(t) => t.map(Arc::new),
         Err(e) => return usage_error(e),
     };
-    if cuts.len() > case.turns.len() {
-        return usage_error(format!(
-            "{} cut lists for {} turn(s)",
-            cuts.len(),
-            case.turns.len()
-        ));
-    }
+    let selection = Selection {
+        choice,
+        params: ChunkingParams {
+            seed: a.seed,
+            bursts: a.tokens.bursts,
+            burst_max_tokens: a.tokens.burst_max_tokens,
+            ..ChunkingParams::default()
+        },
+        tokenizer,
+        token_ids: a.token_ids,
+    };
     let format = formats::by_id(case.format).expect("loaded cases name registered formats");
+    let cuts = match select_cuts(case, format, &selection) {
+        Ok(c) => c,
+        Err(e) => return usage_error(e),
+    };
     let mut parser = (format.new_parser)(&case.tools);
     let mut turns = Vec::new();
-    for (t, data) in case.turns.iter().enumerate() {
-        let c = cuts.get(t).cloned().unwrap_or_default();
-        if let Some(bad) = c.iter().find(|&&o| o == 0 || o >= data.len()) {
-            return usage_error(format!(
-                "cut offset {bad} is outside 1..{} of turn {}",
-                data.len(),
-                t + 1
-            ));
-        }
-        let events = events_of(parser.as_mut(), data, &Cuts::At(c.clone()));
+    for (data, c) in case.turns.iter().zip(&cuts) {
+        let events = events_of(parser.as_mut(), data, c);
         let result = ParseResult::fold(&events);
-        let mut v = json!({"cuts": c, "result": result});
+        let mut v = json!({"cuts": c.to_vec(data), "result": result});
+        if let Some(ids) = c.chunk_token_ids() {
+            v["token_ids"] = json!(ids);
+        }
         if !a.result_only {
             v["events"] = serde_json::to_value(&events).unwrap_or_default();
         }

@@ -726,7 +726,11 @@ mod tests {
         std::fs::write(k.join("y_b.txt"), "hello").unwrap();
         let c = load(&[d.display().to_string()], &LoadOptions::default());
         assert!(!c.errors.is_empty(), "11 is the length, not a cut");
-        assert!(c.errors[0].path.ends_with("y_a.deltas.json"), "{:?}", c.errors);
+        assert!(
+            c.errors[0].path.ends_with("y_a.deltas.json"),
+            "{:?}",
+            c.errors
+        );
         assert!(c.errors[0].message.contains("outside"));
         std::fs::write(
             k.join("y_a.deltas.json"),
@@ -755,7 +759,11 @@ mod tests {
             assert_eq!(c.errors.len(), 1, "{body}");
             assert!(c.errors[0].message.contains(why), "{body}: {}", c.errors[0]);
             assert!(c.errors[0].path.ends_with("y_a.deltas.json"));
-            assert_eq!(c.cases.len(), 1, "only the case with the bad sidecar is out");
+            assert_eq!(
+                c.cases.len(),
+                1,
+                "only the case with the bad sidecar is out"
+            );
         }
     }
 }

@@ -9,4 +9,5 @@ pub mod invariants;
 pub mod minimize;
 pub mod replay;
 pub mod run;
+pub mod select;
 pub mod tokens;
