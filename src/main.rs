@@ -177,6 +177,14 @@ struct TokenArgs {
     burst_max_tokens: usize,
 }
 
+impl TokenArgs {
+    /// The --tokenizer, loaded once for the whole run.
+    fn load(&self) -> Result<Option<Arc<Tokenizer>>, String> {
+        let loaded = self.tokenizer.as_deref().map(Tokenizer::load).transpose()?;
+        Ok(loaded.map(Arc::new))
+    }
+}
+
 #[derive(Args)]
 struct ParseArgs {
     /// The transcript file (`.txt`, `.jsonl` with --line, or `.session.json`).
@@ -272,14 +280,8 @@ fn cmd_run(a: RunArgs) -> u8 {
             corpus::known_formats()
         ));
     }
-    let tokenizer = match a
-        .tokens
-        .tokenizer
-        .as_deref()
-        .map(Tokenizer::load)
-        .transpose()
-    {
-        Ok(t) => t.map(Arc::new),
+    let tokenizer = match a.tokens.load() {
+        Ok(t) => t,
         Err(e) => return usage_error(e),
     };
     let shard = match a.shard.as_deref().map(Shard::parse).transpose() {
@@ -748,14 +750,8 @@ fn cmd_parse(a: ParseArgs) -> u8 {
             Err(e) => return usage_error(e),
         },
     };
-    let tokenizer = match a
-        .tokens
-        .tokenizer
-        .as_deref()
-        .map(Tokenizer::load)
-        .transpose()
-    {
-        Ok(t) => t.map(Arc::new),
+    let tokenizer = match a.tokens.load() {
+        Ok(t) => t,
         Err(e) => return usage_error(e),
     };
     let selection = Selection {
