@@ -500,6 +500,48 @@ mod tests {
         assert!(e.contains("hf-tokenizers"), "{e}");
     }
 
+    #[cfg(feature = "hf-tokenizers")]
+    #[test]
+    fn a_hugging_face_tokenizer_json_loads_and_names_its_added_tokens() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("tokenizer.json");
+        let json = serde_json::json!({
+            "version": "1.0",
+            "truncation": null,
+            "padding": null,
+            "added_tokens": [{"id": 6, "content": "<|x|>", "single_word": false, "lstrip": false,
+                              "rstrip": false, "normalized": false, "special": true}],
+            "normalizer": null,
+            "pre_tokenizer": null,
+            "post_processor": null,
+            "decoder": null,
+            "model": {"type": "BPE", "dropout": null, "unk_token": "?",
+                      "continuing_subword_prefix": null, "end_of_word_suffix": null,
+                      "fuse_unk": false, "byte_fallback": false,
+                      "vocab": {"?": 0, "h": 1, "i": 2, "hi": 3, " ": 4, "é": 5},
+                      "merges": ["h i"]}
+        });
+        std::fs::write(&p, json.to_string()).unwrap();
+        let t = Tokenizer::load(&p).unwrap();
+        let x = [SpecialToken {
+            text: "<|x|>",
+            id: None,
+        }];
+        let k = t.tokenize("hi hié<|x|>".as_bytes(), &x);
+        assert_eq!(
+            k.ids(),
+            &[Some(3), Some(4), Some(3), Some(5), Some(6)],
+            "the added token's own id, for a special token that declares none"
+        );
+        assert_eq!(k.boundaries(), &[2, 3, 5, 7]);
+        std::fs::write(&p, "{\"model\": 3}").unwrap();
+        let e = Tokenizer::load(&p).unwrap_err();
+        assert!(
+            e.contains("tokenizer.json") && e.contains("not a valid"),
+            "{e}"
+        );
+    }
+
     proptest::proptest! {
         #[test]
         fn units_tile_the_text_on_character_boundaries(s in "(\\PC|<\\|a\\|>|<\\|b\\|>| |\n){0,60}") {
