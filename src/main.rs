@@ -15,7 +15,9 @@ use conform::harness::invariants::Compare;
 use conform::harness::known::KnownFailures;
 use conform::harness::report::{self, Report, Shard};
 use conform::harness::run::{CaseReport, RunConfig};
+use conform::harness::select::{Choice, Selection, select_cuts};
 use conform::harness::session::{self, RunPlan};
+use conform::harness::tokens::Tokenizer;
 use conform::outputs::matrix;
 use conform::outputs::table::{self, Colour};
 use conform::outputs::{html, write};
@@ -23,6 +25,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -129,9 +132,12 @@ struct RunArgs {
     /// Most single-cut replays per transcript (sampled evenly beyond it).
     #[arg(long, default_value_t = 512)]
     two_cut_cap: usize,
-    /// Comma-separated strategies [default: all]: whole, bytes, chars, two_cut, markers, random.
+    /// Comma-separated strategies [default: all]: whole, bytes, chars, two_cut, markers, random,
+    /// tokens, bursts, recorded.
     #[arg(long, value_delimiter = ',')]
     strategies: Option<Vec<String>>,
+    #[command(flatten)]
+    tokens: TokenArgs,
     /// The parser judged: `builtin` or `cmd:COMMAND` (an adapter, see specs/adapter.md);
     /// repeat to compare several [default: builtin].
     #[arg(long = "parser", value_name = "PARSER")]
@@ -170,6 +176,29 @@ struct RunArgs {
     case_budget: Option<Duration>,
 }
 
+/// The tokenizer and bursts of the token-aligned strategies.
+#[derive(Args)]
+struct TokenArgs {
+    /// Tokenizer of `tokens`/`bursts`: a tiktoken ranks file or a Hugging Face tokenizer.json
+    /// (with the `hf-tokenizers` feature) [default: o200k_base, built in].
+    #[arg(long, value_name = "FILE")]
+    tokenizer: Option<PathBuf>,
+    /// Number of seeded `bursts` groupings per case.
+    #[arg(long, default_value_t = 4)]
+    bursts: usize,
+    /// Most tokens per delta in `bursts`.
+    #[arg(long, default_value_t = 8)]
+    burst_max_tokens: usize,
+}
+
+impl TokenArgs {
+    /// The --tokenizer, loaded once for the whole run.
+    fn load(&self) -> Result<Option<Arc<Tokenizer>>, String> {
+        let loaded = self.tokenizer.as_deref().map(Tokenizer::load).transpose()?;
+        Ok(loaded.map(Arc::new))
+    }
+}
+
 #[derive(Args)]
 struct ParseArgs {
     /// The transcript file (`.txt`, `.jsonl` with --line, or `.session.json`).
@@ -181,8 +210,25 @@ struct ParseArgs {
     #[arg(long)]
     line: Option<String>,
     /// Cut offsets, comma-separated; for a session one list per turn separated by `/`.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["recorded", "strategy"])]
     cuts: Option<String>,
+    /// Replay the case's recorded deltas (its `.deltas.json` sidecar).
+    #[arg(long, conflicts_with = "strategy")]
+    recorded: bool,
+    /// Replay one chunking of this strategy, made as `conform run` makes it.
+    #[arg(long)]
+    strategy: Option<String>,
+    /// Which chunking of --strategy, from 0.
+    #[arg(long, default_value_t = 0, requires = "strategy")]
+    chunking: usize,
+    /// Attach token ids to --cuts or --recorded (every cut must be a token boundary).
+    #[arg(long)]
+    token_ids: bool,
+    /// Master seed of the seeded strategies.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    #[command(flatten)]
+    tokens: TokenArgs,
     /// Print only the folded result, not every event.
     #[arg(long)]
     result_only: bool,
@@ -239,7 +285,7 @@ fn cmd_formats() -> u8 {
 
 fn cmd_run(a: RunArgs) -> u8 {
     let strategies = match &a.strategies {
-        None => Strategy::ALL.to_vec(),
+        None => Strategy::DEFAULT.to_vec(),
         Some(list) => {
             let mut out = Vec::new();
             for s in list {
@@ -259,6 +305,10 @@ fn cmd_run(a: RunArgs) -> u8 {
             corpus::known_formats()
         ));
     }
+    let tokenizer = match a.tokens.load() {
+        Ok(t) => t,
+        Err(e) => return usage_error(e),
+    };
     let shard = match a.shard.as_deref().map(Shard::parse).transpose() {
         Ok(s) => s,
         Err(e) => return usage_error(e),
@@ -324,9 +374,12 @@ fn cmd_run(a: RunArgs) -> u8 {
                 random_groupings: a.seeds,
                 random_max_chunk: a.max_chunk,
                 two_cut_cap: a.two_cut_cap,
+                bursts: a.tokens.bursts,
+                burst_max_tokens: a.tokens.burst_max_tokens,
             },
             compare: a.compare,
             case_budget: a.case_budget,
+            tokenizer,
             ..RunConfig::default()
         },
         parsers: specs,
@@ -664,8 +717,40 @@ fn cmd_parse(a: ParseArgs) -> u8 {
             ));
         }
     };
-    let cuts = match a.cuts.as_deref().map(parse_cuts).transpose() {
-        Ok(c) => c.unwrap_or_default(),
+    let choice = match (&a.strategy, a.recorded, a.cuts.as_deref()) {
+        (Some(s), _, _) => match s.parse::<Strategy>() {
+            Ok(strategy) => Choice::Strategy {
+                strategy,
+                index: a.chunking,
+            },
+            Err(e) => return usage_error(e),
+        },
+        (None, true, _) => Choice::Recorded,
+        (None, false, cuts) => match cuts.map(parse_cuts).transpose() {
+            Ok(c) => Choice::Cuts(c.unwrap_or_default()),
+            Err(e) => return usage_error(e),
+        },
+    };
+    let tokenizer = match a.tokens.load() {
+        Ok(t) => t,
+        Err(e) => return usage_error(e),
+    };
+    let selection = Selection {
+        choice,
+        params: ChunkingParams {
+            seed: a.seed,
+            bursts: a.tokens.bursts,
+            burst_max_tokens: a.tokens.burst_max_tokens,
+            ..ChunkingParams::default()
+        },
+        tokenizer,
+        token_ids: a.token_ids,
+    };
+    let Some(format) = formats::by_id(case.format) else {
+        return usage_error(format!("unknown format {}", case.format));
+    };
+    let cuts = match select_cuts(case, format, &selection) {
+        Ok(c) => c,
         Err(e) => return usage_error(e),
     };
     if let Err(e) = adapter::parse_parser_spec(&a.parser) {

@@ -3,9 +3,16 @@
 //! A chunking is a sorted list of cut offsets (strictly inside the transcript). Every strategy
 //! is a pure function of the transcript, the format's markers and the master seed, so any
 //! failing replay reproduces from its strategy name, seed and cut list alone.
+//!
+//! Three strategies need more than the bytes: `tokens` and `bursts` cut at the token boundaries
+//! of a [`Tokenizer`] (what a server sends), and `recorded` replays the deltas a real server was
+//! seen to send (a `.deltas.json` sidecar); [`turn_chunkings`] makes those from a [`TurnSources`].
 
+use super::tokens::{TokenId, Tokenized, Tokenizer};
+use crate::formats::SpecialToken;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::{Arc, OnceLock};
 
 /// A way to cut transcripts.
 #[derive(
@@ -25,18 +32,36 @@ pub enum Strategy {
     Markers,
     /// Seeded groupings with chunk sizes drawn from 1..=k bytes.
     Random,
+    /// One delta per token of the run's tokenizer (special tokens whole).
+    Tokens,
+    /// Seeded groupings of 1..=k consecutive tokens per delta (speculative decoding, MTP).
+    Bursts,
+    /// The deltas a real server sent, from the case's `.deltas.json` sidecar (if it has one).
+    Recorded,
 }
 
 impl Strategy {
     /// Every strategy, in report order.
-    pub const ALL: [Strategy; 6] = [
+    pub const ALL: [Strategy; 9] = [
         Strategy::Whole,
         Strategy::Bytes,
         Strategy::Chars,
         Strategy::TwoCut,
         Strategy::Markers,
         Strategy::Random,
+        Strategy::Tokens,
+        Strategy::Bursts,
+        Strategy::Recorded,
     ];
+
+    /// The strategies a run replays when none are named: all of them (the token strategies cost
+    /// well under the 2x the bundled corpus allows, see README).
+    pub const DEFAULT: [Strategy; 9] = Strategy::ALL;
+
+    /// True for the strategies whose every cut is a token boundary (what a server sends).
+    pub fn token_aligned(self) -> bool {
+        matches!(self, Strategy::Tokens | Strategy::Bursts)
+    }
 
     /// The name used on the command line and in reports.
     pub fn as_str(self) -> &'static str {
@@ -47,6 +72,9 @@ impl Strategy {
             Strategy::TwoCut => "two_cut",
             Strategy::Markers => "markers",
             Strategy::Random => "random",
+            Strategy::Tokens => "tokens",
+            Strategy::Bursts => "bursts",
+            Strategy::Recorded => "recorded",
         }
     }
 }
@@ -83,6 +111,10 @@ pub struct ChunkingParams {
     pub random_max_chunk: usize,
     /// Most single-cut chunkings per transcript for `two_cut` (sampled evenly beyond it).
     pub two_cut_cap: usize,
+    /// How many seeded `bursts` groupings per case.
+    pub bursts: usize,
+    /// Most tokens in one burst.
+    pub burst_max_tokens: usize,
 }
 
 impl Default for ChunkingParams {
@@ -92,6 +124,8 @@ impl Default for ChunkingParams {
             random_groupings: 8,
             random_max_chunk: 16,
             two_cut_cap: 512,
+            bursts: 4,
+            burst_max_tokens: 8,
         }
     }
 }
@@ -115,6 +149,47 @@ pub enum Cuts {
     },
     /// Cuts at these sorted offsets.
     At(Vec<usize>),
+    /// Cuts at token boundaries; each chunk knows the token ids it consists of
+    /// ([`Cuts::chunk_token_ids`]).
+    Tokens(TokenCuts),
+}
+
+/// A token-aligned chunking: the transcript's tokens and how they are grouped into deltas.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenCuts {
+    /// The transcript's tokens, shared by every chunking of the turn.
+    pub tokens: Arc<Tokenized>,
+    /// How the tokens are grouped.
+    pub grouping: Grouping,
+}
+
+/// How a token-aligned chunking groups tokens into deltas.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Grouping {
+    /// One delta per token unit (a token, or the few that complete one character).
+    EveryToken,
+    /// Seeded deltas of `1..=max_tokens` token units each.
+    Bursts {
+        /// Seed of the size sequence.
+        seed: u64,
+        /// Most units in one delta.
+        max_tokens: usize,
+    },
+    /// Cuts at these sorted offsets, every one a token boundary.
+    At(Vec<usize>),
+}
+
+impl TokenCuts {
+    /// A token-aligned chunking cutting at `cuts` (sorted offsets), or `None` when one of them
+    /// is not a token boundary: how a minimized cut list keeps its token ids.
+    pub fn aligned(tokens: &Arc<Tokenized>, cuts: Vec<usize>) -> Option<Cuts> {
+        cuts.iter().all(|&c| tokens.is_boundary(c)).then(|| {
+            Cuts::Tokens(TokenCuts {
+                tokens: tokens.clone(),
+                grouping: Grouping::At(cuts),
+            })
+        })
+    }
 }
 
 impl Cuts {
@@ -140,6 +215,54 @@ impl Cuts {
                 }))
             }
             Cuts::At(v) => Box::new(v.iter().copied()),
+            Cuts::Tokens(t) => match &t.grouping {
+                Grouping::EveryToken => Box::new(t.tokens.boundaries().iter().copied()),
+                &Grouping::Bursts { seed, max_tokens } => {
+                    let mut rng = SplitMix64::new(seed);
+                    let k = max_tokens.max(1) as u64;
+                    let inner = t.tokens.boundaries();
+                    let mut unit = 0usize;
+                    Box::new(std::iter::from_fn(move || {
+                        unit += 1 + (rng.next_u64() % k) as usize;
+                        inner.get(unit - 1).copied()
+                    }))
+                }
+                Grouping::At(v) => Box::new(v.iter().copied()),
+            },
+        }
+    }
+
+    /// For a token-aligned chunking, the token ids of each chunk in order (one entry per piece
+    /// [`Cuts::pieces`] yields); `None` for chunkings that are not token-aligned. This is what
+    /// an external parser receives as each delta's `token_ids`.
+    pub fn chunk_token_ids(&self) -> Option<Vec<&[TokenId]>> {
+        match self {
+            Cuts::Tokens(t) => {
+                let cuts: Vec<usize> = self.positions(&[]).collect();
+                t.tokens.chunk_ids(&cuts)
+            }
+            _ => None,
+        }
+    }
+
+    /// The class of this chunking's cuts of `data` (see [`CutClass`]); `tokens` is the data's
+    /// tokenization by the run's tokenizer and `special` the occurrences of the format's special
+    /// tokens ([`marker_occurrences`]).
+    pub fn class(&self, data: &[u8], tokens: &Tokenized, special: &[(usize, usize)]) -> CutClass {
+        if self.splits_any(data, special) {
+            return CutClass::SplitsSpecialToken;
+        }
+        let mut aligned = true;
+        for c in self.positions(data) {
+            if !is_char_boundary(data, c) {
+                return CutClass::SplitsChar;
+            }
+            aligned = aligned && tokens.is_boundary(c);
+        }
+        if aligned {
+            CutClass::TokenAligned
+        } else {
+            CutClass::CharAligned
         }
     }
 
@@ -195,7 +318,151 @@ impl Cuts {
     }
 }
 
-/// The chunkings a strategy makes of one transcript.
+/// What a chunking's cuts are, from what a server sends to what none does: the class of a
+/// failure is the least class among the chunkings that show it.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum CutClass {
+    /// Every cut is a token boundary of the tokenizer: a server can send exactly these deltas.
+    TokenAligned,
+    /// Every cut is between characters, some not at this tokenizer's token boundaries (another
+    /// tokenizer's may be there).
+    CharAligned,
+    /// A cut falls inside a UTF-8 character (and none inside a special token): servers that
+    /// detokenize incrementally never do this.
+    SplitsChar,
+    /// A cut falls inside a special token, which a server always delivers whole.
+    SplitsSpecialToken,
+}
+
+impl CutClass {
+    /// The snake_case name used in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CutClass::TokenAligned => "token_aligned",
+            CutClass::CharAligned => "char_aligned",
+            CutClass::SplitsChar => "splits_char",
+            CutClass::SplitsSpecialToken => "splits_special_token",
+        }
+    }
+}
+
+/// True when `offset` is not inside a UTF-8 character of `data` (an invalid byte counts as one
+/// character, as in [`Cuts::EveryChar`]).
+pub fn is_char_boundary(data: &[u8], offset: usize) -> bool {
+    let continuation = |b: u8| (0x80..0xC0).contains(&b);
+    if offset == 0 || offset >= data.len() || !continuation(data[offset]) {
+        return true;
+    }
+    // The character holding `offset` starts at most 3 bytes before it, at a byte that is not a
+    // continuation byte (which no earlier character can contain).
+    match (1..=3.min(offset)).find(|&k| !continuation(data[offset - k])) {
+        Some(k) => char_len_at(data, offset - k) <= k,
+        None => true,
+    }
+}
+
+/// The salt of turn `t` of a case: the seeded strategies' streams differ per case and turn.
+pub fn turn_salt(case_id: &str, turn: usize) -> u64 {
+    stable_hash(case_id) ^ (turn as u64).wrapping_mul(0x2545_F491_4F6C_DD1D)
+}
+
+/// One turn and what the token and recorded strategies need of it besides its bytes.
+pub struct TurnSources<'a> {
+    /// The turn's bytes.
+    pub data: &'a [u8],
+    /// The run's tokenizer (`None`: the built-in default).
+    pub tokenizer: Option<&'a Tokenizer>,
+    /// The format's special tokens, kept whole.
+    pub special: &'a [SpecialToken],
+    /// The recorded cuts of the turn, if it has a `.deltas.json` sidecar.
+    pub recorded: Option<&'a [usize]>,
+    tokens: OnceLock<Arc<Tokenized>>,
+}
+
+impl<'a> TurnSources<'a> {
+    /// Sources for one turn; the turn is tokenized on first use only.
+    pub fn new(
+        data: &'a [u8],
+        tokenizer: Option<&'a Tokenizer>,
+        special: &'a [SpecialToken],
+        recorded: Option<&'a [usize]>,
+    ) -> Self {
+        TurnSources {
+            data,
+            tokenizer,
+            special,
+            recorded,
+            tokens: OnceLock::new(),
+        }
+    }
+
+    /// The turn's tokens (computed once; the default tokenizer is loaded on first use).
+    pub fn tokens(&self) -> Arc<Tokenized> {
+        let data = self.data;
+        self.tokens
+            .get_or_init(|| {
+                let tokens = match self.tokenizer {
+                    Some(t) => t.tokenize(data, self.special),
+                    None => Tokenizer::default_shared().tokenize(data, self.special),
+                };
+                Arc::new(tokens)
+            })
+            .clone()
+    }
+}
+
+/// The chunkings a strategy makes of one turn, including the token and recorded strategies.
+pub fn turn_chunkings(
+    strategy: Strategy,
+    markers: &[String],
+    params: &ChunkingParams,
+    salt: u64,
+    sources: &TurnSources,
+) -> Vec<Cuts> {
+    let data = sources.data;
+    match strategy {
+        Strategy::Tokens => {
+            let tokens = sources.tokens();
+            if tokens.boundaries().is_empty() {
+                return vec![];
+            }
+            vec![Cuts::Tokens(TokenCuts {
+                tokens,
+                grouping: Grouping::EveryToken,
+            })]
+        }
+        Strategy::Bursts => {
+            let tokens = sources.tokens();
+            if tokens.boundaries().is_empty() {
+                return vec![];
+            }
+            (0..params.bursts)
+                .map(|g| {
+                    Cuts::Tokens(TokenCuts {
+                        tokens: tokens.clone(),
+                        grouping: Grouping::Bursts {
+                            seed: params.seed
+                                ^ salt
+                                ^ (g as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
+                            max_tokens: params.burst_max_tokens,
+                        },
+                    })
+                })
+                .collect()
+        }
+        Strategy::Recorded => match sources.recorded {
+            Some(cuts) => vec![Cuts::At(cuts.to_vec())],
+            None => vec![],
+        },
+        _ => chunkings(strategy, data, markers, params, salt),
+    }
+}
+
+/// The chunkings a strategy makes of one transcript (none for `tokens`, `bursts` and
+/// `recorded`, which need a turn's [`TurnSources`]: see [`turn_chunkings`]).
 ///
 /// `salt` separates the random streams of different cases and turns (a hash of the case id).
 pub fn chunkings(
@@ -241,6 +508,7 @@ pub fn chunkings(
             })
             .filter(|c| c.positions(data).next().is_some())
             .collect(),
+        Strategy::Tokens | Strategy::Bursts | Strategy::Recorded => vec![],
     }
 }
 
@@ -451,5 +719,185 @@ mod tests {
             assert!(c.pieces(&d).all(|p| (1..=16).contains(&p.len())));
         }
         assert_ne!(a, chunkings(Strategy::Random, &d, &[], &params(), 4));
+    }
+
+    fn kimi_like() -> Vec<SpecialToken> {
+        vec![
+            SpecialToken::new("<|tool_call_begin|>", 163597),
+            SpecialToken {
+                text: "<|im_end|>",
+                id: None,
+            },
+        ]
+    }
+
+    fn sources<'a>(
+        data: &'a [u8],
+        special: &'a [SpecialToken],
+        recorded: Option<&'a [usize]>,
+    ) -> TurnSources<'a> {
+        TurnSources::new(data, None, special, recorded)
+    }
+
+    #[test]
+    fn tokens_cut_every_token_and_carry_ids() {
+        let sp = kimi_like();
+        let d = "Hi wörld<|tool_call_begin|>x<|im_end|>".as_bytes();
+        let src = sources(d, &sp, None);
+        let c = turn_chunkings(Strategy::Tokens, &[], &params(), 0, &src);
+        assert_eq!(c.len(), 1);
+        let one = sources(b"a", &sp, None);
+        let cuts = c[0].to_vec(d);
+        assert_eq!(cuts, src.tokens().boundaries());
+        assert!(cuts.contains(&9) && cuts.contains(&28) && cuts.contains(&29));
+        let ids = c[0].chunk_token_ids().unwrap();
+        assert_eq!(ids.len(), c[0].pieces(d).count());
+        let pieces: Vec<&[u8]> = c[0].pieces(d).collect();
+        let at = pieces
+            .iter()
+            .position(|p| *p == b"<|tool_call_begin|>")
+            .unwrap();
+        assert_eq!(ids[at], &[Some(163597)]);
+        assert_eq!(ids[ids.len() - 1], &[None], "<|im_end|> declares no id");
+        assert_eq!(joined(&c[0], d), d);
+        assert_eq!(c[0].class(d, &src.tokens(), &[]), CutClass::TokenAligned);
+        assert!(Cuts::At(cuts).chunk_token_ids().is_none());
+        // Nothing to cut: no chunking.
+        assert!(turn_chunkings(Strategy::Tokens, &[], &params(), 0, &one).is_empty());
+    }
+
+    #[test]
+    fn a_minimized_cut_list_keeps_its_token_ids_when_aligned() {
+        let d = b"hello world again";
+        let src = sources(d, &[], None);
+        let t = src.tokens();
+        let ok = TokenCuts::aligned(&t, vec![5]).unwrap();
+        assert_eq!(ok.to_vec(d), vec![5]);
+        assert_eq!(ok.chunk_token_ids().unwrap()[0], &[Some(24912)]);
+        assert!(TokenCuts::aligned(&t, vec![4]).is_none());
+    }
+
+    #[test]
+    fn recorded_replays_exactly_the_sidecar_cuts() {
+        let rec = [3usize, 5];
+        let src = sources(b"abcdefg", &[], Some(&rec));
+        let c = turn_chunkings(Strategy::Recorded, &[], &params(), 0, &src);
+        assert_eq!(c, vec![Cuts::At(vec![3, 5])]);
+        let none = sources(b"abcdefg", &[], None);
+        assert!(turn_chunkings(Strategy::Recorded, &[], &params(), 0, &none).is_empty());
+        // The data-only entry point makes none of the context strategies.
+        for s in [Strategy::Tokens, Strategy::Bursts, Strategy::Recorded] {
+            assert!(chunkings(s, b"abcdefg", &[], &params(), 0).is_empty());
+        }
+    }
+
+    #[test]
+    fn cut_classes() {
+        let sp = kimi_like();
+        let d = "ab é<|im_end|>".as_bytes();
+        let occ = marker_occurrences(
+            d,
+            &sp.iter().map(|t| t.text.to_string()).collect::<Vec<_>>(),
+        );
+        let t = sources(d, &sp, None).tokens();
+        let class = |v: Vec<usize>| Cuts::At(v).class(d, &t, &occ);
+        assert_eq!(class(vec![]), CutClass::TokenAligned);
+        assert_eq!(class(t.boundaries().to_vec()), CutClass::TokenAligned);
+        assert_eq!(
+            class(vec![1]),
+            CutClass::CharAligned,
+            "inside the token \"ab\""
+        );
+        assert_eq!(
+            class(vec![4]),
+            CutClass::SplitsChar,
+            "between é's two bytes"
+        );
+        assert_eq!(
+            class(vec![4, 8]),
+            CutClass::SplitsSpecialToken,
+            "the token wins"
+        );
+        assert_eq!(class(vec![5]), CutClass::TokenAligned);
+        assert_eq!(
+            Cuts::EveryByte.class(d, &t, &occ),
+            CutClass::SplitsSpecialToken
+        );
+        assert_eq!(Cuts::EveryByte.class(d, &t, &[]), CutClass::SplitsChar);
+        assert_eq!(Cuts::EveryChar.class(d, &t, &[]), CutClass::CharAligned);
+        assert!(CutClass::TokenAligned < CutClass::CharAligned);
+        assert!(CutClass::SplitsChar < CutClass::SplitsSpecialToken);
+        // An invalid byte is one character; a stray continuation byte too.
+        assert!(is_char_boundary(b"a\xffb", 1) && is_char_boundary(b"a\xffb", 2));
+        assert!(is_char_boundary(b"a\x80\x80", 2));
+        assert!(!is_char_boundary("€".as_bytes(), 2));
+        assert!(
+            is_char_boundary(b"\xe2\x82", 1),
+            "an incomplete character at the end"
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn char_boundaries_agree_with_every_char(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..24)) {
+            let chars = Cuts::EveryChar.to_vec(&bytes);
+            for p in 1..bytes.len() {
+                proptest::prop_assert_eq!(is_char_boundary(&bytes, p), chars.contains(&p), "{}", p);
+            }
+        }
+
+        #[test]
+        fn token_chunkings_are_whole_deterministic_and_nested(
+            s in "(\\PC|<\\|tool_call_begin\\|>|<\\|im_end\\|>| |\n|[a-z]{1,6}){0,40}",
+            seed in 0u64..1000,
+            salt in 0u64..1000,
+        ) {
+            let sp = kimi_like();
+            let d = s.as_bytes();
+            let src = sources(d, &sp, None);
+            let p = ChunkingParams { seed, ..params() };
+            let tokens = turn_chunkings(Strategy::Tokens, &[], &p, salt, &src);
+            let bursts = turn_chunkings(Strategy::Bursts, &[], &p, salt, &src);
+            let all: Vec<usize> = tokens.first().map(|c| c.to_vec(d)).unwrap_or_default();
+            let occ = marker_occurrences(d, &["<|tool_call_begin|>".into(), "<|im_end|>".into()]);
+            let t = src.tokens();
+            for c in tokens.iter().chain(&bursts) {
+                let cuts = c.to_vec(d);
+                proptest::prop_assert!(cuts.iter().all(|&k| s.is_char_boundary(k)));
+                proptest::prop_assert!(!c.splits_any(d, &occ));
+                proptest::prop_assert!(cuts.iter().all(|k| all.contains(k)), "bursts cut at token boundaries only");
+                proptest::prop_assert_eq!(c.class(d, &t, &occ), CutClass::TokenAligned);
+                proptest::prop_assert_eq!(joined(c, d), d);
+                let ids = c.chunk_token_ids().unwrap();
+                proptest::prop_assert_eq!(ids.len(), c.pieces(d).count());
+                proptest::prop_assert_eq!(ids.concat(), t.ids().to_vec());
+            }
+            for c in &bursts {
+                // 1..=8 token units per delta.
+                let n = c.chunk_token_ids().unwrap().len();
+                proptest::prop_assert!(n * 8 >= t.units() && n <= t.units());
+            }
+            let again = turn_chunkings(Strategy::Bursts, &[], &p, salt, &sources(d, &sp, None));
+            proptest::prop_assert_eq!(&bursts, &again);
+            proptest::prop_assert_eq!(bursts.len(), if all.is_empty() { 0 } else { 4 });
+        }
+    }
+
+    #[test]
+    fn bursts_depend_on_the_seed_and_merge_up_to_eight_tokens() {
+        let d = "the quick brown fox jumps over the lazy dog ".repeat(20);
+        let d = d.as_bytes();
+        let src = sources(d, &[], None);
+        let a = turn_chunkings(Strategy::Bursts, &[], &params(), 1, &src);
+        let b = turn_chunkings(Strategy::Bursts, &[], &params(), 2, &src);
+        assert_ne!(a, b);
+        let sizes: Vec<usize> = a[0]
+            .chunk_token_ids()
+            .unwrap()
+            .iter()
+            .map(|c| c.len())
+            .collect();
+        assert!(sizes.iter().all(|&n| (1..=8).contains(&n)));
+        assert!(sizes.iter().any(|&n| n > 1) && sizes.iter().any(|&n| n < 8));
     }
 }

@@ -119,6 +119,74 @@ pub struct Case {
     pub path: PathBuf,
     /// The JSONL line id, for cases from a `.jsonl` file.
     pub line_id: Option<String>,
+    /// The deltas a real server sent for this transcript (`<name>.deltas.json`), if recorded.
+    pub recorded: Option<Arc<Recorded>>,
+}
+
+/// A recorded chunking: where a real server's deltas ended (`specs/corpus.md` §4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Recorded {
+    /// Byte offsets between deltas: ascending, without 0 and the length (as `parse --cuts`).
+    pub cuts: Vec<usize>,
+    /// Tokens in each delta (one more entry than `cuts`), when the recording says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<Vec<u32>>,
+    /// Where the recording comes from (free form).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<Value>,
+    /// The engine that sent the deltas (free form).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<Value>,
+    /// The model that produced them (free form).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<Value>,
+    /// A note for readers of the corpus.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<Value>,
+}
+
+impl Recorded {
+    /// Reads and checks the sidecar of a transcript of `len` bytes.
+    pub fn load(path: &Path, len: usize) -> Result<Recorded, CorpusError> {
+        let err = |message: String| CorpusError {
+            path: path.display().to_string(),
+            message,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
+        let r: Recorded = serde_json::from_str(&text)
+            .map_err(|e| err(format!("invalid recorded deltas: {e}")))?;
+        r.check(len).map_err(err)?;
+        Ok(r)
+    }
+
+    /// Checks the cuts against a transcript of `len` bytes, and the token counts against them.
+    pub fn check(&self, len: usize) -> Result<(), String> {
+        if let Some(&c) = self.cuts.iter().find(|&&c| c == 0 || c >= len) {
+            return Err(format!(
+                "cut {c} is outside 1..{len} (the transcript has {len} bytes)"
+            ));
+        }
+        if let Some(w) = self.cuts.windows(2).find(|w| w[0] >= w[1]) {
+            return Err(format!(
+                "cuts must be strictly ascending: {} then {}",
+                w[0], w[1]
+            ));
+        }
+        if let Some(t) = &self.tokens {
+            if t.len() != self.cuts.len() + 1 {
+                return Err(format!(
+                    "{} token counts for {} deltas (one per delta: cuts + 1)",
+                    t.len(),
+                    self.cuts.len() + 1
+                ));
+            }
+            if t.contains(&0) {
+                return Err("a delta has 0 tokens".into());
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Case {
@@ -150,6 +218,10 @@ impl Case {
             )
             .unwrap_or_default(),
         );
+        // Only recorded cases hash their recording: other digests stay as they were.
+        if let Some(r) = &self.recorded {
+            h.update(serde_json::to_vec(r.as_ref()).unwrap_or_default());
+        }
         hex(&h.finalize())
     }
 
@@ -166,6 +238,14 @@ impl Case {
     /// True when every turn is empty.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The recorded cuts of turn `t`, if the case has a recording (only one-turn cases do).
+    pub fn recorded_cuts(&self, t: usize) -> Option<&[usize]> {
+        self.recorded
+            .as_deref()
+            .filter(|_| t == 0)
+            .map(|r| r.cuts.as_slice())
     }
 }
 
@@ -409,6 +489,7 @@ fn load_file(
                 tools,
                 path: file.to_path_buf(),
                 line_id: None,
+                recorded: None,
             }),
             Err(m) => corpus.errors.push(err(m)),
         }
@@ -432,6 +513,15 @@ fn load_file(
     } else {
         None
     };
+    let deltas_path = file.with_file_name(format!("{stem}.deltas.json"));
+    let recorded = if deltas_path.is_file() {
+        match Recorded::load(&deltas_path, bytes.len()) {
+            Ok(r) => Some(Arc::new(r)),
+            Err(e) => return corpus.errors.push(e),
+        }
+    } else {
+        None
+    };
     corpus.cases.push(Case {
         id: display.clone(),
         format,
@@ -441,6 +531,7 @@ fn load_file(
         tools,
         path: file.to_path_buf(),
         line_id: None,
+        recorded,
     });
 }
 
@@ -564,6 +655,7 @@ fn load_jsonl(
             tools: tools.clone(),
             path: file.to_path_buf(),
             line_id: Some(id),
+            recorded: None,
         });
     }
 }
@@ -623,5 +715,59 @@ mod tests {
         );
         assert!(c.cases.is_empty());
         assert_eq!(c.errors.len(), 2);
+    }
+
+    #[test]
+    fn a_deltas_sidecar_is_the_recorded_chunking_and_a_bad_one_a_corpus_error() {
+        let d = tmpdir("deltas");
+        let k = d.join("kimi_k2");
+        std::fs::write(k.join("y_a.txt"), "hello world").unwrap();
+        std::fs::write(
+            k.join("y_a.deltas.json"),
+            r#"{"cuts":[5,11],"tokens":[1,1,1],"engine":"vllm","model":{"name":"m"}}"#,
+        )
+        .unwrap();
+        std::fs::write(k.join("y_b.txt"), "hello").unwrap();
+        let c = load(&[d.display().to_string()], &LoadOptions::default());
+        assert!(!c.errors.is_empty(), "11 is the length, not a cut");
+        assert!(
+            c.errors[0].path.ends_with("y_a.deltas.json"),
+            "{:?}",
+            c.errors
+        );
+        assert!(c.errors[0].message.contains("outside"));
+        std::fs::write(
+            k.join("y_a.deltas.json"),
+            r#"{"cuts":[5,6],"tokens":[1,1,1],"engine":"vllm","model":{"name":"m"}}"#,
+        )
+        .unwrap();
+        let c = load(&[d.display().to_string()], &LoadOptions::default());
+        assert!(c.errors.is_empty(), "{:?}", c.errors);
+        let a = &c.cases[0];
+        assert_eq!(a.recorded_cuts(0), Some(&[5usize, 6][..]));
+        assert_eq!(a.recorded_cuts(1), None);
+        assert_eq!(c.cases[1].recorded, None);
+        let digest = a.digest();
+        let mut plain = a.clone();
+        plain.recorded = None;
+        assert_ne!(plain.digest(), digest, "the recording is part of the case");
+        for (body, why) in [
+            (r#"{"cuts":[6,5]}"#, "ascending"),
+            (r#"{"cuts":[5],"tokens":[1]}"#, "token counts"),
+            (r#"{"cuts":[5],"tokens":[1,0]}"#, "0 tokens"),
+            (r#"{"cut":[5]}"#, "unknown field"),
+            ("[5]", "invalid"),
+        ] {
+            std::fs::write(k.join("y_a.deltas.json"), body).unwrap();
+            let c = load(&[d.display().to_string()], &LoadOptions::default());
+            assert_eq!(c.errors.len(), 1, "{body}");
+            assert!(c.errors[0].message.contains(why), "{body}: {}", c.errors[0]);
+            assert!(c.errors[0].path.ends_with("y_a.deltas.json"));
+            assert_eq!(
+                c.cases.len(),
+                1,
+                "only the case with the bad sidecar is out"
+            );
+        }
     }
 }

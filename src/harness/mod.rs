@@ -11,4 +11,6 @@ pub mod minimize;
 pub mod parsers;
 pub mod report;
 pub mod run;
+pub mod select;
 pub mod session;
+pub mod tokens;

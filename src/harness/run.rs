@@ -1,16 +1,20 @@
 //! The runner: every case under every chunking, invariants checked, failures minimized.
 
-use super::chunking::{ChunkingParams, Cuts, Strategy, chunkings, marker_occurrences, stable_hash};
+use super::chunking::{
+    ChunkingParams, Cuts, Strategy, TurnSources, marker_occurrences, turn_chunkings, turn_salt,
+};
 use super::corpus::{Case, Label};
 use super::invariants::{
     Compare, Invariant, expectation_mismatch, markup_leak, result_difference, roundtrip_difference,
 };
 use super::minimize::minimize;
+use super::tokens::Tokenizer;
 use crate::backends::{Backend, Breakdown, Builtin, Outcome, TurnOutcome};
 use crate::formats::{self, Format};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What a run replays, and how hard it tries to shrink failures.
@@ -27,6 +31,8 @@ pub struct RunConfig {
     pub compare: Option<Compare>,
     /// Most time one case may take: replays not started by then are listed, not failed.
     pub case_budget: Option<Duration>,
+    /// The tokenizer of the token-aligned strategies (`None`: the built-in o200k_base).
+    pub tokenizer: Option<Arc<Tokenizer>>,
 }
 
 impl RunConfig {
@@ -38,16 +44,24 @@ impl RunConfig {
             Compare::EXTERNAL
         })
     }
+
+    /// The tokenizer of the token-aligned strategies, loaded once per run.
+    pub fn tokenizer(&self) -> Arc<Tokenizer> {
+        self.tokenizer
+            .clone()
+            .unwrap_or_else(Tokenizer::default_shared)
+    }
 }
 
 impl Default for RunConfig {
     fn default() -> Self {
         RunConfig {
-            strategies: Strategy::ALL.to_vec(),
+            strategies: Strategy::DEFAULT.to_vec(),
             params: ChunkingParams::default(),
             minimize_budget: 400,
             compare: None,
             case_budget: None,
+            tokenizer: None,
         }
     }
 }
@@ -350,7 +364,7 @@ pub fn run_case_with(
     }
 
     // Every other chunking, compared with the whole input.
-    let plan = plan_replays(case, &markers, cfg);
+    let plan = plan_replays(case, format, &markers, cfg);
     let over_budget = || cfg.case_budget.is_some_and(|b| started.elapsed() > b);
     let verdicts: Vec<Result<Verdict, Strategy>> = plan
         .into_par_iter()
@@ -510,8 +524,23 @@ fn tally(report: &mut CaseReport, v: &Verdict) {
 }
 
 /// The chunkings to replay besides the whole input: per strategy, one cut list per turn.
-fn plan_replays(case: &Case, markers: &[String], cfg: &RunConfig) -> Vec<(Strategy, Vec<Cuts>)> {
+fn plan_replays(
+    case: &Case,
+    format: &Format,
+    markers: &[String],
+    cfg: &RunConfig,
+) -> Vec<(Strategy, Vec<Cuts>)> {
     let mut plan = Vec::new();
+    let sources: Vec<TurnSources> = (case.turns.iter().enumerate())
+        .map(|(t, data)| {
+            TurnSources::new(
+                data,
+                cfg.tokenizer.as_deref(),
+                format.special_tokens,
+                case.recorded_cuts(t),
+            )
+        })
+        .collect();
     for &s in &cfg.strategies {
         if s == Strategy::Whole {
             continue;
@@ -520,9 +549,9 @@ fn plan_replays(case: &Case, markers: &[String], cfg: &RunConfig) -> Vec<(Strate
             .turns
             .iter()
             .enumerate()
-            .map(|(t, data)| {
-                let salt = stable_hash(&case.id) ^ (t as u64).wrapping_mul(0x2545_F491_4F6C_DD1D);
-                chunkings(s, data, markers, &cfg.params, salt)
+            .map(|(t, _)| {
+                let salt = turn_salt(&case.id, t);
+                turn_chunkings(s, markers, &cfg.params, salt, &sources[t])
             })
             .collect();
         let n = per_turn.iter().map(Vec::len).max().unwrap_or(0);
@@ -830,6 +859,7 @@ mod tests {
             tools: Arc::new(Tools::default()),
             path: PathBuf::from("t/y_case.txt"),
             line_id: None,
+            recorded: None,
         }
     }
 

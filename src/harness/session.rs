@@ -208,39 +208,30 @@ fn nothing_judged(spec: &str, backend: &AnyBackend, cases: usize) -> String {
     }
 }
 
-/// What `conform parse` prints for one case under one chunking: per turn the cuts and the
-/// folded result, plus every event for conform's parsers or, for an adapter (whose events are
-/// folded as they are read), the delta-contract breaches the fold noticed. The flag is false
-/// when an external parser crashed, hung or broke the protocol on the replay.
+/// What `conform parse` prints for one case under one chunking (one [`Cuts`] per turn, as
+/// `harness::select` chose them): per turn the cuts (and token ids, for a token-aligned
+/// chunking) and the folded result, plus every event for conform's parsers or, for an adapter
+/// (whose events are folded as they are read), the delta-contract breaches the fold noticed.
+/// The flag is false when an external parser crashed, hung or broke the protocol.
 pub fn parse_one(
     case: &Case,
     parser: &str,
     opts: &AdapterOptions,
-    cuts: &[Vec<usize>],
+    cuts: &[Cuts],
     with_events: bool,
 ) -> Result<(Value, bool), String> {
-    if cuts.len() > case.turns.len() {
-        return Err(format!(
-            "{} cut lists for {} turn(s)",
-            cuts.len(),
-            case.turns.len()
-        ));
-    }
-    for (t, data) in case.turns.iter().enumerate() {
-        if let Some(bad) = cuts
-            .get(t)
-            .and_then(|c| c.iter().find(|&&o| o == 0 || o >= data.len()))
-        {
-            return Err(format!(
-                "cut offset {bad} is outside 1..{} of turn {}",
-                data.len(),
-                t + 1
-            ));
-        }
-    }
     let format =
         formats::by_id(case.format).ok_or_else(|| format!("unknown format {}", case.format))?;
-    let cuts_of = |t: usize| cuts.get(t).cloned().unwrap_or_default();
+    let whole = Cuts::At(Vec::new());
+    let cuts_of = |t: usize| cuts.get(t).unwrap_or(&whole);
+    let describe = |t: usize| {
+        let c = cuts_of(t);
+        let mut v = json!({"cuts": c.to_vec(&case.turns[t])});
+        if let Some(ids) = c.chunk_token_ids() {
+            v["token_ids"] = json!(ids);
+        }
+        v
+    };
     let backend = AnyBackend::start(parser, opts)?;
     let (mut turns, ok) = if backend.adapter().is_none() {
         capture_panics();
@@ -250,9 +241,9 @@ pub fn parse_one(
             .iter()
             .enumerate()
             .map(|(t, data)| {
-                let c = cuts_of(t);
-                let events = events_of(p.as_mut(), data, &Cuts::At(c.clone()));
-                let mut v = json!({"cuts": c, "result": ParseResult::fold(&events)});
+                let events = events_of(p.as_mut(), data, cuts_of(t));
+                let mut v = describe(t);
+                v["result"] = json!(ParseResult::fold(&events));
                 if with_events {
                     v["events"] = serde_json::to_value(&events).unwrap_or_default();
                 }
@@ -261,9 +252,7 @@ pub fn parse_one(
             .collect::<Vec<_>>();
         (turns, true)
     } else {
-        let all: Vec<Cuts> = (0..case.turns.len())
-            .map(|t| Cuts::At(cuts_of(t)))
-            .collect();
+        let all: Vec<Cuts> = (0..case.turns.len()).map(|t| cuts_of(t).clone()).collect();
         match backend
             .backend()
             .replay(format, &case.tools, &case.turns, &all)
@@ -272,7 +261,8 @@ pub fn parse_one(
                 outs.into_iter()
                     .enumerate()
                     .map(|(t, o)| {
-                        let mut v = json!({"cuts": cuts_of(t), "result": o.result});
+                        let mut v = describe(t);
+                        v["result"] = json!(o.result);
                         if !o.anomalies.is_empty() {
                             v["delta_contract"] = json!(o.anomalies);
                         }

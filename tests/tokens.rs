@@ -1,0 +1,195 @@
+//! End-to-end: token-aligned and recorded chunkings through `conform run` and `conform parse`.
+
+use base64::Engine as _;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn conform(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_conform"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("the conform binary runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+const CALL: &str = "Hello.<|tool_calls_section_begin|><|tool_call_begin|>functions.ls:0<|tool_call_argument_begin|>{\"path\": \"/x\"}<|tool_call_end|><|tool_calls_section_end|>";
+
+/// A tiny byte-level vocabulary: every byte, then "He", "ll", "llo", "Hello".
+fn ranks_file(path: &Path) {
+    let b64 = |t: &[u8]| base64::engine::general_purpose::STANDARD.encode(t);
+    let mut s = String::new();
+    for b in 0..=255u8 {
+        s.push_str(&format!("{} {b}\n", b64(&[b])));
+    }
+    for (i, t) in ["He", "ll", "llo", "Hello"].iter().enumerate() {
+        s.push_str(&format!("{} {}\n", b64(t.as_bytes()), 256 + i));
+    }
+    std::fs::write(path, s).unwrap();
+}
+
+/// A scratch corpus: one kimi_k2 case with recorded deltas, and the ranks file.
+fn scratch() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    let k = d.path().join("kimi_k2");
+    std::fs::create_dir(&k).unwrap();
+    std::fs::write(k.join("y_ok.txt"), CALL).unwrap();
+    std::fs::write(
+        k.join("y_ok.expect.json"),
+        r#"{"text":"Hello.","calls":[{"name":"ls","id":"0","arguments":{"path":"/x"}}],"error":null}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        k.join("y_ok.deltas.json"),
+        r#"{"cuts":[5,6,34],"tokens":[1,1,1,9],"engine":"test"}"#,
+    )
+    .unwrap();
+    ranks_file(&d.path().join("tiny.tiktoken"));
+    d
+}
+
+fn report(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("out/report.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn run_replays_tokens_bursts_and_recorded_with_a_ranks_file() {
+    let d = scratch();
+    let o = conform(
+        &[
+            "run",
+            "kimi_k2",
+            "--strategies",
+            "tokens,bursts,recorded",
+            "--tokenizer",
+            "tiny.tiktoken",
+            "--bursts",
+            "3",
+            "--report-dir",
+            "out",
+            "-q",
+        ],
+        d.path(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r = report(d.path());
+    assert_eq!(
+        r["strategies"],
+        serde_json::json!(["tokens", "bursts", "recorded"])
+    );
+    let case = &r["runs"][0]["cases"][0];
+    assert_eq!(case["status"], "pass");
+    // whole + tokens + 3 bursts + recorded.
+    assert_eq!(case["replays"], 6, "{case}");
+
+    // Without the sidecar there is no recorded chunking.
+    std::fs::remove_file(d.path().join("kimi_k2/y_ok.deltas.json")).unwrap();
+    let o = conform(
+        &[
+            "run",
+            "kimi_k2",
+            "--strategies",
+            "recorded",
+            "--report-dir",
+            "out",
+            "-q",
+        ],
+        d.path(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(report(d.path())["runs"][0]["cases"][0]["replays"], 1);
+}
+
+#[test]
+fn parse_replays_token_chunkings_with_their_ids() {
+    let d = scratch();
+    let o = conform(
+        &[
+            "parse",
+            "kimi_k2/y_ok.txt",
+            "--strategy",
+            "tokens",
+            "--tokenizer",
+            "tiny.tiktoken",
+            "--result-only",
+        ],
+        d.path(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let ids = v["token_ids"].as_array().unwrap();
+    assert_eq!(ids[0], serde_json::json!([259]), "\"Hello\" is one token");
+    assert_eq!(ids[1], serde_json::json!([46]), "\".\" is its byte");
+    assert_eq!(
+        ids[2],
+        serde_json::json!([163595]),
+        "the section token, whole"
+    );
+    assert_eq!(v["cuts"][0], 5);
+    assert_eq!(v["result"]["text"], "Hello.");
+
+    // The recorded deltas, with ids where every cut is a token boundary.
+    let o = conform(
+        &["parse", "kimi_k2/y_ok.txt", "--recorded", "--token-ids"],
+        d.path(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["cuts"], serde_json::json!([5, 6, 34]));
+    assert_eq!(v["token_ids"].as_array().unwrap().len(), 4);
+    let o = conform(
+        &["parse", "kimi_k2/y_ok.txt", "--cuts", "3", "--token-ids"],
+        d.path(),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("not a token boundary"), "{}", text(&o));
+}
+
+#[test]
+fn bad_strategies_tokenizers_and_sidecars_exit_2_naming_them() {
+    let d = scratch();
+    std::fs::write(d.path().join("broken.tiktoken"), "SGVsbG8= one\n").unwrap();
+    for (args, want) in [
+        (
+            vec!["run", "kimi_k2", "--strategies", "tokens,tokenz"],
+            "tokenz",
+        ),
+        (
+            vec!["run", "kimi_k2", "--tokenizer", "missing.tiktoken"],
+            "missing.tiktoken",
+        ),
+        (
+            vec!["run", "kimi_k2", "--tokenizer", "broken.tiktoken"],
+            "broken.tiktoken",
+        ),
+        (
+            vec![
+                "parse",
+                "kimi_k2/y_ok.txt",
+                "--tokenizer",
+                "broken.tiktoken",
+            ],
+            "broken.tiktoken",
+        ),
+        (
+            vec!["parse", "kimi_k2/y_ok.txt", "--strategy", "nope"],
+            "nope",
+        ),
+    ] {
+        let o = conform(&args, d.path());
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(text(&o).contains(want), "{args:?}: {}", text(&o));
+    }
+    std::fs::write(d.path().join("kimi_k2/y_ok.deltas.json"), r#"{"cuts":[0]}"#).unwrap();
+    let o = conform(&["run", "kimi_k2", "-q"], d.path());
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("y_ok.deltas.json"), "{}", text(&o));
+}
