@@ -531,7 +531,10 @@ fn plan_replays(
     cfg: &RunConfig,
 ) -> Vec<(Strategy, Vec<Cuts>)> {
     let mut plan = Vec::new();
-    let sources: Vec<TurnSources> = (case.turns.iter().enumerate())
+    let sources: Vec<TurnSources> = case
+        .turns
+        .iter()
+        .enumerate()
         .map(|(t, data)| {
             TurnSources::new(
                 data,
@@ -545,14 +548,10 @@ fn plan_replays(
         if s == Strategy::Whole {
             continue;
         }
-        let per_turn: Vec<Vec<Cuts>> = case
-            .turns
+        let per_turn: Vec<Vec<Cuts>> = sources
             .iter()
             .enumerate()
-            .map(|(t, _)| {
-                let salt = turn_salt(&case.id, t);
-                turn_chunkings(s, markers, &cfg.params, salt, &sources[t])
-            })
+            .map(|(t, src)| turn_chunkings(s, markers, &cfg.params, turn_salt(&case.id, t), src))
             .collect();
         let n = per_turn.iter().map(Vec::len).max().unwrap_or(0);
         for g in 0..n {
@@ -883,6 +882,41 @@ mod tests {
         assert!(v.replay.ends_with("--cuts 6"), "{}", v.replay);
         assert!(r.error_free == r.replays);
         assert!(r.matched < r.replays);
+    }
+
+    #[test]
+    fn token_strategies_and_recordings_are_replayed() {
+        let cfg = |strategies: Vec<Strategy>| RunConfig {
+            strategies,
+            ..RunConfig::default()
+        };
+        // o200k_base: "hello" "!" " world": the "!" token ends a delta.
+        let c = case("hello! world", None);
+        let r = run_case_with(&c, &FLAKY, &Builtin, &cfg(vec![Strategy::Tokens]));
+        assert_eq!(r.status, Status::Fail);
+        assert_eq!(r.violations[0].strategy, Some(Strategy::Tokens));
+        assert_eq!(r.replays, 2, "whole and one token chunking");
+        let b = run_case_with(&c, &FLAKY, &Builtin, &cfg(vec![Strategy::Bursts]));
+        assert_eq!(b.replays, 5, "whole and four bursts");
+
+        let r = run_case_with(&c, &FLAKY, &Builtin, &cfg(vec![Strategy::Recorded]));
+        assert_eq!(r.replays, 1, "no recording, no recorded chunking");
+        let mut recorded = c.clone();
+        recorded.recorded = Some(Arc::new(
+            serde_json::from_str(r#"{"cuts": [3, 9]}"#).unwrap(),
+        ));
+        let r = run_case_with(&recorded, &FLAKY, &Builtin, &cfg(vec![Strategy::Recorded]));
+        assert_eq!(r.replays, 2);
+        assert!(
+            r.violations
+                .iter()
+                .all(|v| v.strategy != Some(Strategy::Recorded)),
+            "no delta of the recording ends at the !"
+        );
+        recorded.recorded = Some(Arc::new(serde_json::from_str(r#"{"cuts": [6]}"#).unwrap()));
+        let r = run_case_with(&recorded, &FLAKY, &Builtin, &cfg(vec![Strategy::Recorded]));
+        assert_eq!(r.violations[0].strategy, Some(Strategy::Recorded));
+        assert_eq!(r.violations[0].cuts, vec![vec![6]]);
     }
 
     #[test]
