@@ -1,5 +1,6 @@
 //! The streaming contract: events a parser emits, and the result folded from them.
 
+use crate::lexers::json::{JsonConfig, JsonError, JsonErrorKind, parse_complete};
 use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -346,8 +347,11 @@ impl Folder {
                         .push(format!("CallEnd for call {index}, which is not open"));
                     return;
                 };
-                let arguments = match serde_json::from_str::<Value>(&args) {
+                let arguments = match read_json(&args, FOLD_MAX_DEPTH) {
                     Ok(v @ Value::Object(_)) => v,
+                    // Deeper than conform reads: not the parser's breach of the contract. The
+                    // text stays, so results still compare.
+                    Err(e) if e.kind == JsonErrorKind::DepthLimit => Value::String(args),
                     Ok(_) | Err(_) => {
                         self.anomalies.push(format!(
                             "call {index} ({name}) ended but its fragments do not form a JSON object: {}",
@@ -392,6 +396,22 @@ impl Folder {
         let anomalies = std::mem::take(&mut self.anomalies);
         (self.finish(), anomalies)
     }
+}
+
+/// The deepest arguments the fold reads, and the adapter protocol with them (outermost
+/// container = 1). conform's own parsers stop at 128 levels (`limit_exceeded`); an external
+/// parser may accept more (Python's `json` goes to about 1 000), and its calls are judged up
+/// to this depth instead of being refused by serde_json's 128. Values this deep still clone,
+/// compare, serialize and drop recursively well within a thread's stack.
+pub const FOLD_MAX_DEPTH: usize = 1024;
+
+/// Reads one JSON document with conform's own reader, nesting at most `max_depth` levels.
+pub fn read_json(text: &str, max_depth: usize) -> Result<Value, JsonError> {
+    let cfg = JsonConfig {
+        max_depth,
+        ..JsonConfig::default()
+    };
+    parse_complete(text, cfg).map(Option::unwrap_or_default)
 }
 
 /// The first 80 characters of `s`, for messages.

@@ -157,6 +157,9 @@ struct RunArgs {
     /// Seconds an adapter may take to answer one replay.
     #[arg(long, default_value_t = 10.0)]
     timeout: f64,
+    /// Seconds an adapter copy may take to start and answer the hello (every restart too).
+    #[arg(long, default_value_t = 60.0)]
+    start_timeout: f64,
 }
 
 #[derive(Args)]
@@ -262,6 +265,15 @@ fn cmd_run(a: RunArgs) -> u8 {
         ));
     }
     adapter_opts.timeout = Duration::from_secs_f64(a.timeout);
+    match Duration::try_from_secs_f64(a.start_timeout) {
+        Ok(d) if !d.is_zero() => adapter_opts.start_timeout = d,
+        _ => {
+            return usage_error(format!(
+                "--start-timeout must be a positive number of seconds, not {}",
+                a.start_timeout
+            ));
+        }
+    }
     let paths = if a.paths.is_empty() {
         vec!["corpus/".to_string()]
     } else {
