@@ -528,6 +528,58 @@ mod tests {
     }
 
     #[test]
+    fn arguments_as_deep_as_the_fold_reads_are_no_contract_breach_and_fit_a_thread_stack() {
+        let nest = |depth: usize| {
+            let mut s = "[".repeat(depth - 1);
+            s.insert_str(0, "{\"a\":");
+            s.push_str(&"]".repeat(depth - 1));
+            s.push('}');
+            s
+        };
+        let fold = |args: &str| {
+            let mut f = Folder::default();
+            f.push(&Event::CallStart {
+                index: 0,
+                id: None,
+                name: "f".into(),
+                server: None,
+            });
+            f.push(&Event::ArgsDelta {
+                index: 0,
+                json: args.into(),
+            });
+            f.push(&Event::CallEnd { index: 0 });
+            f.finish_with_anomalies()
+        };
+        // serde_json stops at 128 levels; the fold must not blame the parser for that.
+        let deep = nest(FOLD_MAX_DEPTH);
+        assert!(serde_json::from_str::<Value>(&deep).is_err());
+        // What the harness does with a result (clone, compare, serialize, drop) must not
+        // overflow a 2 MiB thread stack (rayon's and the test harness's default) even
+        // unoptimized.
+        std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                let (r, anomalies) = fold(&deep);
+                assert_eq!(anomalies, Vec::<String>::new());
+                assert!(r.calls[0].arguments.is_object());
+                let copy = r.clone();
+                assert!(json_eq(&copy.calls[0].arguments, &r.calls[0].arguments));
+                assert!(serde_json::to_string(&r).unwrap().len() > 2 * FOLD_MAX_DEPTH);
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        // Deeper still: kept as text, and still no contract breach.
+        let deeper = nest(FOLD_MAX_DEPTH + 1);
+        let (r, anomalies) = fold(&deeper);
+        assert_eq!(anomalies, Vec::<String>::new());
+        assert_eq!(r.calls[0].arguments, Value::String(deeper));
+        // Fragments that are not JSON still are.
+        assert_eq!(fold("{\"a\":").1.len(), 1);
+    }
+
+    #[test]
     fn json_eq_compares_numbers_by_value_and_ignores_key_order() {
         assert!(json_eq(
             &json!({"a": 1, "b": [2.0]}),
