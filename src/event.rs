@@ -400,10 +400,11 @@ impl Folder {
 
 /// The deepest arguments the fold reads, and the adapter protocol with them (outermost
 /// container = 1). conform's own parsers stop at 128 levels (`limit_exceeded`); an external
-/// parser may accept more (Python's `json` goes to about 1 000), and its calls are judged up
-/// to this depth instead of being refused by serde_json's 128. Values this deep still clone,
-/// compare, serialize and drop recursively well within a thread's stack.
-pub const FOLD_MAX_DEPTH: usize = 1024;
+/// parser may accept more, and its calls are judged up to this depth instead of being refused
+/// by serde_json's 128. Not deeper: `Value`'s clone, comparison, serialization and drop
+/// recurse, and must fit a 2 MiB thread stack (rayon's default) even unoptimized (the same
+/// bound as [`PARTIAL_MAX_DEPTH`](crate::lexers::json::PARTIAL_MAX_DEPTH)).
+pub const FOLD_MAX_DEPTH: usize = 512;
 
 /// Reads one JSON document with conform's own reader, nesting at most `max_depth` levels.
 pub fn read_json(text: &str, max_depth: usize) -> Result<Value, JsonError> {

@@ -498,8 +498,12 @@ fn an_adapter_that_cannot_start_is_a_usage_error() {
     assert_eq!(o.status.code(), Some(2));
 }
 
-/// The statuses of a run of `flaky_start.py` with a fresh state directory.
+/// A run of `flaky_start.py` with a fresh state directory.
 fn flaky(delay: &str, failing: &str, timeout: Duration) -> ParserRun {
+    flaky_with(&[delay, failing], timeout)
+}
+
+fn flaky_with(args: &[&str], timeout: Duration) -> ParserRun {
     let state = tempfile::tempdir().unwrap();
     let d = scratch(&PLAIN);
     let opts = AdapterOptions {
@@ -509,7 +513,9 @@ fn flaky(delay: &str, failing: &str, timeout: Duration) -> ParserRun {
         ..AdapterOptions::default()
     };
     let dir = state.path().display().to_string();
-    run_script_with("flaky_start.py", &[&dir, delay, failing], d.path(), &opts)
+    let mut all = vec![dir.as_str()];
+    all.extend_from_slice(args);
+    run_script_with("flaky_start.py", &all, d.path(), &opts)
 }
 
 /// The crash messages of a run, one per crashed case.
@@ -577,6 +583,16 @@ fn an_adapter_that_cannot_be_restarted_is_given_up_after_three_failed_starts() {
     // starting at once.
     let started = run.stats.unwrap().started;
     assert!((4..=5).contains(&started), "{started}");
+}
+
+#[test]
+fn a_working_copy_keeps_serving_when_no_other_can_be_started() {
+    if !have("python3") {
+        return;
+    }
+    let run = flaky_with(&["0", "2-", "--first-lives"], Duration::from_secs(10));
+    let s = statuses(&run);
+    assert!(s.values().all(|&st| st == Status::Pass), "{s:?}");
 }
 
 #[test]

@@ -182,17 +182,19 @@ impl Adapter {
     fn acquire(&self) -> Result<Worker, String> {
         let mut pool = lock(&self.pool);
         loop {
-            if pool.start_failures >= MAX_START_FAILURES {
+            // A copy that works is used even when others would not restart.
+            if let Some(w) = pool.idle.pop() {
+                return Ok(w);
+            }
+            let given_up = pool.start_failures >= MAX_START_FAILURES;
+            if given_up && pool.live == 0 {
                 return Err(format!(
                     "the adapter could not be restarted ({} failed starts in a row), so this \
                      replay was not run: {}",
                     pool.start_failures, pool.last_start_error
                 ));
             }
-            if let Some(w) = pool.idle.pop() {
-                return Ok(w);
-            }
-            if pool.live < self.opts.jobs {
+            if !given_up && pool.live < self.opts.jobs {
                 pool.live += 1;
                 drop(pool);
                 let started = self.start_copy();
@@ -235,12 +237,16 @@ impl Adapter {
         let mut pool = lock(&self.pool);
         if healthy {
             pool.idle.push(w);
+            drop(pool);
+            self.freed.notify_one();
         } else {
             pool.live -= 1;
             drop(pool);
             drop(w);
+            // Every waiter must look again: one may start a copy, and when the adapter is
+            // given up and no copy is left, all of them must stop waiting.
+            self.freed.notify_all();
         }
-        self.freed.notify_one();
     }
 
     /// The token ids a request may carry: none for an adapter that answered protocol 1.

@@ -480,6 +480,23 @@ mod tests {
             let t = read_response(line.as_bytes(), 1, 1).unwrap().unwrap();
             assert!(t[0].result.calls[0].arguments.is_object());
         }
+        // As deep as conform reads, as an object in a result line, on a thread of rayon's
+        // default stack (2 MiB), unoptimized: reading, converting and dropping fit.
+        let deepest = nested(FOLD_MAX_DEPTH);
+        let line = format!(
+            "{{\"type\":\"result\",\"id\":1,\"turns\":[{{\"text\":\"\",\"calls\":[{{\"name\":\"f\",\"arguments\":{deepest}}}],\"errors\":[]}}]}}"
+        );
+        std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                let t = read_response(line.as_bytes(), 1, 1).unwrap().unwrap();
+                assert!(t[0].result.calls[0].arguments.is_object());
+                let copy = t.clone();
+                drop(copy);
+            })
+            .unwrap()
+            .join()
+            .unwrap();
         // Beyond conform's own limit: a result line is refused, saying why; event fragments
         // stay text, without blaming the parser's delta contract.
         let too_deep = nested(FOLD_MAX_DEPTH + 10);
