@@ -549,6 +549,42 @@ fn a_slow_start_has_its_own_timeout_at_the_first_start_and_every_restart() {
 }
 
 #[test]
+fn start_timeout_on_the_command_line_bounds_the_first_hello() {
+    if !have("python3") {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let d = scratch(&PLAIN);
+    let spec = format!(
+        "cmd:python3 {} {} 5 none",
+        root().join("tests/adapters/flaky_start.py").display(),
+        state.path().display()
+    );
+    let started = Instant::now();
+    let o = conform(
+        &["run", ".", "--start-timeout", "1", "--parser", &spec],
+        d.path(),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("hello failed") && err.contains("in time"),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    let o = conform(
+        &["run", ".", "--start-timeout", "0", "--parser", &spec],
+        d.path(),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--start-timeout"));
+}
+
+#[test]
 fn a_failed_restart_is_not_charged_to_the_next_case() {
     if !have("python3") {
         return;
