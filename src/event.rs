@@ -1,5 +1,6 @@
 //! The streaming contract: events a parser emits, and the result folded from them.
 
+use crate::lexers::json::{JsonConfig, JsonError, JsonErrorKind, parse_complete};
 use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -346,8 +347,11 @@ impl Folder {
                         .push(format!("CallEnd for call {index}, which is not open"));
                     return;
                 };
-                let arguments = match serde_json::from_str::<Value>(&args) {
+                let arguments = match read_json(&args, FOLD_MAX_DEPTH) {
                     Ok(v @ Value::Object(_)) => v,
+                    // Deeper than conform reads: not the parser's breach of the contract. The
+                    // text stays, so results still compare.
+                    Err(e) if e.kind == JsonErrorKind::DepthLimit => Value::String(args),
                     Ok(_) | Err(_) => {
                         self.anomalies.push(format!(
                             "call {index} ({name}) ended but its fragments do not form a JSON object: {}",
@@ -392,6 +396,23 @@ impl Folder {
         let anomalies = std::mem::take(&mut self.anomalies);
         (self.finish(), anomalies)
     }
+}
+
+/// The deepest arguments the fold reads, and the adapter protocol with them (outermost
+/// container = 1). conform's own parsers stop at 128 levels (`limit_exceeded`); an external
+/// parser may accept more, and its calls are judged up to this depth instead of being refused
+/// by serde_json's 128. Not deeper: `Value`'s clone, comparison, serialization and drop
+/// recurse, and must fit a 2 MiB thread stack (rayon's default) even unoptimized (the same
+/// bound as [`PARTIAL_MAX_DEPTH`](crate::lexers::json::PARTIAL_MAX_DEPTH)).
+pub const FOLD_MAX_DEPTH: usize = 512;
+
+/// Reads one JSON document with conform's own reader, nesting at most `max_depth` levels.
+pub fn read_json(text: &str, max_depth: usize) -> Result<Value, JsonError> {
+    let cfg = JsonConfig {
+        max_depth,
+        ..JsonConfig::default()
+    };
+    parse_complete(text, cfg).map(Option::unwrap_or_default)
 }
 
 /// The first 80 characters of `s`, for messages.
@@ -505,6 +526,58 @@ mod tests {
         assert_eq!(r.calls.len(), 1);
         assert_eq!(r.calls[0].arguments, json!({"x": 1}));
         assert_eq!(r.error_kinds(), vec![ErrorKind::InvalidJson]);
+    }
+
+    #[test]
+    fn arguments_as_deep_as_the_fold_reads_are_no_contract_breach_and_fit_a_thread_stack() {
+        let nest = |depth: usize| {
+            let mut s = "[".repeat(depth - 1);
+            s.insert_str(0, "{\"a\":");
+            s.push_str(&"]".repeat(depth - 1));
+            s.push('}');
+            s
+        };
+        let fold = |args: &str| {
+            let mut f = Folder::default();
+            f.push(&Event::CallStart {
+                index: 0,
+                id: None,
+                name: "f".into(),
+                server: None,
+            });
+            f.push(&Event::ArgsDelta {
+                index: 0,
+                json: args.into(),
+            });
+            f.push(&Event::CallEnd { index: 0 });
+            f.finish_with_anomalies()
+        };
+        // serde_json stops at 128 levels; the fold must not blame the parser for that.
+        let deep = nest(FOLD_MAX_DEPTH);
+        assert!(serde_json::from_str::<Value>(&deep).is_err());
+        // What the harness does with a result (clone, compare, serialize, drop) must not
+        // overflow a 2 MiB thread stack (rayon's and the test harness's default) even
+        // unoptimized.
+        std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                let (r, anomalies) = fold(&deep);
+                assert_eq!(anomalies, Vec::<String>::new());
+                assert!(r.calls[0].arguments.is_object());
+                let copy = r.clone();
+                assert!(json_eq(&copy.calls[0].arguments, &r.calls[0].arguments));
+                assert!(serde_json::to_string(&r).unwrap().len() > 2 * FOLD_MAX_DEPTH);
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        // Deeper still: kept as text, and still no contract breach.
+        let deeper = nest(FOLD_MAX_DEPTH + 1);
+        let (r, anomalies) = fold(&deeper);
+        assert_eq!(anomalies, Vec::<String>::new());
+        assert_eq!(r.calls[0].arguments, Value::String(deeper));
+        // Fragments that are not JSON still are.
+        assert_eq!(fold("{\"a\":").1.len(), 1);
     }
 
     #[test]

@@ -174,6 +174,9 @@ struct RunArgs {
     /// Most seconds one case may take: replays not started by then are listed, not failed.
     #[arg(long, value_parser = seconds)]
     case_budget: Option<Duration>,
+    /// Seconds an adapter copy may take to start and answer the hello (every restart too).
+    #[arg(long, value_parser = seconds, default_value = "60")]
+    start_timeout: Duration,
 }
 
 /// The tokenizer and bursts of the token-aligned strategies.
@@ -323,10 +326,11 @@ fn cmd_run(a: RunArgs) -> u8 {
             return usage_error(e);
         }
     }
-    let adapter_opts = match adapter_options(a.jobs, a.timeout) {
+    let mut adapter_opts = match adapter_options(a.jobs, a.timeout) {
         Ok(o) => o,
         Err(e) => return usage_error(e),
     };
+    adapter_opts.start_timeout = a.start_timeout;
     let paths = if a.paths.is_empty() {
         vec!["corpus/".to_string()]
     } else {

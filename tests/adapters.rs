@@ -203,17 +203,26 @@ fn small_run() -> RunConfig {
 }
 
 fn run_script(script: &str, dir: &Path, timeout: Duration) -> ParserRun {
-    let spec = format!(
-        "cmd:python3 {}",
-        root().join("tests/adapters").join(script).display()
-    );
     let opts = AdapterOptions {
         jobs: 2,
         timeout,
         ..AdapterOptions::default()
     };
+    run_script_with(script, &[], dir, &opts)
+}
+
+/// Runs `tests/adapters/<script> <args…>` over the cases of `dir` with `opts`.
+fn run_script_with(script: &str, args: &[&str], dir: &Path, opts: &AdapterOptions) -> ParserRun {
+    let mut spec = format!(
+        "cmd:python3 {}",
+        root().join("tests/adapters").join(script).display()
+    );
+    for a in args {
+        spec.push(' ');
+        spec.push_str(a);
+    }
     let mut runs =
-        run_parsers(&[spec], &cases_of(dir), &small_run(), &opts).expect("the adapter starts");
+        run_parsers(&[spec], &cases_of(dir), &small_run(), opts).expect("the adapter starts");
     runs.pop().unwrap()
 }
 
@@ -487,4 +496,311 @@ fn an_adapter_that_cannot_start_is_a_usage_error() {
     );
     let o = conform(&["run", ".", "--parser", "vllm"], d.path());
     assert_eq!(o.status.code(), Some(2));
+}
+
+/// A run of `flaky_start.py` with a fresh state directory.
+fn flaky(delay: &str, failing: &str, timeout: Duration) -> ParserRun {
+    flaky_with(&[delay, failing], timeout)
+}
+
+fn flaky_with(args: &[&str], timeout: Duration) -> ParserRun {
+    let state = tempfile::tempdir().unwrap();
+    let d = scratch(&PLAIN);
+    let opts = AdapterOptions {
+        jobs: 2,
+        timeout,
+        start_timeout: Duration::from_secs(30),
+        ..AdapterOptions::default()
+    };
+    let dir = state.path().display().to_string();
+    let mut all = vec![dir.as_str()];
+    all.extend_from_slice(args);
+    run_script_with("flaky_start.py", &all, d.path(), &opts)
+}
+
+/// The crash messages of a run, one per crashed case.
+fn crash_messages(run: &ParserRun) -> Vec<String> {
+    run.reports
+        .iter()
+        .filter(|r| r.status == Status::Crash)
+        .map(|r| r.not_applicable.join(" | "))
+        .collect()
+}
+
+#[test]
+fn a_slow_start_has_its_own_timeout_at_the_first_start_and_every_restart() {
+    if !have("python3") {
+        return;
+    }
+    // Every copy takes 1.5 s to say hello, longer than a replay may take (1 s): only the
+    // replay the first copy died on is a crash, the restarts' time is charged to no replay.
+    let run = flaky("1.5", "none", Duration::from_secs(1));
+    let crashes = crash_messages(&run);
+    assert_eq!(crashes.len(), 1, "{crashes:#?}");
+    assert!(crashes[0].contains("dies on purpose"), "{crashes:#?}");
+    assert_eq!(
+        statuses(&run)
+            .values()
+            .filter(|&&s| s == Status::Pass)
+            .count(),
+        PLAIN.len() - 1
+    );
+    assert!(run.stats.unwrap().started >= 2);
+}
+
+#[test]
+fn start_timeout_on_the_command_line_bounds_the_first_hello() {
+    if !have("python3") {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let d = scratch(&PLAIN);
+    let spec = format!(
+        "cmd:python3 {} {} 5 none",
+        root().join("tests/adapters/flaky_start.py").display(),
+        state.path().display()
+    );
+    let started = Instant::now();
+    let o = conform(
+        &["run", ".", "--start-timeout", "1", "--parser", &spec],
+        d.path(),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("hello failed") && err.contains("in time"),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    let o = conform(
+        &["run", ".", "--start-timeout", "0", "--parser", &spec],
+        d.path(),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--start-timeout"));
+}
+
+#[test]
+fn a_failed_restart_is_not_charged_to_the_next_case() {
+    if !have("python3") {
+        return;
+    }
+    // The second start fails once; the third works. No case but the one the first copy
+    // died on may suffer for it.
+    let run = flaky("0", "2", Duration::from_secs(10));
+    let crashes = crash_messages(&run);
+    assert_eq!(crashes.len(), 1, "{crashes:#?}");
+    assert!(crashes[0].contains("dies on purpose"), "{crashes:#?}");
+    assert!(run.stats.unwrap().started >= 3);
+}
+
+#[test]
+fn an_adapter_that_cannot_be_restarted_is_given_up_after_three_failed_starts() {
+    if !have("python3") {
+        return;
+    }
+    let run = flaky("0", "2-", Duration::from_secs(10));
+    let crashes = crash_messages(&run);
+    assert_eq!(crashes.len(), PLAIN.len(), "{crashes:#?}");
+    let given_up: Vec<_> = crashes
+        .iter()
+        .filter(|m| m.contains("could not be restarted (") && m.contains("failed starts in a row"))
+        .collect();
+    assert_eq!(given_up.len(), PLAIN.len() - 1, "{crashes:#?}");
+    assert!(
+        given_up.iter().all(|m| m.contains("fails on purpose")),
+        "{given_up:#?}"
+    );
+    // One first start, three failed restarts, and one more when both copies' threads were
+    // starting at once.
+    let started = run.stats.unwrap().started;
+    assert!((4..=5).contains(&started), "{started}");
+}
+
+#[test]
+fn a_working_copy_keeps_serving_when_no_other_can_be_started() {
+    if !have("python3") {
+        return;
+    }
+    let run = flaky_with(&["0", "2-", "--first-lives"], Duration::from_secs(10));
+    let s = statuses(&run);
+    assert!(s.values().all(|&st| st == Status::Pass), "{s:?}");
+}
+
+#[test]
+fn a_reply_line_that_never_ends_fails_at_the_line_limit_not_the_deadline() {
+    if !have("python3") {
+        return;
+    }
+    let mut texts = PLAIN.to_vec();
+    texts.push(("endless", "ENDLESS line"));
+    let d = scratch(&texts);
+    let opts = AdapterOptions {
+        jobs: 2,
+        timeout: Duration::from_secs(60),
+        max_response_bytes: 4 << 20,
+        ..AdapterOptions::default()
+    };
+    let started = Instant::now();
+    let run = run_script_with("flood.py", &[], d.path(), &opts);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    all_pass_but(&run, "y_endless.txt", Status::ProtocolError);
+    let r = run
+        .reports
+        .iter()
+        .find(|r| r.status == Status::ProtocolError)
+        .unwrap();
+    assert!(
+        r.not_applicable[0].contains("more than 4194304 bytes"),
+        "{:?}",
+        r.not_applicable
+    );
+}
+
+/// Peak resident memory of a running process, polled until it exits (or `limit` passes, when
+/// it is killed): `(peak bytes, exit status, stdout)`.
+#[cfg(target_os = "linux")]
+fn watch_memory(mut cmd: Command, limit: Duration, kill_above: u64) -> (u64, Option<i32>, String) {
+    use std::io::Read;
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let started = Instant::now();
+    let mut peak = 0u64;
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st.code();
+        }
+        let rss = std::fs::read_to_string(format!("/proc/{}/status", child.id()))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("VmRSS:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            })
+            .unwrap_or(0)
+            * 1024;
+        peak = peak.max(rss);
+        if started.elapsed() > limit || peak > kill_above {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (peak, status, reader.join().unwrap())
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn floods_on_stdout_end_by_the_deadline_with_memory_bounded() {
+    if !have("python3") {
+        return;
+    }
+    let d = scratch(&[
+        ("a", "fine"),
+        ("blanks", "BLANKS forever"),
+        ("newlines", "NEWLINES first"),
+        ("mega", "MEGA reply"),
+    ]);
+    let script = root().join("tests/adapters/flood.py");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_conform"));
+    cmd.args([
+        "run",
+        ".",
+        "--timeout",
+        "10",
+        "--jobs",
+        "2",
+        "--strategies",
+        "whole,random",
+        "--seeds",
+        "2",
+        "--parser",
+        &format!("cmd:python3 {}", script.display()),
+    ])
+    .current_dir(d.path())
+    .env("NO_COLOR", "1");
+    let gib = 1 << 30;
+    // 10 s: 100 MB of newlines take a while through an unoptimized build on a busy machine.
+    let (peak, status, out) = watch_memory(cmd, Duration::from_secs(90), gib);
+    assert!(peak < gib, "conform grew to {peak} bytes\n{out}");
+    assert_eq!(status, Some(1), "the run ends by itself\n{out}");
+    assert!(out.contains("TIMEOUT ./kimi_k2/y_blanks.txt"), "{out}");
+    for ok in ["y_a", "y_newlines", "y_mega"] {
+        assert!(!out.contains(&format!("/{ok}.txt")), "{ok} passes:\n{out}");
+    }
+}
+
+/// Runs `hello_with.py` with `args` over a small corpus from the command line.
+fn hello_run(args: &str) -> Output {
+    let d = scratch(&PLAIN);
+    let script = root().join("tests/adapters/hello_with.py");
+    conform(
+        &[
+            "run",
+            ".",
+            "--strategies",
+            "whole",
+            "--parser",
+            &format!("cmd:python3 {} {args}", script.display()),
+        ],
+        d.path(),
+    )
+}
+
+#[test]
+fn a_hello_without_a_known_format_is_a_usage_error() {
+    if !have("python3") {
+        return;
+    }
+    let o = hello_run(r#"'{"formats": ["kimi-k2"]}'"#);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("does not know: \"kimi-k2\"") && err.contains("kimi_k2, openai_sse"),
+        "{err}"
+    );
+    let o = hello_run(r#"'{"formats": ["kimi_k2", "nope"]}'"#);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("\"nope\""));
+    let o = hello_run(r#"'{"formats": []}'"#);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("names no format"), "{err}");
+}
+
+#[test]
+fn protocol_2_is_offered_and_1_and_2_are_accepted() {
+    if !have("python3") {
+        return;
+    }
+    for answer in [
+        r#"--want-protocol 2 '{}'"#,
+        r#"'{"protocol": 2}'"#,
+        r#"'{"protocol": 1}'"#,
+    ] {
+        let o = hello_run(answer);
+        assert_eq!(o.status.code(), Some(0), "{answer}: {}", stdout(&o));
+    }
+    let o = hello_run(r#"'{"protocol": 3}'"#);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("speaks protocol 3, conform speaks 2"), "{err}");
 }

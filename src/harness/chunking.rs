@@ -338,6 +338,16 @@ pub enum CutClass {
 }
 
 impl CutClass {
+    /// How reports say it of a failure that shows under such cuts at best.
+    pub fn describe(self) -> &'static str {
+        match self {
+            CutClass::TokenAligned => "token-aligned",
+            CutClass::CharAligned => "only off token boundaries",
+            CutClass::SplitsChar => "only inside a UTF-8 character",
+            CutClass::SplitsSpecialToken => "only inside a special token",
+        }
+    }
+
     /// The snake_case name used in reports.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -151,6 +151,7 @@ fn fail(
         strategy: None,
         cuts: vec![cuts],
         failing_replays: 1,
+        cut_class: None,
         message: msg,
         replay: replay_command(format, parser),
     });

@@ -3,7 +3,7 @@
 //! Everything but the `timings` and `adapters` sections is a pure function of the corpus, the seed, the options
 //! and the parsers, so two runs with the same seed give byte-identical reports apart from it.
 
-use super::chunking::{ChunkingParams, Strategy};
+use super::chunking::{ChunkingParams, CutClass, Strategy};
 use super::corpus::{Case, CorpusError, Label, hex};
 use super::invariants::Invariant;
 use super::run::{CaseReport, Status, Violation};
@@ -210,6 +210,9 @@ pub struct TotalsOut {
     pub match_rate: Option<f64>,
     /// Cases breaking each invariant.
     pub violations: BTreeMap<Invariant, usize>,
+    /// Failing cases by the most innocent class of cuts that shows one of their failures.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cut_classes: BTreeMap<CutClass, usize>,
 }
 
 /// One case's outcome.
@@ -280,6 +283,10 @@ pub struct ViolationOut {
     pub message: String,
     /// The command that reproduces it.
     pub replay: String,
+    /// The most innocent cuts that show it: `token_aligned` (what a server sends),
+    /// `char_aligned`, `splits_char` or `splits_special_token`; absent for checks that do not cut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut_class: Option<CutClass>,
 }
 
 impl From<&Violation> for ViolationOut {
@@ -291,6 +298,7 @@ impl From<&Violation> for ViolationOut {
             failing_replays: v.failing_replays,
             message: v.message.clone(),
             replay: v.replay.clone(),
+            cut_class: v.cut_class,
         }
     }
 }
@@ -423,6 +431,11 @@ impl TotalsOut {
             for v in &c.violations {
                 *t.violations.entry(v.invariant).or_default() += 1;
             }
+            if c.status.is_failing()
+                && let Some(class) = c.violations.iter().filter_map(|v| v.cut_class).min()
+            {
+                *t.cut_classes.entry(class).or_default() += 1;
+            }
         }
         t.parse_success_rate = ratio(t.parse_ok, t.parse_replays);
         t.match_rate = ratio(t.match_ok, t.match_replays);
@@ -436,6 +449,22 @@ pub fn percent(r: Option<f64>) -> String {
         None => "–".into(),
         Some(x) if x < 1.0 && x > 0.999 => "99.9%".into(),
         Some(x) => format!("{:.1}%", x * 100.0),
+    }
+}
+
+impl TotalsOut {
+    /// `failures by cut: 2 token-aligned, 1 only inside a special token`, or `None` when no
+    /// failing case has a cut class.
+    pub fn cut_class_line(&self) -> Option<String> {
+        if self.cut_classes.is_empty() {
+            return None;
+        }
+        let parts: Vec<String> = self
+            .cut_classes
+            .iter()
+            .map(|(c, n)| format!("{n} {}", c.describe()))
+            .collect();
+        Some(format!("failures by cut: {}", parts.join(", ")))
     }
 }
 

@@ -1,7 +1,8 @@
 //! The runner: every case under every chunking, invariants checked, failures minimized.
 
 use super::chunking::{
-    ChunkingParams, Cuts, Strategy, TurnSources, marker_occurrences, turn_chunkings, turn_salt,
+    ChunkingParams, CutClass, Cuts, Strategy, TokenCuts, TurnSources, marker_occurrences,
+    turn_chunkings, turn_salt,
 };
 use super::corpus::{Case, Label};
 use super::invariants::{
@@ -81,6 +82,9 @@ pub struct Violation {
     pub message: String,
     /// The command that reproduces the minimized replay.
     pub replay: String,
+    /// The most innocent cuts that show the failure (token-aligned ones are what a server
+    /// sends); `None` for checks that do not cut (roundtrip, format-level checks).
+    pub cut_class: Option<CutClass>,
 }
 
 /// A case's verdict.
@@ -203,7 +207,12 @@ struct FirstFailure {
     cuts: Vec<Cuts>,
     count: usize,
     message: String,
+    /// The least class among the failing replays.
+    class: CutClass,
 }
+
+/// A turn's tokens and the places of its special tokens, for classifying failing cuts.
+type TurnTokens = (super::tokens::Tokenized, Vec<(usize, usize)>);
 
 /// The verdict of one non-baseline replay.
 struct Verdict {
@@ -292,6 +301,7 @@ pub fn run_case_with(
                 strategy: Some(Strategy::Whole),
                 cuts: vec![Vec::new(); case.turns.len()],
                 failing_replays: 1,
+                cut_class: Some(CutClass::TokenAligned),
                 message: format!("the parser panicked: {msg}"),
                 replay: replay_command(case, &backend.name(), &[]),
             });
@@ -325,6 +335,7 @@ pub fn run_case_with(
             strategy: Some(Strategy::Whole),
             cuts: vec![Vec::new(); case.turns.len()],
             failing_replays: 1,
+            cut_class: Some(CutClass::TokenAligned),
             message: msg.clone(),
             replay: replay_command(case, &backend.name(), &[]),
         });
@@ -357,6 +368,7 @@ pub fn run_case_with(
                 strategy: Some(Strategy::Whole),
                 cuts: vec![Vec::new(); case.turns.len()],
                 failing_replays: 1,
+                cut_class: Some(CutClass::TokenAligned),
                 message: "two whole-input replays emitted different events".into(),
                 replay: replay_command(case, &backend.name(), &[]),
             });
@@ -417,8 +429,35 @@ pub fn run_case_with(
     let mut first_failures: Vec<FirstFailure> = Vec::new();
     let mut token_failures: Vec<FirstFailure> = Vec::new();
     let mut breakdown: Option<(Breakdown, String, Strategy, Vec<Cuts>)> = None;
+    // Classes are computed only for failing replays, on tokens made at the first failure.
+    let tokenized: std::sync::OnceLock<Vec<TurnTokens>> = std::sync::OnceLock::new();
+    let class_of = |cuts: &[Cuts]| -> CutClass {
+        let turns = tokenized.get_or_init(|| {
+            let tokenizer = cfg.tokenizer();
+            case.turns
+                .iter()
+                .map(|d| {
+                    (
+                        tokenizer.tokenize(d, format.special_tokens),
+                        marker_occurrences(d, &special),
+                    )
+                })
+                .collect()
+        });
+        cuts.iter()
+            .zip(&case.turns)
+            .zip(turns)
+            .map(|((c, d), (tokens, special))| c.class(d, tokens, special))
+            .max()
+            .unwrap_or(CutClass::TokenAligned)
+    };
     for v in verdicts {
         let apart = splits_token(&v.cuts);
+        let class = if v.broken.is_empty() {
+            CutClass::TokenAligned
+        } else {
+            class_of(&v.cuts)
+        };
         if apart {
             report.token_split_replays += 1;
         } else {
@@ -440,6 +479,13 @@ pub fn run_case_with(
                 existing.failing_replays += 1;
             } else if let Some(f) = firsts.iter_mut().find(|f| f.invariant == inv) {
                 f.count += 1;
+                // The reproducer is the most innocent chunking: token-aligned when one fails.
+                if class < f.class {
+                    f.class = class;
+                    f.strategy = v.strategy;
+                    f.cuts = v.cuts.clone();
+                    f.message = msg;
+                }
             } else {
                 firsts.push(FirstFailure {
                     invariant: inv,
@@ -447,6 +493,7 @@ pub fn run_case_with(
                     cuts: v.cuts.clone(),
                     count: 1,
                     message: msg,
+                    class,
                 });
             }
         }
@@ -485,12 +532,21 @@ pub fn run_case_with(
                         cfg.compare_for(backend),
                     )
                 };
+                let mut replay = replay_command(case, &backend.name(), &cuts);
+                // What a server would send: the same deltas with their token ids.
+                if f.strategy.token_aligned() && !backend.is_builtin() {
+                    replay.push_str(" --token-ids");
+                    if let Some(t) = &cfg.tokenizer {
+                        replay.push_str(&format!(" --tokenizer {}", shell_quote(t.name())));
+                    }
+                }
                 Violation {
                     invariant: f.invariant,
                     strategy: Some(f.strategy),
-                    replay: replay_command(case, &backend.name(), &cuts),
+                    replay,
                     cuts,
                     failing_replays: f.count,
+                    cut_class: Some(f.class),
                     message: f.message,
                 }
             })
@@ -672,9 +728,19 @@ fn shrink(
                 .map(move |o| (t, o))
         })
         .collect();
+    // A token-aligned failure is minimized over token-aligned chunkings, so an adapter keeps
+    // receiving each chunk's token ids while the cuts shrink.
     let to_cuts = |flat: &[(usize, usize)]| -> Vec<Cuts> {
         (0..case.turns.len())
-            .map(|t| Cuts::At(flat.iter().filter(|c| c.0 == t).map(|c| c.1).collect()))
+            .map(|t| {
+                let list: Vec<usize> = flat.iter().filter(|c| c.0 == t).map(|c| c.1).collect();
+                match cuts.get(t) {
+                    Some(Cuts::Tokens(tc)) => {
+                        TokenCuts::aligned(&tc.tokens, list.clone()).unwrap_or(Cuts::At(list))
+                    }
+                    _ => Cuts::At(list),
+                }
+            })
             .collect()
     };
     let min = minimize(flat, budget, |f| {
@@ -754,6 +820,7 @@ fn roundtrip(
                     strategy: None,
                     cuts: Vec::new(),
                     failing_replays: 1,
+                    cut_class: None,
                     message: format!(
                         "{}{msg}{how}; rendered: {}",
                         if whole.len() > 1 {
@@ -877,7 +944,10 @@ mod tests {
         assert_eq!(r.status, Status::Fail);
         let v = &r.violations[0];
         assert_eq!(v.invariant, Invariant::SplitInvariance);
-        assert_eq!(v.strategy, Some(Strategy::Bytes));
+        // Byte cuts fail first, but a single cut at a token boundary shows it too: the
+        // reproducer is the token-aligned one, what a server could send.
+        assert_eq!(v.strategy, Some(Strategy::TwoCut));
+        assert_eq!(v.cut_class, Some(CutClass::TokenAligned));
         assert_eq!(v.cuts, vec![vec![6]]);
         assert!(v.replay.ends_with("--cuts 6"), "{}", v.replay);
         assert!(r.error_free == r.replays);

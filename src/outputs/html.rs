@@ -669,6 +669,9 @@ fn latest_tables(out: &mut String, r: &Report) {
             totals_row(out, "all", &run.totals, true);
         }
         out.push_str("</tbody></table></div>\n");
+        if let Some(line) = run.totals.cut_class_line() {
+            let _ = writeln!(out, "<p class=\"note\">{}</p>", escape(&line));
+        }
     }
     out.push_str("</section>\n");
 }
@@ -1096,6 +1099,7 @@ mod tests {
                     failing_replays: 2,
                     message: "whole gives <a & \"b\"> here".into(),
                     replay: format!("conform parse {id} --cuts 3,7"),
+                    cut_class: None,
                 }]
             },
             notes: vec![],
@@ -1165,6 +1169,7 @@ mod tests {
             failing_replays: 12,
             message: "differs".into(),
             replay: "conform parse".into(),
+            cut_class: None,
         }];
         let html = render(&[report(
             Some("2026-11-22T00:00:00Z"),

@@ -57,6 +57,9 @@ fn run_table(out: &mut String, run: &Run) {
             percent(t.match_rate)
         );
     }
+    if let Some(line) = run.totals.cut_class_line() {
+        let _ = writeln!(out, "\n{line}");
+    }
     out.push('\n');
 }
 

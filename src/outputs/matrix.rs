@@ -253,6 +253,7 @@ mod tests {
                 strategy: None,
                 cuts: Vec::new(),
                 failing_replays: 1,
+                cut_class: None,
                 message: String::new(),
                 replay: String::new(),
             })

@@ -93,7 +93,12 @@ pub fn format_table(run: &Run, colour: Colour) -> String {
     if run.formats.len() != 1 {
         table.add_row(row("all", &run.totals));
     }
-    table.to_string()
+    let mut out = table.to_string();
+    if let Some(line) = run.totals.cut_class_line() {
+        out.push('\n');
+        out.push_str(&line);
+    }
+    out
 }
 
 /// Regressions and fixes against a baseline, regressions first.

@@ -24,13 +24,14 @@ def send(obj):
     sys.stdout.flush()
 
 
-def serve(on_parse=lambda msg, n: echo(msg), name="test-adapter"):
-    """Answers the hello, then calls `on_parse(msg, n)` for the n-th parse request (from 1)."""
+def serve(on_parse=lambda msg, n: echo(msg), name="test-adapter", hello=None):
+    """Answers the hello (its fields replaced by `hello`'s), then calls `on_parse(msg, n)` for
+    the n-th parse request (from 1)."""
     n = 0
     for line in sys.stdin.buffer:
         msg = json.loads(line)
         if msg["type"] == "hello":
-            send({"type": "hello", "protocol": 1, "name": name, "formats": ["kimi_k2"]})
+            send({"type": "hello", "protocol": 1, "name": name, "formats": ["kimi_k2"], **(hello or {})})
             continue
         n += 1
         reply = on_parse(msg, n)

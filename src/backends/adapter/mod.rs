@@ -32,8 +32,11 @@ const MAX_START_FAILURES: usize = 3;
 pub struct AdapterOptions {
     /// Most child processes at once.
     pub jobs: usize,
-    /// Longest wait for one response (the hello included).
+    /// Longest wait for the response to one replay, from the moment its request is sent.
     pub timeout: Duration,
+    /// Longest wait for a copy to start and answer the hello, at the first start and every
+    /// restart; never counted against a replay's `timeout`.
+    pub start_timeout: Duration,
     /// Longest response line accepted, in bytes.
     pub max_response_bytes: usize,
 }
@@ -43,6 +46,8 @@ impl Default for AdapterOptions {
         AdapterOptions {
             jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
             timeout: Duration::from_secs(10),
+            // An engine's imports (torch, transformers) take seconds, more on a busy machine.
+            start_timeout: Duration::from_secs(60),
             max_response_bytes: 256 * 1024 * 1024,
         }
     }
@@ -55,6 +60,8 @@ pub struct Hello {
     pub name: String,
     /// The format ids it parses.
     pub formats: Vec<String>,
+    /// The protocol version it answered (1 or 2).
+    pub protocol: u64,
 }
 
 /// Counters of one adapter's life, for reports.
@@ -113,8 +120,9 @@ impl Adapter {
         }
         let stderr = Arc::new(Mutex::new(Tail::new(STDERR_TAIL_BYTES)));
         let mut first = Worker::spawn(&argv, &stderr, &opts)?;
-        let hello = say_hello(&mut first, opts.timeout)
+        let hello = say_hello(&mut first, opts.start_timeout)
             .map_err(|(_, m)| format!("{label}: hello failed: {m}"))?;
+        check_formats(&hello).map_err(|m| format!("{label}: {m}"))?;
         Ok(Adapter {
             label: label.to_string(),
             argv,
@@ -166,33 +174,31 @@ impl Adapter {
     }
 
     /// A free child, started if the pool has room, or the reason none can be had.
+    ///
+    /// A copy that fails to start is retried here, up to [`MAX_START_FAILURES`] failures in a
+    /// row: a failed restart is the adapter's trouble, not the fault of the replay that
+    /// happens to need the next copy. Only when the adapter is given up does a replay get an
+    /// error, which says so.
     fn acquire(&self) -> Result<Worker, String> {
         let mut pool = lock(&self.pool);
         loop {
-            if pool.start_failures >= MAX_START_FAILURES {
-                return Err(format!(
-                    "the adapter could not be restarted ({} attempts in a row): {}",
-                    pool.start_failures, pool.last_start_error
-                ));
-            }
+            // A copy that works is used even when others would not restart.
             if let Some(w) = pool.idle.pop() {
                 return Ok(w);
             }
-            if pool.live < self.opts.jobs {
+            let given_up = pool.start_failures >= MAX_START_FAILURES;
+            if given_up && pool.live == 0 {
+                return Err(format!(
+                    "the adapter could not be restarted ({} failed starts in a row), so this \
+                     replay was not run: {}",
+                    pool.start_failures, pool.last_start_error
+                ));
+            }
+            if !given_up && pool.live < self.opts.jobs {
                 pool.live += 1;
                 drop(pool);
-                self.started.fetch_add(1, Ordering::Relaxed);
-                let started =
-                    Worker::spawn(&self.argv, &self.stderr, &self.opts).and_then(|mut w| {
-                        match say_hello(&mut w, self.opts.timeout) {
-                            Ok(h) if h == self.hello => Ok(w),
-                            Ok(h) => {
-                                Err(format!("a restarted child said a different hello: {h:?}"))
-                            }
-                            Err((_, m)) => Err(format!("hello failed: {m}")),
-                        }
-                    });
-                let mut pool = lock(&self.pool);
+                let started = self.start_copy();
+                pool = lock(&self.pool);
                 match started {
                     Ok(w) => {
                         pool.start_failures = 0;
@@ -201,9 +207,9 @@ impl Adapter {
                     Err(e) => {
                         pool.live -= 1;
                         pool.start_failures += 1;
-                        pool.last_start_error = e.clone();
+                        pool.last_start_error = e;
                         self.freed.notify_all();
-                        return Err(e);
+                        continue;
                     }
                 }
             }
@@ -214,19 +220,36 @@ impl Adapter {
         }
     }
 
+    /// Starts one more copy and checks that it gives the first copy's hello, within
+    /// `start_timeout`.
+    fn start_copy(&self) -> Result<Worker, String> {
+        self.started.fetch_add(1, Ordering::Relaxed);
+        let mut w = Worker::spawn(&self.argv, &self.stderr, &self.opts)?;
+        match say_hello(&mut w, self.opts.start_timeout) {
+            Ok(h) if h == self.hello => Ok(w),
+            Ok(h) => Err(format!("a restarted copy said a different hello: {h:?}")),
+            Err((_, m)) => Err(format!("a restarted copy's hello failed: {m}")),
+        }
+    }
+
     /// Returns a child to the pool, or drops (kills) it after a failure.
     fn release(&self, w: Worker, healthy: bool) {
         let mut pool = lock(&self.pool);
         if healthy {
             pool.idle.push(w);
+            drop(pool);
+            self.freed.notify_one();
         } else {
             pool.live -= 1;
             drop(pool);
             drop(w);
+            // Every waiter must look again: one may start a copy, and when the adapter is
+            // given up and no copy is left, all of them must stop waiting.
+            self.freed.notify_all();
         }
-        self.freed.notify_one();
     }
 
+    /// The token ids a request may carry: none for an adapter that answered protocol 1.
     fn note(&self, why: Breakdown) {
         let i = match why {
             Breakdown::Crash => 0,
@@ -235,6 +258,60 @@ impl Adapter {
         };
         self.broke[i].fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// Per turn, the token ids of each chunk of a token-aligned chunking (protocol 2). A turn whose
+/// chunking is not token-aligned, or holds a special token the format declares without an id,
+/// gets none: an adapter then tokenizes the text itself rather than receive ids that lie.
+fn token_ids(cuts: &[Cuts]) -> Vec<Vec<Vec<u32>>> {
+    cuts.iter()
+        .map(|c| {
+            c.chunk_token_ids()
+                .and_then(|chunks| {
+                    chunks
+                        .iter()
+                        .map(|ids| ids.iter().copied().collect::<Option<Vec<u32>>>())
+                        .collect::<Option<Vec<_>>>()
+                })
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// Checks that a hello names formats, all of them known to conform: a misspelled id would
+/// otherwise send the adapter no case at all, and the run would look green.
+fn check_formats(hello: &Hello) -> Result<(), String> {
+    let known = || {
+        crate::formats::REGISTRY
+            .iter()
+            .map(|f| f.id)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if hello.formats.is_empty() {
+        return Err(format!(
+            "the hello names no format (`formats` is empty); conform knows {}",
+            known()
+        ));
+    }
+    let unknown: Vec<&str> = hello
+        .formats
+        .iter()
+        .map(String::as_str)
+        .filter(|f| crate::formats::by_id(f).is_none())
+        .collect();
+    if !unknown.is_empty() {
+        return Err(format!(
+            "the hello names format(s) conform does not know: {}; conform knows {}",
+            unknown
+                .iter()
+                .map(|f| format!("{f:?}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            known()
+        ));
+    }
+    Ok(())
 }
 
 impl Backend for Adapter {
@@ -248,7 +325,12 @@ impl Backend for Adapter {
 
     fn replay(&self, format: &Format, tools: &Tools, turns: &[Vec<u8>], cuts: &[Cuts]) -> Outcome {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let request = parse_request(id, format.id, tools, turns, cuts);
+        let ids = if self.hello.protocol >= 2 {
+            token_ids(cuts)
+        } else {
+            Vec::new()
+        };
+        let request = parse_request(id, format.id, tools, turns, cuts, &ids);
         let mut w = match self.acquire() {
             Ok(w) => w,
             Err(e) => {

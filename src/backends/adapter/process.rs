@@ -11,7 +11,7 @@ use crate::backends::Breakdown;
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -20,6 +20,10 @@ pub const STDERR_TAIL_BYTES: usize = 64 * 1024;
 
 /// Most stderr bytes of one child quoted in a crash message.
 const CHILD_STDERR_BYTES: usize = 2 * 1024;
+
+/// Lines read from a child's stdout and not yet taken by a request. One is all a request
+/// needs; what an adapter writes beyond it waits in the pipe, not in conform's memory.
+const LINES_IN_FLIGHT: usize = 1;
 
 /// The most recent bytes of a stream, bounded.
 #[derive(Debug, Default)]
@@ -104,7 +108,9 @@ impl Worker {
                     return Err("the child's pipes could not be opened".into());
                 }
             };
-        let (line_tx, line_rx) = mpsc::channel();
+        // Bounded: a child that writes faster than conform reads waits on its pipe instead of
+        // queueing lines in conform's memory.
+        let (line_tx, line_rx) = mpsc::sync_channel(LINES_IN_FLIGHT);
         let (req_tx, req_rx) = mpsc::channel::<Vec<u8>>();
         let write_tx = line_tx.clone();
         let max = opts.max_response_bytes;
@@ -160,42 +166,31 @@ impl Worker {
                 self.exit_note("the request could not be written"),
             ));
         }
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.from_child.recv_timeout(left) {
-                Ok(FromChild::Line(l)) if l.iter().all(u8::is_ascii_whitespace) => continue,
-                Ok(FromChild::Line(l)) => return Ok(l),
-                Ok(FromChild::TooLong(n)) => {
-                    return Err((
-                        Breakdown::ProtocolError,
-                        format!("a response line of more than {n} bytes"),
-                    ));
-                }
-                Ok(FromChild::Eof) | Err(RecvTimeoutError::Disconnected) => {
-                    return Err((
-                        Breakdown::Crash,
-                        self.exit_note("stdout closed without a response"),
-                    ));
-                }
-                Ok(FromChild::ReadFailed(e)) => {
-                    return Err((
-                        Breakdown::Crash,
-                        self.exit_note(&format!("reading stdout failed: {e}")),
-                    ));
-                }
-                Ok(FromChild::WriteFailed(e)) => {
-                    return Err((
-                        Breakdown::Crash,
-                        self.exit_note(&format!("writing the request failed: {e}")),
-                    ));
-                }
-                Err(RecvTimeoutError::Timeout) => {
-                    return Err((
-                        Breakdown::Timeout,
-                        "no response in time; the child was killed".into(),
-                    ));
-                }
-            }
+        // Blank lines never arrive here (the reader drops them), so every message ends the
+        // wait: no output, however much, can keep a request past its deadline.
+        let left = deadline.saturating_duration_since(Instant::now());
+        match self.from_child.recv_timeout(left) {
+            Ok(FromChild::Line(l)) => Ok(l),
+            Ok(FromChild::TooLong(n)) => Err((
+                Breakdown::ProtocolError,
+                format!("a response line of more than {n} bytes"),
+            )),
+            Ok(FromChild::Eof) | Err(RecvTimeoutError::Disconnected) => Err((
+                Breakdown::Crash,
+                self.exit_note("stdout closed without a response"),
+            )),
+            Ok(FromChild::ReadFailed(e)) => Err((
+                Breakdown::Crash,
+                self.exit_note(&format!("reading stdout failed: {e}")),
+            )),
+            Ok(FromChild::WriteFailed(e)) => Err((
+                Breakdown::Crash,
+                self.exit_note(&format!("writing the request failed: {e}")),
+            )),
+            Err(RecvTimeoutError::Timeout) => Err((
+                Breakdown::Timeout,
+                "no response in time; the child was killed".into(),
+            )),
         }
     }
 
@@ -268,11 +263,19 @@ fn kill_group(child: &mut Child) {
     let _ = child.kill();
 }
 
-/// Reads `\n`-terminated lines, bounded in length; a last line without `\n` is dropped.
-fn read_lines(stdout: impl Read, max: usize, tx: Sender<FromChild>) {
+/// Reads `\n`-terminated lines into `tx`, one at a time (the channel is bounded).
+///
+/// Leading ASCII whitespace is dropped as it arrives, so a blank line is no message and costs
+/// no memory however many there are. A line longer than `max` bytes (its whitespace counted)
+/// is reported the moment it passes `max`, not when it ends, and the rest of it is skipped.
+/// A last line without `\n` is dropped.
+fn read_lines(stdout: impl Read, max: usize, tx: SyncSender<FromChild>) {
     let mut r = BufReader::with_capacity(64 * 1024, stdout);
     let mut line = Vec::new();
-    let mut overflow = 0usize;
+    // True until the current line's first byte that is not whitespace.
+    let mut blank = true;
+    let mut len = 0usize;
+    let mut too_long = false;
     loop {
         let buf = match r.fill_buf() {
             Ok(b) => b,
@@ -286,32 +289,56 @@ fn read_lines(stdout: impl Read, max: usize, tx: Sender<FromChild>) {
             let _ = tx.send(FromChild::Eof);
             return;
         }
+        if blank && !too_long {
+            // Skip whitespace (newlines included) in one step: a flood of blank lines is read
+            // at memchr speed. Only the length since the last newline counts toward `max`.
+            let ws = buf
+                .iter()
+                .position(|b| !b.is_ascii_whitespace())
+                .unwrap_or(buf.len());
+            len = match memchr::memrchr(b'\n', &buf[..ws]) {
+                Some(i) => ws - i - 1,
+                None => len.saturating_add(ws),
+            };
+            blank = ws == buf.len();
+            r.consume(ws);
+            if len > max {
+                too_long = true;
+                if tx.send(FromChild::TooLong(max)).is_err() {
+                    return;
+                }
+            }
+            continue;
+        }
         let (take, end) = match memchr::memchr(b'\n', buf) {
             Some(i) => (i, true),
             None => (buf.len(), false),
         };
-        if overflow > 0 || line.len() + take > max {
-            overflow += take;
-            line = Vec::new();
-        } else {
-            line.extend_from_slice(&buf[..take]);
+        len = len.saturating_add(take);
+        if !too_long {
+            if len > max {
+                too_long = true;
+                line = Vec::new();
+                if tx.send(FromChild::TooLong(max)).is_err() {
+                    return;
+                }
+            } else {
+                line.extend_from_slice(&buf[..take]);
+            }
         }
         r.consume(take + usize::from(end));
         if end {
-            let msg = if overflow > 0 {
-                FromChild::TooLong(max)
-            } else {
-                FromChild::Line(std::mem::take(&mut line))
-            };
-            overflow = 0;
-            if tx.send(msg).is_err() {
+            if !too_long && tx.send(FromChild::Line(std::mem::take(&mut line))).is_err() {
                 return;
             }
+            len = 0;
+            blank = true;
+            too_long = false;
         }
     }
 }
 
-fn write_requests(mut stdin: ChildStdin, rx: Receiver<Vec<u8>>, tx: Sender<FromChild>) {
+fn write_requests(mut stdin: ChildStdin, rx: Receiver<Vec<u8>>, tx: SyncSender<FromChild>) {
     for req in rx {
         if let Err(e) = stdin.write_all(&req).and_then(|_| stdin.flush()) {
             let _ = tx.send(FromChild::WriteFailed(e.to_string()));
@@ -366,5 +393,77 @@ mod tests {
         t.push(b"i");
         assert_eq!(t.text(), "fghi");
         assert_eq!(t.total, 9);
+    }
+
+    /// What `read_lines` sends for `input`, in order, up to its end.
+    fn lines_of(input: Vec<u8>, max: usize) -> Vec<String> {
+        let (tx, rx) = mpsc::sync_channel(LINES_IN_FLIGHT);
+        let t = std::thread::spawn(move || read_lines(std::io::Cursor::new(input), max, tx));
+        let got = rx
+            .iter()
+            .map(|m| match m {
+                FromChild::Line(l) => String::from_utf8(l).unwrap(),
+                FromChild::TooLong(n) => format!("too long: {n}"),
+                FromChild::Eof => "eof".into(),
+                FromChild::ReadFailed(e) | FromChild::WriteFailed(e) => e,
+            })
+            .collect();
+        t.join().unwrap();
+        got
+    }
+
+    #[test]
+    fn blank_lines_and_leading_whitespace_are_no_messages() {
+        assert_eq!(
+            lines_of(
+                b"\n\n  \r\n{\"a\":1}\r\n \t{}\n\n  x y \nno end".to_vec(),
+                100
+            ),
+            ["{\"a\":1}\r", "{}", "x y ", "eof"]
+        );
+        let mut flood = vec![b'\n'; 8 << 20];
+        flood.extend_from_slice(b"{}\n");
+        assert_eq!(lines_of(flood, 16), ["{}", "eof"]);
+    }
+
+    #[test]
+    fn the_line_limit_counts_whitespace_and_resets_per_line() {
+        assert_eq!(
+            lines_of(b"12345\n123456\n1\n".to_vec(), 5),
+            ["12345", "too long: 5", "1", "eof"]
+        );
+        let mut ws = vec![b' '; 100];
+        ws.extend_from_slice(b"{}\n   {}\n");
+        assert_eq!(lines_of(ws, 10), ["too long: 10", "{}", "eof"]);
+        let many = b"   \n".repeat(100);
+        assert_eq!(lines_of(many, 5), ["eof"]);
+    }
+
+    /// Endless bytes of one kind, until `stop` is set.
+    struct Endless(u8, Arc<std::sync::atomic::AtomicBool>);
+
+    impl Read for Endless {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.1.load(std::sync::atomic::Ordering::Relaxed) {
+                return Ok(0);
+            }
+            buf.fill(self.0);
+            Ok(buf.len())
+        }
+    }
+
+    #[test]
+    fn a_line_that_never_ends_is_too_long_once_it_passes_the_limit() {
+        for byte in [b'x', b' '] {
+            let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let (tx, rx) = mpsc::sync_channel(LINES_IN_FLIGHT);
+            let input = Endless(byte, Arc::clone(&stop));
+            let t = std::thread::spawn(move || read_lines(input, 1 << 20, tx));
+            let first = rx.recv_timeout(Duration::from_secs(20));
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            assert!(matches!(first, Ok(FromChild::TooLong(n)) if n == 1 << 20));
+            drop(rx);
+            t.join().unwrap();
+        }
     }
 }

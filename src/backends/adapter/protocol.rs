@@ -4,7 +4,10 @@
 use super::Hello;
 use super::process::Worker;
 use crate::backends::{Breakdown, TurnOutcome};
-use crate::event::{ErrorInfo, ErrorKind, Event, Folder, ParseResult, ToolCall, WarningInfo};
+use crate::event::{
+    ErrorInfo, ErrorKind, Event, FOLD_MAX_DEPTH, Folder, ParseResult, ToolCall, WarningInfo,
+    read_json,
+};
 use crate::harness::chunking::Cuts;
 use crate::tools::Tools;
 use base64::prelude::{BASE64_STANDARD, Engine as _};
@@ -13,19 +16,40 @@ use serde_json::Value;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::{Duration, Instant};
 
-/// The protocol version this build speaks (`"protocol": 1` in the hello exchange).
-pub const PROTOCOL: u64 = 1;
+/// The protocol version this build speaks (`"protocol": 2` in the hello exchange).
+pub const PROTOCOL: u64 = 2;
+
+/// The oldest version an adapter may answer: version 2 only added the optional `token_ids`,
+/// so a version 1 adapter is judged as before (and sent no token ids).
+pub const OLDEST_PROTOCOL: u64 = 1;
+
+/// Levels a response line nests above a call's arguments (response, `turns`, a turn,
+/// `calls`, a call), so that arguments [`FOLD_MAX_DEPTH`] deep still fit.
+const RESPONSE_WRAPPER_DEPTH: usize = 5;
+
+/// Reads one line from the adapter with conform's own JSON reader (its depth limit, not
+/// serde_json's 128).
+fn read_line_json(line: &[u8]) -> Result<Value, String> {
+    let text =
+        std::str::from_utf8(line).map_err(|e| format!("not UTF-8 ({e}): {}", quote_line(line)))?;
+    read_json(text, FOLD_MAX_DEPTH + RESPONSE_WRAPPER_DEPTH).map_err(|e| {
+        let hint = match e.kind {
+            crate::lexers::json::JsonErrorKind::DepthLimit => format!(
+                "; conform reads arguments up to {FOLD_MAX_DEPTH} levels deep, deeper ones \
+                 fit only as a JSON string"
+            ),
+            _ => String::new(),
+        };
+        format!("not JSON ({e}{hint}): {}", quote_line(line))
+    })
+}
 
 /// Sends the hello and checks the answer.
 pub(super) fn say_hello(w: &mut Worker, timeout: Duration) -> Result<Hello, (Breakdown, String)> {
     let req = format!("{{\"type\":\"hello\",\"protocol\":{PROTOCOL}}}\n").into_bytes();
     let line = w.exchange(req, Instant::now() + timeout)?;
-    let v: Value = serde_json::from_slice(&line).map_err(|e| {
-        (
-            Breakdown::ProtocolError,
-            format!("the hello answer is not JSON ({e}): {}", quote_line(&line)),
-        )
-    })?;
+    let v = read_line_json(&line)
+        .map_err(|m| (Breakdown::ProtocolError, format!("the hello answer is {m}")))?;
     #[derive(Deserialize)]
     struct WireHello {
         #[serde(rename = "type")]
@@ -46,11 +70,12 @@ pub(super) fn say_hello(w: &mut Worker, timeout: Duration) -> Result<Hello, (Bre
             format!("expected a hello answer, got type {:?}", h.kind),
         ));
     }
-    if h.protocol != PROTOCOL {
+    if !(OLDEST_PROTOCOL..=PROTOCOL).contains(&h.protocol) {
         return Err((
             Breakdown::ProtocolError,
             format!(
-                "the adapter speaks protocol {}, conform speaks {PROTOCOL}",
+                "the adapter speaks protocol {}, conform speaks {PROTOCOL} (and accepts \
+                 {OLDEST_PROTOCOL} to {PROTOCOL})",
                 h.protocol
             ),
         ));
@@ -58,16 +83,23 @@ pub(super) fn say_hello(w: &mut Worker, timeout: Duration) -> Result<Hello, (Bre
     Ok(Hello {
         name: h.name,
         formats: h.formats,
+        protocol: h.protocol,
     })
 }
 
 /// The request line for one replay (`\n`-terminated).
+///
+/// `token_ids` holds, per turn, the ids of each chunk's tokens for a token-aligned replay
+/// (protocol 2); a missing or empty entry sends none for that turn. An entry whose length is
+/// not the turn's number of chunks is a caller's bug and is not sent. Send ids only to an
+/// adapter that answered protocol 2 ([`Hello::protocol`]).
 pub fn parse_request(
     id: u64,
     format: &str,
     tools: &Tools,
     turns: &[Vec<u8>],
     cuts: &[Cuts],
+    token_ids: &[Vec<Vec<u32>>],
 ) -> Vec<u8> {
     let mut out = Vec::with_capacity(128 + turns.iter().map(|t| t.len() * 2).sum::<usize>());
     out.extend_from_slice(format!("{{\"type\":\"parse\",\"id\":{id},\"format\":").as_bytes());
@@ -88,10 +120,12 @@ pub fn parse_request(
             out.push(b',');
         }
         out.extend_from_slice(b"{\"chunks\":[");
+        let mut chunks = 0;
         for (i, piece) in cuts.get(t).unwrap_or(&whole).pieces(data).enumerate() {
             if i > 0 {
                 out.push(b',');
             }
+            chunks += 1;
             match std::str::from_utf8(piece) {
                 Ok(s) => json_string(&mut out, s),
                 Err(_) => {
@@ -101,7 +135,28 @@ pub fn parse_request(
                 }
             }
         }
-        out.extend_from_slice(b"]}");
+        out.push(b']');
+        if let Some(ids) = token_ids.get(t).filter(|ids| !ids.is_empty()) {
+            debug_assert_eq!(ids.len(), chunks, "one id list per chunk");
+            if ids.len() == chunks {
+                out.extend_from_slice(b",\"token_ids\":[");
+                for (i, chunk) in ids.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    out.push(b'[');
+                    for (j, id) in chunk.iter().enumerate() {
+                        if j > 0 {
+                            out.push(b',');
+                        }
+                        out.extend_from_slice(id.to_string().as_bytes());
+                    }
+                    out.push(b']');
+                }
+                out.push(b']');
+            }
+        }
+        out.push(b'}');
     }
     out.extend_from_slice(b"]}\n");
     out
@@ -211,13 +266,12 @@ pub(super) fn read_response(
     id: u64,
     n: usize,
 ) -> Result<Result<Vec<TurnOutcome>, String>, (Breakdown, String)> {
-    let v: Value = serde_json::from_slice(line).map_err(|e| {
-        breach(format!(
-            "the response is not JSON ({e}): {}",
-            quote_line(line)
-        ))
-    })?;
-    let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
+    let mut v = read_line_json(line).map_err(|m| breach(format!("the response is {m}")))?;
+    let kind = v
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
     let got = v.get("id").and_then(Value::as_u64);
     if got != Some(id) {
         return Err(breach(format!(
@@ -226,9 +280,8 @@ pub(super) fn read_response(
             quote_line(line)
         )));
     }
-    let turns = v.get("turns");
-    let turns_len = turns.and_then(Value::as_array).map(Vec::len);
-    match kind {
+    let turns_len = v.get("turns").and_then(Value::as_array).map(Vec::len);
+    match kind.as_str() {
         "error" => {
             let msg = v
                 .get("message")
@@ -249,7 +302,10 @@ pub(super) fn read_response(
             )));
         }
     }
-    let turns = turns.and_then(Value::as_array).cloned().unwrap_or_default();
+    let turns = match v.get_mut("turns").map(Value::take) {
+        Some(Value::Array(turns)) => turns,
+        _ => Vec::new(),
+    };
     turns
         .into_iter()
         .enumerate()
@@ -300,7 +356,7 @@ fn result_outcome(r: WireResult) -> TurnOutcome {
             // OpenAI-style APIs carry arguments as JSON text; text that is not JSON stays a
             // string so the mismatch shows.
             arguments: match c.arguments {
-                Value::String(s) => serde_json::from_str(&s).unwrap_or(Value::String(s)),
+                Value::String(s) => read_json(&s, FOLD_MAX_DEPTH).unwrap_or(Value::String(s)),
                 v => v,
             },
         })
@@ -356,6 +412,7 @@ mod tests {
             &Tools::default(),
             std::slice::from_ref(&data),
             &[Cuts::At(vec![2])],
+            &[],
         );
         let v: Value = serde_json::from_slice(&req).unwrap();
         assert_eq!(v["id"], 7);
@@ -365,9 +422,100 @@ mod tests {
             serde_json::json!([{"b64": "YcM="}, {"b64": "qQ=="}])
         );
         assert!(req.ends_with(b"\n"));
-        let whole = parse_request(1, "kimi_k2", &Tools::default(), &[data], &[]);
+        let whole = parse_request(1, "kimi_k2", &Tools::default(), &[data], &[], &[]);
         let v: Value = serde_json::from_slice(&whole).unwrap();
         assert_eq!(v["turns"][0]["chunks"], serde_json::json!(["aé"]));
+        assert!(v["turns"][0].get("token_ids").is_none());
+    }
+
+    #[test]
+    fn token_ids_go_with_their_turn_one_list_per_chunk() {
+        let turns = [b"ab<|x|>".to_vec(), b"cd".to_vec(), b"e".to_vec()];
+        let cuts = [Cuts::At(vec![2]), Cuts::At(vec![1])];
+        let ids = [vec![vec![1, 2], vec![163_586]], vec![], vec![vec![7]]];
+        let req = parse_request(3, "kimi_k2", &Tools::default(), &turns, &cuts, &ids);
+        let v: Value = serde_json::from_slice(&req).unwrap();
+        assert_eq!(
+            v["turns"],
+            serde_json::json!([
+                {"chunks": ["ab", "<|x|>"], "token_ids": [[1, 2], [163_586]]},
+                {"chunks": ["c", "d"]},
+                {"chunks": ["e"], "token_ids": [[7]]},
+            ])
+        );
+    }
+
+    /// `{"a":{"a":…{}…}}`, `depth` objects deep.
+    fn nested(depth: usize) -> String {
+        let mut s = "{\"a\":".repeat(depth - 1);
+        s.push_str("{}");
+        s.push_str(&"}".repeat(depth - 1));
+        s
+    }
+
+    #[test]
+    fn arguments_deeper_than_serde_json_reads_are_judged() {
+        let args = nested(300);
+        let events = serde_json::json!({"type": "events", "id": 1, "turns": [[
+            {"type": "call_start", "index": 0, "name": "f"},
+            {"type": "args_delta", "index": 0, "json": args},
+            {"type": "call_end", "index": 0},
+        ]]});
+        let t = read_response(events.to_string().as_bytes(), 1, 1)
+            .unwrap()
+            .unwrap();
+        assert_eq!(t[0].anomalies, Vec::<String>::new());
+        assert_eq!(
+            t[0].result.calls[0].arguments,
+            read_json(&args, 400).unwrap()
+        );
+        // The same arguments as an object inside a result line, and as a string.
+        for call in [
+            format!("{{\"name\":\"f\",\"arguments\":{args}}}"),
+            serde_json::json!({"name": "f", "arguments": args}).to_string(),
+        ] {
+            let line = format!(
+                "{{\"type\":\"result\",\"id\":1,\"turns\":[{{\"text\":\"\",\"calls\":[{call}],\"errors\":[]}}]}}"
+            );
+            let t = read_response(line.as_bytes(), 1, 1).unwrap().unwrap();
+            assert!(t[0].result.calls[0].arguments.is_object());
+        }
+        // As deep as conform reads, as an object in a result line, on a thread of rayon's
+        // default stack (2 MiB), unoptimized: reading, converting and dropping fit.
+        let deepest = nested(FOLD_MAX_DEPTH);
+        let line = format!(
+            "{{\"type\":\"result\",\"id\":1,\"turns\":[{{\"text\":\"\",\"calls\":[{{\"name\":\"f\",\"arguments\":{deepest}}}],\"errors\":[]}}]}}"
+        );
+        std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                let t = read_response(line.as_bytes(), 1, 1).unwrap().unwrap();
+                assert!(t[0].result.calls[0].arguments.is_object());
+                let copy = t.clone();
+                drop(copy);
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        // Beyond conform's own limit: a result line is refused, saying why; event fragments
+        // stay text, without blaming the parser's delta contract.
+        let too_deep = nested(FOLD_MAX_DEPTH + 10);
+        let line = format!(
+            "{{\"type\":\"result\",\"id\":1,\"turns\":[{{\"text\":\"\",\"calls\":[{{\"name\":\"f\",\"arguments\":{too_deep}}}],\"errors\":[]}}]}}"
+        );
+        let e = read_response(line.as_bytes(), 1, 1).unwrap_err();
+        assert_eq!(e.0, Breakdown::ProtocolError);
+        assert!(e.1.contains("as a JSON string"), "{}", e.1);
+        let events = serde_json::json!({"type": "events", "id": 1, "turns": [[
+            {"type": "call_start", "index": 0, "name": "f"},
+            {"type": "args_delta", "index": 0, "json": too_deep},
+            {"type": "call_end", "index": 0},
+        ]]});
+        let t = read_response(events.to_string().as_bytes(), 1, 1)
+            .unwrap()
+            .unwrap();
+        assert_eq!(t[0].anomalies, Vec::<String>::new());
+        assert_eq!(t[0].result.calls[0].arguments, Value::String(too_deep));
     }
 
     #[test]
