@@ -1,9 +1,9 @@
 //! conform's own parsers, run in-process: feed, fold, and catch panics.
 
 use super::{Backend, Outcome, TurnOutcome};
+use crate::backends::cuts::Cuts;
 use crate::event::{Event, Folder};
 use crate::formats::{Format, StreamParser};
-use crate::harness::chunking::Cuts;
 use crate::tools::Tools;
 use std::cell::RefCell;
 use std::hash::{DefaultHasher, Hash, Hasher};

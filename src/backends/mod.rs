@@ -5,14 +5,15 @@
 
 pub mod adapter;
 pub mod builtin;
+pub mod cuts;
 
 pub use adapter::{Adapter, AdapterOptions};
 pub use builtin::Builtin;
 
 use crate::event::ParseResult;
 use crate::formats::Format;
-use crate::harness::chunking::Cuts;
 use crate::tools::Tools;
+use cuts::Cuts;
 
 /// What one turn of a replay produced.
 #[derive(Debug, Clone)]

@@ -14,14 +14,11 @@
 //! `tiktoken-rs` crate (no file, no network). `--tokenizer FILE` loads a tiktoken ranks file or,
 //! with the `hf-tokenizers` cargo feature, a Hugging Face `tokenizer.json`.
 
+pub use crate::backends::cuts::{TokenId, Tokenized};
 use crate::formats::SpecialToken;
 use std::fmt;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
-
-/// A token id as a chunk carries it: `None` for a special token whose id the format does not
-/// declare (and the tokenizer does not know), or for a byte the tokenizer cannot name.
-pub type TokenId = Option<u32>;
 
 /// The name of the default tokenizer.
 pub const DEFAULT_TOKENIZER: &str = "o200k_base";
@@ -142,7 +139,7 @@ impl Tokenizer {
         for (start, token) in special_spans(data, special) {
             self.encode_text(&data[pos..start], pos, &mut out);
             let id = token.id.or_else(|| self.special_id(token.text));
-            out.ids.push(id);
+            out.push_id(id);
             pos = start + token.text.len();
             out.close(pos);
         }
@@ -169,7 +166,7 @@ impl Tokenizer {
             }
             for &b in chunk.invalid() {
                 at += 1;
-                out.ids.push(self.byte_id(b));
+                out.push_id(self.byte_id(b));
                 out.close(at);
             }
         }
@@ -197,7 +194,7 @@ impl Tokenizer {
                         let mut end = 0;
                         for r in ranks {
                             end += bpe.decode_bytes(&[r]).map_or(0, |b| b.len());
-                            out.ids.push(Some(r));
+                            out.push_id(Some(r));
                             if end < s.len() && s.is_char_boundary(end) {
                                 out.close(base + end);
                             }
@@ -216,7 +213,7 @@ impl Tokenizer {
                         }
                     }
                     Err(_) => {
-                        out.ids.push(None);
+                        out.push_id(None);
                         out.close(base + s.len());
                     }
                 }
@@ -226,14 +223,14 @@ impl Tokenizer {
                 match t.encode(s, false) {
                     Ok(enc) => {
                         for (&id, &(_, end)) in enc.get_ids().iter().zip(enc.get_offsets()) {
-                            out.ids.push(Some(id));
+                            out.push_id(Some(id));
                             if end < s.len() && s.is_char_boundary(end) {
                                 out.close(base + end);
                             }
                         }
                     }
                     // A tokenizer.json that cannot encode this text: one anonymous unit.
-                    Err(_) => out.ids.push(None),
+                    Err(_) => out.push_id(None),
                 }
                 out.close(base + s.len());
             }
@@ -298,74 +295,6 @@ fn parse_ranks(text: &str) -> Result<rustc_hash::FxHashMap<Vec<u8>, u32>, String
         ));
     }
     Ok(ranks)
-}
-
-/// A transcript cut into tokens, grouped into units (the smallest pieces a delta can hold).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Tokenized {
-    /// The offset where each unit ends, ascending; the last is the transcript's length.
-    ends: Vec<usize>,
-    /// For each unit, the index in `ids` just past its last token.
-    id_ends: Vec<usize>,
-    /// Every token's id, in order.
-    ids: Vec<TokenId>,
-}
-
-impl Tokenized {
-    /// Ends the current unit at `end` if anything is pending and `end` moves forward; tokens
-    /// without text of their own join the next unit.
-    fn close(&mut self, end: usize) {
-        let pending = self.ids.len() > self.id_ends.last().copied().unwrap_or(0);
-        if pending && self.ends.last().is_none_or(|&e| e < end) {
-            self.ends.push(end);
-            self.id_ends.push(self.ids.len());
-        }
-    }
-
-    /// How many units (token groups that end on a character boundary).
-    pub fn units(&self) -> usize {
-        self.ends.len()
-    }
-
-    /// How many tokens.
-    pub fn tokens(&self) -> usize {
-        self.ids.len()
-    }
-
-    /// Every token's id, in order.
-    pub fn ids(&self) -> &[TokenId] {
-        &self.ids
-    }
-
-    /// The offsets where a delta can end, strictly inside the transcript, ascending.
-    pub fn boundaries(&self) -> &[usize] {
-        &self.ends[..self.ends.len().saturating_sub(1)]
-    }
-
-    /// The offset where unit `i` ends.
-    pub fn unit_end(&self, i: usize) -> usize {
-        self.ends[i]
-    }
-
-    /// True when a delta can end at `offset`.
-    pub fn is_boundary(&self, offset: usize) -> bool {
-        self.boundaries().binary_search(&offset).is_ok()
-    }
-
-    /// The token ids of each chunk that `cuts` (ascending offsets) make, or `None` when a cut is
-    /// not a token boundary.
-    pub fn chunk_ids(&self, cuts: &[usize]) -> Option<Vec<&[TokenId]>> {
-        let mut out = Vec::with_capacity(cuts.len() + 1);
-        let mut from = 0;
-        for &c in cuts {
-            let u = self.boundaries().binary_search(&c).ok()?;
-            let to = self.id_ends[u];
-            out.push(&self.ids[from..to]);
-            from = to;
-        }
-        out.push(&self.ids[from..]);
-        Some(out)
-    }
 }
 
 #[cfg(test)]

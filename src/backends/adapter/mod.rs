@@ -11,9 +11,9 @@ pub mod spec;
 pub use protocol::PROTOCOL;
 pub use spec::{ParserSpec, parse_parser_spec};
 
+use crate::backends::cuts::Cuts;
 use crate::backends::{Backend, Breakdown, Outcome};
 use crate::formats::Format;
-use crate::harness::chunking::Cuts;
 use crate::tools::Tools;
 use process::{Tail, Worker, lock};
 use protocol::{parse_request, read_response, say_hello};

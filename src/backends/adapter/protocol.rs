@@ -3,12 +3,12 @@
 
 use super::Hello;
 use super::process::Worker;
+use crate::backends::cuts::Cuts;
 use crate::backends::{Breakdown, TurnOutcome};
 use crate::event::{
     ErrorInfo, ErrorKind, Event, FOLD_MAX_DEPTH, Folder, ParseResult, ToolCall, WarningInfo,
     read_json,
 };
-use crate::harness::chunking::Cuts;
 use crate::tools::Tools;
 use base64::prelude::{BASE64_STANDARD, Engine as _};
 use serde::Deserialize;

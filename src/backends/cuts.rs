@@ -1,0 +1,359 @@
+//! How a replay cuts each turn into the pieces a parser is fed: the cut lists every backend
+//! receives (implicit for the cut-everywhere forms, token-aligned ones with each chunk's ids),
+//! and the class of a set of cuts. The harness decides which chunkings to replay.
+
+use std::sync::Arc;
+
+/// A token id as a chunk carries it: `None` for a special token whose id the format does not
+/// declare (and the tokenizer does not know), or for a byte the tokenizer cannot name.
+pub type TokenId = Option<u32>;
+
+/// A transcript cut into tokens, grouped into units (the smallest pieces a delta can hold).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tokenized {
+    /// The offset where each unit ends, ascending; the last is the transcript's length.
+    ends: Vec<usize>,
+    /// For each unit, the index in `ids` just past its last token.
+    id_ends: Vec<usize>,
+    /// Every token's id, in order.
+    ids: Vec<TokenId>,
+}
+
+impl Tokenized {
+    /// Ends the current unit at `end` if anything is pending and `end` moves forward; tokens
+    /// without text of their own join the next unit.
+    pub(crate) fn close(&mut self, end: usize) {
+        let pending = self.ids.len() > self.id_ends.last().copied().unwrap_or(0);
+        if pending && self.ends.last().is_none_or(|&e| e < end) {
+            self.ends.push(end);
+            self.id_ends.push(self.ids.len());
+        }
+    }
+
+    /// Appends the next token's id (it joins the unit the next [`Tokenized::close`] ends).
+    pub(crate) fn push_id(&mut self, id: TokenId) {
+        self.ids.push(id);
+    }
+
+    /// How many units (token groups that end on a character boundary).
+    pub fn units(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// How many tokens.
+    pub fn tokens(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Every token's id, in order.
+    pub fn ids(&self) -> &[TokenId] {
+        &self.ids
+    }
+
+    /// The offsets where a delta can end, strictly inside the transcript, ascending.
+    pub fn boundaries(&self) -> &[usize] {
+        &self.ends[..self.ends.len().saturating_sub(1)]
+    }
+
+    /// The offset where unit `i` ends.
+    pub fn unit_end(&self, i: usize) -> usize {
+        self.ends[i]
+    }
+
+    /// True when a delta can end at `offset`.
+    pub fn is_boundary(&self, offset: usize) -> bool {
+        self.boundaries().binary_search(&offset).is_ok()
+    }
+
+    /// The token ids of each chunk that `cuts` (ascending offsets) make, or `None` when a cut is
+    /// not a token boundary.
+    pub fn chunk_ids(&self, cuts: &[usize]) -> Option<Vec<&[TokenId]>> {
+        let mut out = Vec::with_capacity(cuts.len() + 1);
+        let mut from = 0;
+        for &c in cuts {
+            let u = self.boundaries().binary_search(&c).ok()?;
+            let to = self.id_ends[u];
+            out.push(&self.ids[from..to]);
+            from = to;
+        }
+        out.push(&self.ids[from..]);
+        Some(out)
+    }
+}
+
+/// One chunking of one transcript.
+///
+/// The chunkings that cut everywhere are kept implicit and computed while the data is cut, so a
+/// 10 MB transcript needs no list of millions of offsets per replay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cuts {
+    /// A cut after every byte.
+    EveryByte,
+    /// A cut at every character boundary (an invalid byte counts as one character).
+    EveryChar,
+    /// Chunks of seeded random sizes in `1..=max_chunk` bytes.
+    Random {
+        /// Seed of the size sequence.
+        seed: u64,
+        /// Largest chunk.
+        max_chunk: usize,
+    },
+    /// Cuts at these sorted offsets.
+    At(Vec<usize>),
+    /// Cuts at token boundaries; each chunk knows the token ids it consists of
+    /// ([`Cuts::chunk_token_ids`]).
+    Tokens(TokenCuts),
+}
+
+/// A token-aligned chunking: the transcript's tokens and how they are grouped into deltas.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenCuts {
+    /// The transcript's tokens, shared by every chunking of the turn.
+    pub tokens: Arc<Tokenized>,
+    /// How the tokens are grouped.
+    pub grouping: Grouping,
+}
+
+/// How a token-aligned chunking groups tokens into deltas.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Grouping {
+    /// One delta per token unit (a token, or the few that complete one character).
+    EveryToken,
+    /// Seeded deltas of `1..=max_tokens` token units each.
+    Bursts {
+        /// Seed of the size sequence.
+        seed: u64,
+        /// Most units in one delta.
+        max_tokens: usize,
+    },
+    /// Cuts at these sorted offsets, every one a token boundary.
+    At(Vec<usize>),
+}
+
+impl TokenCuts {
+    /// A token-aligned chunking cutting at `cuts` (sorted offsets), or `None` when one of them
+    /// is not a token boundary: how a minimized cut list keeps its token ids.
+    pub fn aligned(tokens: &Arc<Tokenized>, cuts: Vec<usize>) -> Option<Cuts> {
+        cuts.iter().all(|&c| tokens.is_boundary(c)).then(|| {
+            Cuts::Tokens(TokenCuts {
+                tokens: tokens.clone(),
+                grouping: Grouping::At(cuts),
+            })
+        })
+    }
+}
+
+impl Cuts {
+    /// The cut offsets, in order, strictly between 0 and `data.len()` for the implicit forms.
+    pub fn positions<'a>(&'a self, data: &'a [u8]) -> Box<dyn Iterator<Item = usize> + 'a> {
+        let n = data.len();
+        match self {
+            Cuts::EveryByte => Box::new(1..n.max(1)),
+            Cuts::EveryChar => {
+                let mut i = 0;
+                Box::new(std::iter::from_fn(move || {
+                    i += char_len_at(data, i);
+                    (i < n).then_some(i)
+                }))
+            }
+            &Cuts::Random { seed, max_chunk } => {
+                let mut rng = SplitMix64::new(seed);
+                let k = max_chunk.max(1) as u64;
+                let mut pos = 0usize;
+                Box::new(std::iter::from_fn(move || {
+                    pos += 1 + (rng.next_u64() % k) as usize;
+                    (pos < n).then_some(pos)
+                }))
+            }
+            Cuts::At(v) => Box::new(v.iter().copied()),
+            Cuts::Tokens(t) => match &t.grouping {
+                Grouping::EveryToken => Box::new(t.tokens.boundaries().iter().copied()),
+                &Grouping::Bursts { seed, max_tokens } => {
+                    let mut rng = SplitMix64::new(seed);
+                    let k = max_tokens.max(1) as u64;
+                    let inner = t.tokens.boundaries();
+                    let mut unit = 0usize;
+                    Box::new(std::iter::from_fn(move || {
+                        unit += 1 + (rng.next_u64() % k) as usize;
+                        inner.get(unit - 1).copied()
+                    }))
+                }
+                Grouping::At(v) => Box::new(v.iter().copied()),
+            },
+        }
+    }
+
+    /// For a token-aligned chunking, the token ids of each chunk in order (one entry per piece
+    /// [`Cuts::pieces`] yields); `None` for chunkings that are not token-aligned. This is what
+    /// an external parser receives as each delta's `token_ids`.
+    pub fn chunk_token_ids(&self) -> Option<Vec<&[TokenId]>> {
+        match self {
+            Cuts::Tokens(t) => {
+                let cuts: Vec<usize> = self.positions(&[]).collect();
+                t.tokens.chunk_ids(&cuts)
+            }
+            _ => None,
+        }
+    }
+
+    /// The class of this chunking's cuts of `data` (see [`CutClass`]); `tokens` is the data's
+    /// tokenization by the run's tokenizer and `special` the occurrences of the format's special
+    /// tokens ([`marker_occurrences`]).
+    pub fn class(&self, data: &[u8], tokens: &Tokenized, special: &[(usize, usize)]) -> CutClass {
+        if self.splits_any(data, special) {
+            return CutClass::SplitsSpecialToken;
+        }
+        let mut aligned = true;
+        for c in self.positions(data) {
+            if !is_char_boundary(data, c) {
+                return CutClass::SplitsChar;
+            }
+            aligned = aligned && tokens.is_boundary(c);
+        }
+        if aligned {
+            CutClass::TokenAligned
+        } else {
+            CutClass::CharAligned
+        }
+    }
+
+    /// The cut offsets as a list.
+    pub fn to_vec(&self, data: &[u8]) -> Vec<usize> {
+        self.positions(data).collect()
+    }
+
+    /// Whether a cut falls strictly inside one of `occurrences` of delimiters in `data`
+    /// ((start, length) pairs, as [`marker_occurrences`] gives them): a delimiter split across
+    /// two chunks.
+    pub fn splits_any(&self, data: &[u8], occurrences: &[(usize, usize)]) -> bool {
+        match self {
+            Cuts::EveryByte => occurrences.iter().any(|&(_, len)| len > 1),
+            Cuts::At(v) => occurrences.iter().any(|&(start, len)| {
+                let first_after = v.partition_point(|&c| c <= start);
+                v.get(first_after).is_some_and(|&c| c < start + len)
+            }),
+            _ => {
+                // One walk over the cuts and the sorted occurrences together.
+                let mut occ = occurrences.iter().peekable();
+                self.positions(data).any(|c| {
+                    while occ.next_if(|&&(start, len)| start + len <= c).is_some() {}
+                    occ.peek().is_some_and(|&&(start, _)| start < c)
+                })
+            }
+        }
+    }
+
+    /// The pieces of `data` this chunking produces.
+    pub fn pieces<'a>(&'a self, data: &'a [u8]) -> Box<dyn Iterator<Item = &'a [u8]> + 'a> {
+        if let Cuts::EveryByte = self {
+            return Box::new(data.chunks(1));
+        }
+        let mut cuts = self.positions(data);
+        let mut prev = 0;
+        let mut done = false;
+        Box::new(std::iter::from_fn(move || {
+            if done {
+                return None;
+            }
+            for c in cuts.by_ref() {
+                let c = c.min(data.len());
+                if c > prev {
+                    let piece = &data[prev..c];
+                    prev = c;
+                    return Some(piece);
+                }
+            }
+            done = true;
+            Some(&data[prev..])
+        }))
+    }
+}
+
+/// What a chunking's cuts are, from what a server sends to what none does: the class of a
+/// failure is the least class among the chunkings that show it.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum CutClass {
+    /// Every cut is a token boundary of the tokenizer: a server can send exactly these deltas.
+    TokenAligned,
+    /// Every cut is between characters, some not at this tokenizer's token boundaries (another
+    /// tokenizer's may be there).
+    CharAligned,
+    /// A cut falls inside a UTF-8 character (and none inside a special token): servers that
+    /// detokenize incrementally never do this.
+    SplitsChar,
+    /// A cut falls inside a special token, which a server always delivers whole.
+    SplitsSpecialToken,
+}
+
+impl CutClass {
+    /// How reports say it of a failure that shows under such cuts at best.
+    pub fn describe(self) -> &'static str {
+        match self {
+            CutClass::TokenAligned => "token-aligned",
+            CutClass::CharAligned => "only off token boundaries",
+            CutClass::SplitsChar => "only inside a UTF-8 character",
+            CutClass::SplitsSpecialToken => "only inside a special token",
+        }
+    }
+
+    /// The snake_case name used in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CutClass::TokenAligned => "token_aligned",
+            CutClass::CharAligned => "char_aligned",
+            CutClass::SplitsChar => "splits_char",
+            CutClass::SplitsSpecialToken => "splits_special_token",
+        }
+    }
+}
+
+/// True when `offset` is not inside a UTF-8 character of `data` (an invalid byte counts as one
+/// character, as in [`Cuts::EveryChar`]).
+pub fn is_char_boundary(data: &[u8], offset: usize) -> bool {
+    let continuation = |b: u8| (0x80..0xC0).contains(&b);
+    if offset == 0 || offset >= data.len() || !continuation(data[offset]) {
+        return true;
+    }
+    // The character holding `offset` starts at most 3 bytes before it, at a byte that is not a
+    // continuation byte (which no earlier character can contain).
+    match (1..=3.min(offset)).find(|&k| !continuation(data[offset - k])) {
+        Some(k) => char_len_at(data, offset - k) <= k,
+        None => true,
+    }
+}
+
+/// Length of the character at `data[i]` (an invalid byte counts as one character).
+fn char_len_at(data: &[u8], i: usize) -> usize {
+    match std::str::from_utf8(&data[i..(i + 4).min(data.len())]) {
+        Ok(s) => s.chars().next().map_or(1, char::len_utf8),
+        Err(e) if e.valid_up_to() > 0 => std::str::from_utf8(&data[i..i + e.valid_up_to()])
+            .ok()
+            .and_then(|s| s.chars().next())
+            .map_or(1, char::len_utf8),
+        Err(_) => 1,
+    }
+}
+
+/// SplitMix64: a tiny, well-known, stable generator; stability across versions matters more
+/// here than quality, because cut lists must reproduce from a seed forever.
+#[derive(Debug, Clone)]
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    /// A generator from a seed.
+    pub fn new(seed: u64) -> Self {
+        SplitMix64(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
