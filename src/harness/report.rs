@@ -85,14 +85,27 @@ pub struct Chunking {
     pub random_max_chunk: usize,
     /// Most single-cut replays per transcript.
     pub two_cut_cap: usize,
+    /// Seeded `bursts` groupings per case.
+    #[serde(default)]
+    pub bursts: usize,
+    /// Most tokens per delta in `bursts`.
+    #[serde(default)]
+    pub burst_max_tokens: usize,
+    /// The tokenizer of the token-aligned strategies: `o200k_base` or the file given.
+    #[serde(default)]
+    pub tokenizer: String,
 }
 
-impl From<&ChunkingParams> for Chunking {
-    fn from(p: &ChunkingParams) -> Chunking {
+impl Chunking {
+    /// The chunking section of a run with these parameters and tokenizer.
+    pub fn new(p: &ChunkingParams, tokenizer: &str) -> Chunking {
         Chunking {
             random_groupings: p.random_groupings,
             random_max_chunk: p.random_max_chunk,
             two_cut_cap: p.two_cut_cap,
+            bursts: p.bursts,
+            burst_max_tokens: p.burst_max_tokens,
+            tokenizer: tokenizer.to_string(),
         }
     }
 }
@@ -840,6 +853,9 @@ mod tests {
                 random_groupings: 1,
                 random_max_chunk: 1,
                 two_cut_cap: 1,
+                bursts: 4,
+                burst_max_tokens: 8,
+                tokenizer: "o200k_base".into(),
             },
             shard: None,
             corpus: CorpusInfo {

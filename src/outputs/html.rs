@@ -1123,6 +1123,9 @@ mod tests {
                 random_groupings: 8,
                 random_max_chunk: 16,
                 two_cut_cap: 512,
+                bursts: 4,
+                burst_max_tokens: 8,
+                tokenizer: "o200k_base".into(),
             },
             shard: None,
             corpus: CorpusInfo {
