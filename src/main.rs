@@ -8,15 +8,15 @@ use conform::event::ParseResult;
 use conform::formats;
 use conform::harness::chunking::{ChunkingParams, Cuts, Strategy};
 use conform::harness::corpus::{self, LoadOptions};
-use conform::harness::format_checks;
 use conform::harness::replay::{Builtin, capture_panics, events_of};
 use conform::harness::run::{CaseReport, RunConfig, run_cases_on};
+use conform::harness::{format_checks, judged};
 use conform::outputs::adapter::{self, AnyBackend, ParserRun};
 use conform::outputs::known::KnownFailures;
 use conform::outputs::matrix;
 use conform::outputs::report::{self, Report, Shard};
 use conform::outputs::table::{self, Colour};
-use conform::outputs::{html, junit, markdown};
+use conform::outputs::{html, report_dir};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -115,13 +115,13 @@ struct RunArgs {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Number of random groupings per case.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1 << 20))]
     seeds: usize,
     /// Largest chunk size of random groupings, in bytes.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 30))]
     max_chunk: usize,
     /// Most single-cut replays per transcript (sampled evenly beyond it).
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = 512, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1 << 24))]
     two_cut_cap: usize,
     /// Comma-separated strategies [default: all]: whole, bytes, chars, two_cut, markers, random.
     #[arg(long, value_delimiter = ',')]
@@ -149,10 +149,10 @@ struct RunArgs {
     #[arg(long, short)]
     quiet: bool,
     /// Child processes per adapter [default: number of cores].
-    #[arg(long)]
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     jobs: Option<usize>,
-    /// Seconds an adapter may take to answer one replay.
-    #[arg(long, default_value_t = 10.0)]
+    /// Seconds an adapter may take to answer one replay (up to a day).
+    #[arg(long, default_value_t = 10.0, value_parser = seconds)]
     timeout: f64,
 }
 
@@ -174,9 +174,21 @@ struct ParseArgs {
     result_only: bool,
 }
 
+/// A number of seconds for `--timeout`: positive, finite and at most a day (a `Duration`
+/// deadline must not overflow).
+fn seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(t) if t > 0.0 && t <= 86_400.0 => Ok(t),
+        Ok(_) => Err("must be a number of seconds above 0 and at most 86400 (a day)".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let code = match cli.command {
+    // A panic outside a replay is a bug: its message is printed even once the replay hook
+    // (which keeps messages for the replay's report) is installed.
+    let code = std::panic::catch_unwind(|| match cli.command {
         Command::Run(a) => cmd_run(a),
         Command::Parse(a) => cmd_parse(a),
         Command::Formats => cmd_formats(),
@@ -184,14 +196,58 @@ fn main() -> ExitCode {
         Command::Fuzzing(c) => fuzzing::run(c),
         Command::Report(c) => cmd_report(c),
         Command::SelfCheck { format } => cmd_self_check(format.as_deref()),
-    };
-    ExitCode::from(code)
+    })
+    .unwrap_or_else(|p| {
+        let msg = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(no message)".into());
+        eprintln!("error: conform panicked (a bug; please report it): {msg}");
+        101
+    });
+    // Output that did not reach stdout (a full disk, a closed pipe) fails the command.
+    let flushed = std::io::stdout().flush();
+    match STDOUT_ERROR
+        .get()
+        .map(|e| e.to_string())
+        .or(flushed.err().map(|e| e.to_string()))
+    {
+        Some(e) => {
+            eprintln!("error: cannot write to stdout: {e}");
+            ExitCode::from(EXIT_USAGE)
+        }
+        None => ExitCode::from(code),
+    }
 }
 
-/// Prints to stdout, ignoring a closed pipe (`conform parse … | head` must not panic).
+/// The first error writing to stdout.
+static STDOUT_ERROR: std::sync::OnceLock<std::io::Error> = std::sync::OnceLock::new();
+
+/// Stdout that remembers its first write error, so `main` can fail the command.
+struct Stdout;
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let r = std::io::stdout().lock().write(buf);
+        if let Err(e) = &r {
+            let _ = STDOUT_ERROR.set(std::io::Error::new(e.kind(), e.to_string()));
+        }
+        r
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        let r = std::io::stdout().lock().flush();
+        if let Err(e) = &r {
+            let _ = STDOUT_ERROR.set(std::io::Error::new(e.kind(), e.to_string()));
+        }
+        r
+    }
+}
+
+/// Prints to stdout; a failed write fails the command at exit instead of panicking.
 macro_rules! out {
     ($($arg:tt)*) => {{
-        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+        let _ = writeln!(Stdout, $($arg)*);
     }};
 }
 
@@ -250,13 +306,7 @@ fn cmd_run(a: RunArgs) -> u8 {
     }
     let mut adapter_opts = adapter::AdapterOptions::default();
     if let Some(j) = a.jobs {
-        adapter_opts.jobs = j.max(1);
-    }
-    if !(a.timeout.is_finite() && a.timeout > 0.0) {
-        return usage_error(format!(
-            "--timeout must be a positive number of seconds, not {}",
-            a.timeout
-        ));
+        adapter_opts.jobs = j;
     }
     adapter_opts.timeout = Duration::from_secs_f64(a.timeout);
     let paths = if a.paths.is_empty() {
@@ -294,6 +344,11 @@ fn cmd_run(a: RunArgs) -> u8 {
         _ => None,
     };
 
+    if let Some(dir) = &a.report_dir
+        && let Err(e) = report_dir::prepare(dir)
+    {
+        return usage_error(e);
+    }
     let started = Instant::now();
     let mut corpus = corpus::load(
         &paths,
@@ -304,6 +359,7 @@ fn cmd_run(a: RunArgs) -> u8 {
     // Format-level invariants (cdata_split, type_inference) of the formats in the corpus,
     // decided before sharding so that shards split them like cases.
     let formats_seen: BTreeSet<&str> = corpus.cases.iter().map(|c| c.format).collect();
+    let loaded = corpus.cases.len();
     if let Some(s) = shard {
         corpus.cases.retain(|c| s.contains(&c.id));
     }
@@ -396,7 +452,7 @@ fn cmd_run(a: RunArgs) -> u8 {
     });
 
     let colour = Colour::detect(std::io::stdout().is_terminal());
-    let mut out = std::io::stdout().lock();
+    let mut out = Stdout;
     let _ = write!(out, "{}", table::corpus_errors(&corpus.errors));
     if let Some(c) = &rep.comparison {
         let _ = write!(out, "{}", table::comparison(c, colour));
@@ -436,7 +492,6 @@ fn cmd_run(a: RunArgs) -> u8 {
     if let Some(m) = &matrix {
         let _ = write!(out, "{}", matrix::render(m, colour));
     }
-    drop(out);
     if let Some(dir) = &a.report_dir
         && let Err(e) = write_reports(dir, &rep, matrix.as_ref())
     {
@@ -459,7 +514,15 @@ fn cmd_run(a: RunArgs) -> u8 {
             started.elapsed()
         );
     }
-    if !corpus.errors.is_empty() {
+    let judged: Vec<(&str, usize)> = rep
+        .runs
+        .iter()
+        .map(|r| (r.parser.as_str(), r.cases.len()))
+        .collect();
+    if let Some(why) = judged::nothing_judged(&paths, loaded, a.shard.as_deref(), &judged) {
+        eprintln!("error: {why}");
+        EXIT_USAGE
+    } else if !corpus.errors.is_empty() {
         EXIT_USAGE
     } else if rep.has_failures() {
         EXIT_FAIL
@@ -505,16 +568,9 @@ fn last_lines(s: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-/// Writes report.json, report.md and junit.xml, each atomically.
+/// Writes report.json, report.md and junit.xml as one set.
 fn write_reports(dir: &Path, rep: &Report, matrix: Option<&matrix::Matrix>) -> Result<(), String> {
-    report::write_atomic(&dir.join("report.json"), rep.to_json().as_bytes())?;
-    let md_matrix = matrix.map(matrix::markdown);
-    report::write_atomic(
-        &dir.join("report.md"),
-        markdown::render(rep, md_matrix.as_deref()).as_bytes(),
-    )?;
-    report::write_atomic(&dir.join("junit.xml"), junit::render(rep)?.as_bytes())?;
-    Ok(())
+    report_dir::write_reports(dir, rep, matrix)
 }
 
 /// A progress bar on stderr that appears only once a run has taken more than a second.
@@ -575,7 +631,7 @@ fn cmd_report(c: ReportCommand) -> u8 {
             if text.is_empty() {
                 out!("no differences in case statuses or rates");
             } else {
-                let _ = write!(std::io::stdout().lock(), "{text}");
+                let _ = write!(Stdout, "{text}");
             }
             if c.regressions.is_empty() {
                 EXIT_OK

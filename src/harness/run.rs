@@ -2,9 +2,8 @@
 
 use super::chunking::{ChunkingParams, Cuts, Strategy, chunkings, marker_occurrences, stable_hash};
 use super::corpus::{Case, Label};
-use super::invariants::{
-    Invariant, expectation_mismatch, markup_leak, result_difference, roundtrip_difference,
-};
+use super::digest::{self, Baseline, Judged, LeanOutcome, LeanTurn};
+use super::invariants::{Invariant, expectation_mismatch, markup_leak, roundtrip_difference};
 use super::minimize::minimize;
 use super::replay::{Backend, Breakdown, Builtin, Outcome, TurnOutcome};
 use crate::formats::{self, Format};
@@ -240,7 +239,19 @@ pub fn run_case_with(
             .any(|((c, t), data)| c.splits_any(data, t))
     };
     let whole_cuts: Vec<Cuts> = case.turns.iter().map(|_| Cuts::At(Vec::new())).collect();
-    let whole = match backend.replay(format, &case.tools, &case.turns, &whole_cuts) {
+    // A large case is replayed lean by the built-in parsers (`digest.rs`): only the roundtrip
+    // needs the whole input's full result, so it goes first and the result is then kept as
+    // digests; no replay holds an event list.
+    let lean = backend.is_builtin()
+        && case.len() >= digest::LARGE_CASE_BYTES
+        && !case.expects.iter().flatten().any(|e| e.calls.is_some());
+    let whole = if lean {
+        digest::replay_full(format, &case.tools, &case.turns, &whole_cuts)
+            .map_or_else(Outcome::Panicked, Outcome::Done)
+    } else {
+        backend.replay(format, &case.tools, &case.turns, &whole_cuts)
+    };
+    let whole = match whole {
         Outcome::Done(t) => t,
         Outcome::Broke(why, msg) => {
             report.replays = 1;
@@ -275,10 +286,33 @@ pub fn run_case_with(
             .not_applicable
             .push("delta_contract: the parser reports only final results, not events".into());
     }
-    // The same input again, for the determinism check.
-    let again = backend.replay(format, &case.tools, &case.turns, &whole_cuts);
-    let whole_verdict = judge(case, &markers, &whole, &whole, Strategy::Whole, whole_cuts);
+    let whole_verdict = judge(
+        case,
+        &markers,
+        &Baseline::Full(Vec::new()),
+        &whole,
+        Strategy::Whole,
+        whole_cuts.clone(),
+    );
     tally(&mut report, &whole_verdict);
+    roundtrip(case, format, backend, &special, &whole, lean, &mut report);
+    let whole = if lean {
+        Baseline::Full(whole).into_lean()
+    } else {
+        Baseline::Full(whole)
+    };
+    // The same input again, for the determinism check.
+    let again: Option<Vec<u64>> = if lean {
+        match digest::replay(format, &case.tools, &case.turns, &whole_cuts) {
+            LeanOutcome::Done(t) => Some(t.iter().map(|x| x.outcome.events_hash).collect()),
+            LeanOutcome::Panicked(_) => None,
+        }
+    } else {
+        match backend.replay(format, &case.tools, &case.turns, &whole_cuts) {
+            Outcome::Done(t) => Some(t.iter().map(|x| x.events_hash).collect()),
+            _ => None,
+        }
+    };
     for (inv, msg) in &whole_verdict.broken {
         report.violations.push(Violation {
             invariant: *inv,
@@ -289,12 +323,12 @@ pub fn run_case_with(
             replay: replay_command(case, &[]),
         });
     }
-    if let Outcome::Done(again) = again {
+    if let Some(again) = again {
         let same = again.len() == whole.len()
             && again
                 .iter()
-                .zip(&whole)
-                .all(|(a, b)| a.events_hash == b.events_hash);
+                .enumerate()
+                .all(|(t, h)| whole.events_hash(t) == Some(*h));
         if !same {
             report.violations.push(Violation {
                 invariant: Invariant::Deterministic,
@@ -311,27 +345,11 @@ pub fn run_case_with(
     let plan = plan_replays(case, &markers, cfg);
     let verdicts: Vec<Verdict> = plan
         .into_par_iter()
-        .map(
-            |(strategy, cuts)| match backend.replay(format, &case.tools, &case.turns, &cuts) {
-                Outcome::Done(turns) => judge(case, &markers, &whole, &turns, strategy, cuts),
-                Outcome::Panicked(msg) => Verdict {
-                    strategy,
-                    cuts,
-                    error_free: false,
-                    matched: false,
-                    broken: vec![(Invariant::Bounded, format!("the parser panicked: {msg}"))],
-                    breakdown: None,
-                },
-                Outcome::Broke(why, msg) => Verdict {
-                    strategy,
-                    cuts,
-                    error_free: false,
-                    matched: false,
-                    broken: Vec::new(),
-                    breakdown: Some((why, msg)),
-                },
-            },
-        )
+        .map(|(strategy, cuts)| {
+            replay_judged(
+                case, format, backend, &markers, &whole, lean, strategy, cuts,
+            )
+        })
         .collect();
     // The first failing replay of each invariant is kept for minimizing; later ones are counted.
     let mut first_failures: Vec<FirstFailure> = Vec::new();
@@ -393,7 +411,7 @@ pub fn run_case_with(
                     format,
                     backend,
                     &markers,
-                    &whole,
+                    (&whole, lean),
                     f.invariant,
                     &f.cuts,
                     cfg,
@@ -414,7 +432,6 @@ pub fn run_case_with(
     token_failures.retain(|f| !report.violations.iter().any(|v| v.invariant == f.invariant));
     report.token_split_violations = minimized(token_failures);
 
-    roundtrip(case, format, backend, &special, &whole, &mut report);
     report.violations.sort_by_key(|v| v.invariant);
     report.token_split_violations.sort_by_key(|v| v.invariant);
     if !report.violations.is_empty() && report.status == Status::Pass {
@@ -461,12 +478,55 @@ fn plan_replays(case: &Case, markers: &[String], cfg: &RunConfig) -> Vec<(Strate
     plan
 }
 
+/// Replays one chunking (lean for a large case) and judges it against the whole input.
+#[allow(clippy::too_many_arguments)]
+fn replay_judged(
+    case: &Case,
+    format: &Format,
+    backend: &dyn Backend,
+    markers: &[String],
+    whole: &Baseline,
+    lean: bool,
+    strategy: Strategy,
+    cuts: Vec<Cuts>,
+) -> Verdict {
+    let outcome = if lean {
+        match digest::replay(format, &case.tools, &case.turns, &cuts) {
+            LeanOutcome::Done(turns) => {
+                return judge(case, markers, whole, &turns, strategy, cuts);
+            }
+            LeanOutcome::Panicked(msg) => Outcome::Panicked(msg),
+        }
+    } else {
+        backend.replay(format, &case.tools, &case.turns, &cuts)
+    };
+    match outcome {
+        Outcome::Done(turns) => judge(case, markers, whole, &turns, strategy, cuts),
+        Outcome::Panicked(msg) => Verdict {
+            strategy,
+            cuts,
+            error_free: false,
+            matched: false,
+            broken: vec![(Invariant::Bounded, format!("the parser panicked: {msg}"))],
+            breakdown: None,
+        },
+        Outcome::Broke(why, msg) => Verdict {
+            strategy,
+            cuts,
+            error_free: false,
+            matched: false,
+            broken: Vec::new(),
+            breakdown: Some((why, msg)),
+        },
+    }
+}
+
 /// Checks one replay's outcome against the whole-input baseline and the case's expectations.
-fn judge(
+fn judge<T: Judged>(
     case: &Case,
     markers: &[String],
-    whole: &[TurnOutcome],
-    turns: &[TurnOutcome],
+    whole: &Baseline,
+    turns: &[T],
     strategy: Strategy,
     cuts: Vec<Cuts>,
 ) -> Verdict {
@@ -487,7 +547,8 @@ fn judge(
     let mut error_free = true;
     let mut matched = case.label == Label::Accept;
     let mut any_error = false;
-    for (t, out) in turns.iter().enumerate() {
+    for (t, judged) in turns.iter().enumerate() {
+        let out = judged.outcome();
         let r = &out.result;
         if !r.errors.is_empty() {
             error_free = false;
@@ -499,7 +560,7 @@ fn judge(
             note(Invariant::DeltaContract, format!("{}{a}", at(t)));
         }
         if strategy != Strategy::Whole
-            && let Some(d) = result_difference(&whole[t].result, r)
+            && let Some(d) = judged.differs_from(whole, t)
         {
             note(Invariant::SplitInvariance, format!("{}{d}", at(t)));
         }
@@ -554,7 +615,7 @@ fn shrink(
     format: &Format,
     backend: &dyn Backend,
     markers: &[String],
-    whole: &[TurnOutcome],
+    (whole, lean): (&Baseline, bool),
     inv: Invariant,
     cuts: &[Cuts],
     cfg: &RunConfig,
@@ -574,15 +635,17 @@ fn shrink(
             .collect()
     };
     let min = minimize(flat, cfg.minimize_budget, |f| {
-        let cuts = to_cuts(f);
-        match backend.replay(format, &case.tools, &case.turns, &cuts) {
-            Outcome::Panicked(_) => inv == Invariant::Bounded,
-            Outcome::Broke(..) => false,
-            Outcome::Done(turns) => judge(case, markers, whole, &turns, Strategy::Random, cuts)
-                .broken
-                .iter()
-                .any(|(i, _)| *i == inv),
-        }
+        let v = replay_judged(
+            case,
+            format,
+            backend,
+            markers,
+            whole,
+            lean,
+            Strategy::Random,
+            to_cuts(f),
+        );
+        v.breakdown.is_none() && v.broken.iter().any(|(i, _)| *i == inv)
     });
     to_cuts(&min).into_iter().map(|c| c.to_vec(&[])).collect()
 }
@@ -594,6 +657,7 @@ fn roundtrip(
     backend: &dyn Backend,
     special: &[String],
     whole: &[TurnOutcome],
+    lean: bool,
     report: &mut CaseReport,
 ) {
     let Some(render) = format.render else {
@@ -614,20 +678,30 @@ fn roundtrip(
             }
         };
         for cuts in [Cuts::At(Vec::new()), Cuts::EveryByte] {
-            let outcome = backend.replay(
-                format,
-                &case.tools,
-                std::slice::from_ref(&rendered),
-                std::slice::from_ref(&cuts),
-            );
-            let problem = match outcome {
-                Outcome::Panicked(m) => Some(format!("the parser panicked on the rendering: {m}")),
-                Outcome::Broke(why, m) => {
-                    Some(format!("the parser broke ({why:?}) on the rendering: {m}"))
+            let (turns, cut) = (std::slice::from_ref(&rendered), std::slice::from_ref(&cuts));
+            let outcome = if lean {
+                match digest::replay(format, &case.tools, turns, cut) {
+                    LeanOutcome::Done(back) => {
+                        Err(LeanTurn::of(out).roundtrip_difference(&back[0]))
+                    }
+                    LeanOutcome::Panicked(m) => Ok(Outcome::Panicked(m)),
                 }
-                Outcome::Done(turns) => turns
-                    .first()
-                    .and_then(|back| roundtrip_difference(r, &back.result)),
+            } else {
+                Ok(backend.replay(format, &case.tools, turns, cut))
+            };
+            let problem = match outcome {
+                Err(lean_problem) => lean_problem,
+                Ok(outcome) => match outcome {
+                    Outcome::Panicked(m) => {
+                        Some(format!("the parser panicked on the rendering: {m}"))
+                    }
+                    Outcome::Broke(why, m) => {
+                        Some(format!("the parser broke ({why:?}) on the rendering: {m}"))
+                    }
+                    Outcome::Done(turns) => turns
+                        .first()
+                        .and_then(|back| roundtrip_difference(r, &back.result)),
+                },
             };
             if let Some(msg) = problem {
                 let how = if cuts == Cuts::EveryByte {

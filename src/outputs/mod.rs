@@ -8,4 +8,5 @@ pub mod known;
 pub mod markdown;
 pub mod matrix;
 pub mod report;
+pub mod report_dir;
 pub mod table;

@@ -498,6 +498,7 @@ impl Report {
     pub fn read(path: &Path) -> Result<Report, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        super::report_dir::check_set_member(path, text.as_bytes())?;
         let r: Report = serde_json::from_str(&text)
             .map_err(|e| format!("{}: not a conform report: {e}", path.display()))?;
         if r.schema_version != SCHEMA_VERSION {
@@ -658,28 +659,7 @@ pub fn merge(parts: &[Report]) -> Result<Report, String> {
 
 /// Writes `contents` to `path` atomically: a temporary file in the same directory, then rename.
 pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), String> {
-    use std::io::Write;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .map_err(|e| format!("{}: cannot write: {e}", dir.display()))?;
-    // Temporary files are private (0600); a report is meant to be read by others.
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = tmp
-            .as_file()
-            .set_permissions(std::fs::Permissions::from_mode(0o644));
-    }
-    tmp.write_all(contents)
-        .and_then(|_| tmp.as_file().sync_all())
-        .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
-    tmp.persist(path)
-        .map_err(|e| format!("{}: cannot write: {}", path.display(), e.error))?;
-    Ok(())
+    super::report_dir::write_atomic(path, contents)
 }
 
 /// Current UTC time as RFC 3339, without a date library.
