@@ -941,6 +941,31 @@ mod tests {
     }
 
     #[test]
+    fn a_large_case_is_replayed_lean_and_its_bugs_still_found() {
+        let big = "!".repeat(crate::harness::digest::LARGE_CASE_BYTES);
+        let cfg = RunConfig {
+            strategies: vec![Strategy::Whole, Strategy::TwoCut],
+            params: ChunkingParams {
+                two_cut_cap: 4,
+                ..ChunkingParams::default()
+            },
+            minimize_budget: 20,
+        };
+        let r = run_case_with(&case(&big, None), &FLAKY, &Builtin, &cfg);
+        assert_eq!(r.status, Status::Fail);
+        let v = &r.violations[0];
+        assert_eq!(v.invariant, Invariant::SplitInvariance);
+        assert_eq!(v.failing_replays, 4);
+        assert_eq!(v.cuts[0].len(), 1, "{:?}", v.cuts);
+        assert!(v.message.contains("text differs"), "{}", v.message);
+        // Clean input passes lean, roundtrip included (Flaky echoes text).
+        let clean = "a".repeat(crate::harness::digest::LARGE_CASE_BYTES);
+        let r = run_case_with(&case(&clean, None), &FLAKY, &Builtin, &cfg);
+        assert_eq!(r.status, Status::Pass, "{:?}", r.violations);
+        assert_eq!(r.replays, 5);
+    }
+
+    #[test]
     fn expectation_mismatch_is_reported_once_on_the_whole_input() {
         let e = Expectation {
             text: Some("bye".into()),
