@@ -240,8 +240,8 @@ pub fn run_case_with(
     };
     let whole_cuts: Vec<Cuts> = case.turns.iter().map(|_| Cuts::At(Vec::new())).collect();
     // A large case is replayed lean by the built-in parsers (`digest.rs`): only the roundtrip
-    // needs the whole input's full result, so it goes first and the result is then kept as
-    // digests; no replay holds an event list.
+    // needs the whole input's full result, so there it goes first and the result is then kept
+    // as digests; no replay holds an event list.
     let lean = backend.is_builtin()
         && case.len() >= digest::LARGE_CASE_BYTES
         && !case.expects.iter().flatten().any(|e| e.calls.is_some());
@@ -295,8 +295,9 @@ pub fn run_case_with(
         whole_cuts.clone(),
     );
     tally(&mut report, &whole_verdict);
-    roundtrip(case, format, backend, &special, &whole, lean, &mut report);
+    // Lean, the roundtrip goes first: the full result is dropped after it.
     let whole = if lean {
+        roundtrip(case, format, backend, &special, &whole, lean, &mut report);
         Baseline::Full(whole).into_lean()
     } else {
         Baseline::Full(whole)
@@ -432,6 +433,9 @@ pub fn run_case_with(
     token_failures.retain(|f| !report.violations.iter().any(|v| v.invariant == f.invariant));
     report.token_split_violations = minimized(token_failures);
 
+    if let Some(full) = whole.full() {
+        roundtrip(case, format, backend, &special, full, lean, &mut report);
+    }
     report.violations.sort_by_key(|v| v.invariant);
     report.token_split_violations.sort_by_key(|v| v.invariant);
     if !report.violations.is_empty() && report.status == Status::Pass {
