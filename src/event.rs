@@ -287,10 +287,14 @@ struct OpenCall {
 #[derive(Debug, Default)]
 pub struct Folder {
     result: ParseResult,
-    open: Vec<Option<OpenCall>>,
-    /// Ended calls by start index, so the result lists calls in start order even when a later
-    /// call ends first (interleaved native and in-content calls of openai_sse).
+    /// Open calls by index: few at a time, so a stream of a million calls keeps no slot per call.
+    open: std::collections::BTreeMap<usize, OpenCall>,
+    /// Ended calls by start index (`ended[i]` is call `taken + i`), so the result lists calls
+    /// in start order even when a later call ends first (interleaved native and in-content
+    /// calls of openai_sse).
     ended: Vec<Option<ToolCall>>,
+    /// Calls handed out by [`Folder::take_settled`]: `ended` starts at this index.
+    taken: usize,
     /// Number of `CallStart` events seen: the index the next one must carry.
     started: usize,
     /// Delta-contract breaches seen so far, in order, each a human-readable sentence.
@@ -315,22 +319,19 @@ impl Folder {
                     ));
                 }
                 self.started = self.started.max(index + 1);
-                if self.open.len() <= *index {
-                    self.open.resize_with(*index + 1, || None);
-                }
-                if self.open[*index].is_some() {
-                    self.anomalies
-                        .push(format!("second CallStart for open call {index}"));
-                }
-                self.open[*index] = Some(OpenCall {
+                let call = OpenCall {
                     id: id.clone(),
                     name: name.clone(),
                     server: server.clone(),
                     args: String::new(),
-                });
+                };
+                if self.open.insert(*index, call).is_some() {
+                    self.anomalies
+                        .push(format!("second CallStart for open call {index}"));
+                }
             }
-            Event::ArgsDelta { index, json } => match self.open.get_mut(*index) {
-                Some(Some(c)) => c.args.push_str(json),
+            Event::ArgsDelta { index, json } => match self.open.get_mut(index) {
+                Some(c) => c.args.push_str(json),
                 _ => self
                     .anomalies
                     .push(format!("ArgsDelta for call {index}, which is not open")),
@@ -341,14 +342,16 @@ impl Folder {
                     name,
                     server,
                     args,
-                }) = self.open.get_mut(*index).and_then(Option::take)
+                }) = self.open.remove(index)
                 else {
                     self.anomalies
                         .push(format!("CallEnd for call {index}, which is not open"));
                     return;
                 };
                 let arguments = match read_json(&args, FOLD_MAX_DEPTH) {
-                    Ok(v @ Value::Object(_)) => v,
+                    // Rebuilt at its exact size: a map grown by inserts keeps room for three
+                    // more entries, which a million folded calls pay in hundreds of megabytes.
+                    Ok(Value::Object(m)) => Value::Object(m.into_iter().collect()),
                     // Deeper than conform reads: not the parser's breach of the contract. The
                     // text stays, so results still compare.
                     Err(e) if e.kind == JsonErrorKind::DepthLimit => Value::String(args),
@@ -360,10 +363,15 @@ impl Folder {
                         Value::String(args)
                     }
                 };
-                if self.ended.len() <= *index {
-                    self.ended.resize_with(*index + 1, || None);
+                let Some(slot) = index.checked_sub(self.taken) else {
+                    // Before the calls already handed out: only a stream that broke the index
+                    // order (an anomaly noted at its CallStart) gets here.
+                    return;
+                };
+                if self.ended.len() <= slot {
+                    self.ended.resize_with(slot + 1, || None);
                 }
-                self.ended[*index] = Some(ToolCall {
+                self.ended[slot] = Some(ToolCall {
                     name,
                     id,
                     server,
@@ -379,6 +387,16 @@ impl Folder {
                 message: message.clone(),
             }),
         }
+    }
+
+    /// Hands out, in start order, the ended calls no open call precedes: their place in the
+    /// result is settled. A consumer that digests calls as they settle (a million-call stream)
+    /// keeps none of them; [`Folder::finish`] then lists only the calls not handed out.
+    pub fn take_settled(&mut self) -> Vec<ToolCall> {
+        let first_open = self.open.keys().next().copied().unwrap_or(usize::MAX);
+        let n = first_open.saturating_sub(self.taken).min(self.ended.len());
+        self.taken += n;
+        self.ended.drain(..n).flatten().collect()
     }
 
     /// Ends the fold; calls still open are dropped (they never reached `CallEnd`).

@@ -13,14 +13,14 @@ use conform::harness::corpus::{self, LoadOptions};
 use conform::harness::format_checks;
 use conform::harness::invariants::Compare;
 use conform::harness::known::KnownFailures;
-use conform::harness::report::{self, Report, Shard};
+use conform::harness::report::{self, Shard};
 use conform::harness::run::{CaseReport, RunConfig};
 use conform::harness::select::{Choice, Selection, select_cuts};
 use conform::harness::session::{self, RunPlan};
 use conform::harness::tokens::Tokenizer;
 use conform::outputs::matrix;
 use conform::outputs::table::{self, Colour};
-use conform::outputs::{html, write};
+use conform::outputs::{html, report_dir};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -68,8 +68,8 @@ enum Command {
         #[arg(long, default_value = "builtin")]
         parser: String,
         /// Seconds an adapter may take to answer one replay.
-        #[arg(long, default_value_t = 10.0)]
-        timeout: f64,
+        #[arg(long, default_value = "10", value_parser = seconds)]
+        timeout: Duration,
     },
     /// Compare, merge and render saved reports.
     #[command(subcommand)]
@@ -124,13 +124,13 @@ struct RunArgs {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Number of random groupings per case.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1 << 20))]
     seeds: usize,
     /// Largest chunk size of random groupings, in bytes.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 30))]
     max_chunk: usize,
     /// Most single-cut replays per transcript (sampled evenly beyond it).
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = 512, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1 << 24))]
     two_cut_cap: usize,
     /// Comma-separated strategies [default: all]: whole, bytes, chars, two_cut, markers, random,
     /// tokens, bursts, recorded.
@@ -161,11 +161,11 @@ struct RunArgs {
     #[arg(long, short)]
     quiet: bool,
     /// Child processes per adapter [default: number of cores].
-    #[arg(long)]
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     jobs: Option<usize>,
-    /// Seconds an adapter may take to answer one replay.
-    #[arg(long, default_value_t = 10.0)]
-    timeout: f64,
+    /// Seconds an adapter may take to answer one replay (up to a day).
+    #[arg(long, default_value = "10", value_parser = seconds)]
+    timeout: Duration,
     /// What is compared besides calls, text and error-versus-no-error: comma-separated
     /// `warnings`, `ids`, `error_kinds`, or `all` / `none` [default: all for builtin, none for
     /// an adapter] (specs/adapter.md §6).
@@ -240,13 +240,15 @@ struct ParseArgs {
     #[arg(long, default_value = "builtin")]
     parser: String,
     /// Seconds an adapter may take to answer.
-    #[arg(long, default_value_t = 10.0)]
-    timeout: f64,
+    #[arg(long, default_value = "10", value_parser = seconds)]
+    timeout: Duration,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let code = match cli.command {
+    // A panic outside a replay is a bug: its message is printed even once the replay hook
+    // (which keeps messages for the replay's report) is installed.
+    let code = std::panic::catch_unwind(|| match cli.command {
         Command::Run(a) => cmd_run(a),
         Command::Parse(a) => cmd_parse(a),
         Command::Formats => cmd_formats(),
@@ -258,14 +260,58 @@ fn main() -> ExitCode {
             parser,
             timeout,
         } => cmd_self_check(format.as_deref(), &parser, timeout),
-    };
-    ExitCode::from(code)
+    })
+    .unwrap_or_else(|p| {
+        let msg = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(no message)".into());
+        eprintln!("error: conform panicked (a bug; please report it): {msg}");
+        101
+    });
+    // Output that did not reach stdout (a full disk, a closed pipe) fails the command.
+    let flushed = std::io::stdout().flush();
+    match STDOUT_ERROR
+        .get()
+        .map(|e| e.to_string())
+        .or(flushed.err().map(|e| e.to_string()))
+    {
+        Some(e) => {
+            eprintln!("error: cannot write to stdout: {e}");
+            ExitCode::from(EXIT_USAGE)
+        }
+        None => ExitCode::from(code),
+    }
 }
 
-/// Prints to stdout, ignoring a closed pipe (`conform parse … | head` must not panic).
+/// The first error writing to stdout.
+static STDOUT_ERROR: std::sync::OnceLock<std::io::Error> = std::sync::OnceLock::new();
+
+/// Stdout that remembers its first write error, so `main` can fail the command.
+struct Stdout;
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let r = std::io::stdout().lock().write(buf);
+        if let Err(e) = &r {
+            let _ = STDOUT_ERROR.set(std::io::Error::new(e.kind(), e.to_string()));
+        }
+        r
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        let r = std::io::stdout().lock().flush();
+        if let Err(e) = &r {
+            let _ = STDOUT_ERROR.set(std::io::Error::new(e.kind(), e.to_string()));
+        }
+        r
+    }
+}
+
+/// Prints to stdout; a failed write fails the command at exit instead of panicking.
 macro_rules! out {
     ($($arg:tt)*) => {{
-        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+        let _ = writeln!(Stdout, $($arg)*);
     }};
 }
 
@@ -326,10 +372,7 @@ fn cmd_run(a: RunArgs) -> u8 {
             return usage_error(e);
         }
     }
-    let mut adapter_opts = match adapter_options(a.jobs, a.timeout) {
-        Ok(o) => o,
-        Err(e) => return usage_error(e),
-    };
+    let mut adapter_opts = adapter_options(a.jobs, a.timeout);
     adapter_opts.start_timeout = a.start_timeout;
     let paths = if a.paths.is_empty() {
         vec!["corpus/".to_string()]
@@ -353,7 +396,7 @@ fn cmd_run(a: RunArgs) -> u8 {
         }
     }
     let baseline = match &a.baseline {
-        Some(p) if p.exists() => match Report::read(p) {
+        Some(p) if p.exists() => match report_dir::read(p) {
             Ok(r) => Some(r),
             Err(e) => return usage_error(e),
         },
@@ -366,6 +409,11 @@ fn cmd_run(a: RunArgs) -> u8 {
         _ => None,
     };
 
+    if let Some(dir) = &a.report_dir
+        && let Err(e) = report_dir::prepare(dir)
+    {
+        return usage_error(e);
+    }
     let plan = RunPlan {
         paths,
         load: LoadOptions {
@@ -410,7 +458,7 @@ fn cmd_run(a: RunArgs) -> u8 {
         matrix::matrix(&pairs)
     });
     let colour = Colour::detect(std::io::stdout().is_terminal());
-    let mut out = std::io::stdout().lock();
+    let mut out = Stdout;
     let _ = write!(out, "{}", table::corpus_errors(&run.corpus_errors));
     if let Some(c) = &rep.comparison {
         let _ = write!(out, "{}", table::comparison(c, colour));
@@ -450,21 +498,20 @@ fn cmd_run(a: RunArgs) -> u8 {
     if let Some(m) = &matrix {
         let _ = write!(out, "{}", matrix::render(m, colour));
     }
-    drop(out);
     if let Some(dir) = &a.report_dir
-        && let Err(e) = write::write_reports(dir, rep, matrix.as_ref())
+        && let Err(e) = report_dir::write_reports(dir, rep, matrix.as_ref())
     {
         return usage_error(e);
     }
     if a.update_baseline
         && let Some(p) = &a.baseline
     {
-        if let Err(e) = write::write_atomic(p, rep.stable().to_json().as_bytes()) {
+        if let Err(e) = report_dir::write_atomic(p, rep.stable().to_json().as_bytes()) {
             return usage_error(e);
         }
         eprintln!("baseline {} updated", p.display());
     }
-    for why in &run.judged_nothing {
+    if let Some(why) = &run.judged_nothing {
         eprintln!("error: {why}");
     }
     if !a.quiet {
@@ -476,32 +523,35 @@ fn cmd_run(a: RunArgs) -> u8 {
             started.elapsed()
         );
     }
+    if let Some(why) = &run.judged_nothing {
+        eprintln!("error: {why}");
+    }
     run.exit_code()
 }
 
-/// A positive number of seconds, as clap's value parser.
+/// A number of seconds, as clap's value parser: positive, finite and at most a day (a deadline
+/// must not overflow).
 fn seconds(s: &str) -> Result<Duration, String> {
-    s.parse::<f64>()
-        .ok()
-        .and_then(|x| Duration::try_from_secs_f64(x).ok())
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| format!("{s:?} is not a positive number of seconds"))
+    match s.parse::<f64>() {
+        Ok(t) if t > 0.0 && t <= 86_400.0 => Ok(Duration::from_secs_f64(t)),
+        Ok(_) => Err("must be a number of seconds above 0 and at most 86400 (a day)".into()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// Adapter options from the command line's `--jobs` and `--timeout`.
-fn adapter_options(jobs: Option<usize>, timeout: f64) -> Result<adapter::AdapterOptions, String> {
-    let mut opts = adapter::AdapterOptions::default();
+fn adapter_options(jobs: Option<usize>, timeout: Duration) -> adapter::AdapterOptions {
+    let mut opts = adapter::AdapterOptions {
+        timeout,
+        ..adapter::AdapterOptions::default()
+    };
     if let Some(j) = jobs {
-        opts.jobs = j.max(1);
+        opts.jobs = j;
     }
-    opts.timeout = Duration::try_from_secs_f64(timeout)
-        .ok()
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| format!("--timeout must be a positive number of seconds, not {timeout}"))?;
-    Ok(opts)
+    opts
 }
 
-fn cmd_self_check(only: Option<&str>, parser: &str, timeout: f64) -> u8 {
+fn cmd_self_check(only: Option<&str>, parser: &str, timeout: Duration) -> u8 {
     if let Some(f) = only
         && formats::by_id(f).is_none()
     {
@@ -510,11 +560,10 @@ fn cmd_self_check(only: Option<&str>, parser: &str, timeout: f64) -> u8 {
             corpus::known_formats()
         ));
     }
-    let backend =
-        match adapter_options(None, timeout).and_then(|opts| AnyBackend::start(parser, &opts)) {
-            Ok(b) => b,
-            Err(e) => return usage_error(e),
-        };
+    let backend = match AnyBackend::start(parser, &adapter_options(None, timeout)) {
+        Ok(b) => b,
+        Err(e) => return usage_error(e),
+    };
     capture_panics();
     let mut failed = false;
     for f in formats::REGISTRY
@@ -603,7 +652,7 @@ impl session::Progress for Progress {
 fn cmd_report(c: ReportCommand) -> u8 {
     match c {
         ReportCommand::Diff { old, new } => {
-            let (old, new) = match (Report::read(&old), Report::read(&new)) {
+            let (old, new) = match (report_dir::read(&old), report_dir::read(&new)) {
                 (Ok(o), Ok(n)) => (o, n),
                 (Err(e), _) | (_, Err(e)) => return usage_error(e),
             };
@@ -613,7 +662,7 @@ fn cmd_report(c: ReportCommand) -> u8 {
             if text.is_empty() {
                 out!("no differences in case statuses or rates");
             } else {
-                let _ = write!(std::io::stdout().lock(), "{text}");
+                let _ = write!(Stdout, "{text}");
             }
             if c.regressions.is_empty() {
                 EXIT_OK
@@ -624,13 +673,13 @@ fn cmd_report(c: ReportCommand) -> u8 {
         ReportCommand::Merge { reports, output } => {
             let mut parts = Vec::new();
             for p in &reports {
-                match Report::read(p) {
+                match report_dir::read(p) {
                     Ok(r) => parts.push(r),
                     Err(e) => return usage_error(e),
                 }
             }
             match report::merge(&parts) {
-                Ok(m) => match write::write_atomic(&output, m.to_json().as_bytes()) {
+                Ok(m) => match report_dir::write_atomic(&output, m.to_json().as_bytes()) {
                     Ok(()) => {
                         eprintln!(
                             "merged {} report(s) into {} ({} case(s))",
@@ -648,8 +697,8 @@ fn cmd_report(c: ReportCommand) -> u8 {
         ReportCommand::Render {
             report: path,
             output,
-        } => match Report::read(&path) {
-            Ok(r) => match write::write_reports(&output, &r, None) {
+        } => match report_dir::read(&path) {
+            Ok(r) => match report_dir::write_reports(&output, &r, None) {
                 Ok(()) => EXIT_OK,
                 Err(e) => usage_error(e),
             },
@@ -657,7 +706,7 @@ fn cmd_report(c: ReportCommand) -> u8 {
         },
         ReportCommand::Html { reports, output } => {
             let written = html::collect(&reports).and_then(|history| {
-                write::write_atomic(
+                report_dir::write_atomic(
                     &output.join("index.html"),
                     html::render(&history).as_bytes(),
                 )
@@ -760,10 +809,7 @@ fn cmd_parse(a: ParseArgs) -> u8 {
     if let Err(e) = adapter::parse_parser_spec(&a.parser) {
         return usage_error(e);
     }
-    let opts = match adapter_options(None, a.timeout) {
-        Ok(o) => o,
-        Err(e) => return usage_error(e),
-    };
+    let opts = adapter_options(None, a.timeout);
     match session::parse_one(case, &a.parser, &opts, &cuts, !a.result_only) {
         Ok((doc, ok)) => {
             out!(

@@ -1,17 +1,58 @@
 //! Tool definitions (`tools.json`): the names, parameters and JSON Schemas formats may consult.
 
 use serde_json::Value;
+use std::fmt;
+use std::sync::Arc;
 
 /// One tool a model may call.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone)]
 pub struct ToolDef {
     /// The function name.
     pub name: String,
     /// The JSON Schema of the arguments (an empty object schema when absent).
     pub parameters: Value,
+    /// `parameters` compiled once, when the definition is made: a schema that does not compile
+    /// is the definition's fault, never the parser's, so no definition holds one.
+    validator: Arc<jsonschema::Validator>,
+}
+
+impl fmt::Debug for ToolDef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolDef")
+            .field("name", &self.name)
+            .field("parameters", &self.parameters)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for ToolDef {
+    /// Equal when name and schema are equal (the validator follows from the schema).
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && self.parameters == other.parameters
+    }
 }
 
 impl ToolDef {
+    /// A definition whose schema compiles; the error names the JSON pointer of the fault in
+    /// the schema and says what is wrong there.
+    pub fn new(name: impl Into<String>, parameters: Value) -> Result<ToolDef, String> {
+        let validator = jsonschema::validator_for(&parameters).map_err(|e| {
+            let at = e.instance_path().as_str();
+            let at = if at.is_empty() { "/" } else { at };
+            format!("invalid JSON Schema at {at}: {e}")
+        })?;
+        Ok(ToolDef {
+            name: name.into(),
+            parameters,
+            validator: Arc::new(validator),
+        })
+    }
+
+    /// The compiled schema of the arguments.
+    pub fn validator(&self) -> &Arc<jsonschema::Validator> {
+        &self.validator
+    }
+
     /// Names of the schema's top-level properties, in schema order.
     pub fn param_names(&self) -> impl Iterator<Item = &str> {
         self.parameters
@@ -54,10 +95,9 @@ impl Tools {
                 .or_else(|| f.get("input_schema"))
                 .cloned()
                 .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}}));
-            defs.push(ToolDef {
-                name: name.to_string(),
-                parameters,
-            });
+            defs.push(
+                ToolDef::new(name, parameters).map_err(|e| format!("tool {name:?} (#{i}): {e}"))?,
+            );
         }
         Ok(Tools { defs })
     }
@@ -93,5 +133,17 @@ mod tests {
         );
         assert!(t.get("ls").is_some());
         assert!(Tools::from_json("[{}]").is_err());
+    }
+
+    #[test]
+    fn a_schema_that_does_not_compile_is_named_with_its_tool_and_pointer() {
+        let e = Tools::from_json(
+            r#"[{"name":"ok"},{"name":"bad","parameters":{"type":"object","properties":{"p":{"type":"strng"}}}}]"#,
+        )
+        .unwrap_err();
+        assert!(e.contains("\"bad\" (#1)"), "{e}");
+        assert!(e.contains("/properties/p/type"), "{e}");
+        let e = Tools::from_json(r#"[{"name":"r","parameters":{"minLength":-1}}]"#).unwrap_err();
+        assert!(e.contains("/minLength"), "{e}");
     }
 }

@@ -100,6 +100,15 @@ pub enum Cuts {
     },
     /// Cuts at these sorted offsets.
     At(Vec<usize>),
+    /// Every delimiter occurrence (sorted, non-overlapping (start, length) pairs) cut `k` bytes
+    /// in, or at both edges when `k` is `None`: the `markers` chunkings of a transcript with
+    /// millions of delimiters, computed while cutting instead of kept as offset lists.
+    Markers {
+        /// The occurrences, shared by every chunking of the transcript.
+        occurrences: Arc<[(usize, usize)]>,
+        /// How far into each occurrence (long enough) to cut.
+        k: Option<usize>,
+    },
     /// Cuts at token boundaries; each chunk knows the token ids it consists of
     /// ([`Cuts::chunk_token_ids`]).
     Tokens(TokenCuts),
@@ -166,6 +175,26 @@ impl Cuts {
                 }))
             }
             Cuts::At(v) => Box::new(v.iter().copied()),
+            Cuts::Markers { occurrences, k } => {
+                let inside = move |c: &usize| *c > 0 && *c < n;
+                let raw: Box<dyn Iterator<Item = usize> + 'a> = match *k {
+                    Some(k) => Box::new(
+                        occurrences
+                            .iter()
+                            .filter(move |(_, len)| k <= *len)
+                            .map(move |(s, _)| s + k),
+                    ),
+                    None => Box::new(occurrences.iter().flat_map(|(s, l)| [*s, s + l])),
+                };
+                // Non-overlapping occurrences give non-decreasing offsets: dropping repeats
+                // sorts and dedups them as the list form would.
+                let mut last = None;
+                Box::new(raw.filter(inside).filter(move |&c| {
+                    let new = last != Some(c);
+                    last = Some(c);
+                    new
+                }))
+            }
             Cuts::Tokens(t) => match &t.grouping {
                 Grouping::EveryToken => Box::new(t.tokens.boundaries().iter().copied()),
                 &Grouping::Bursts { seed, max_tokens } => {

@@ -704,6 +704,17 @@ fn start_call(
 
 /// Character data inside a call: a name, an argument element, or (whitespace only) between.
 fn chars(call: &mut Call, s: &str, off: u64) -> Result<(), Fail> {
+    if let Some((at, c)) = forbidden_char(s) {
+        // One rule for a raw character and its reference (`&#0;`): XML forbids both (F17).
+        return Err(fail(
+            ErrorKind::MalformedMarkup,
+            off + at as u64,
+            &format!(
+                "U+{:04X}, a character XML forbids, in element text",
+                c as u32
+            ),
+        ));
+    }
     if let Some((_, f)) = call.field.as_mut() {
         f.push_str(s);
     } else if let Some(top) = call.stack.last_mut() {
@@ -726,6 +737,21 @@ fn chars(call: &mut Call, s: &str, off: u64) -> Result<(), Fail> {
         ));
     }
     Ok(())
+}
+
+/// The first character of `s` the XML `Char` production forbids (C0 controls other than tab,
+/// line feed and carriage return; U+FFFE and U+FFFF), with its byte offset.
+fn forbidden_char(s: &str) -> Option<(usize, char)> {
+    // Fast: most text has no byte below 0x20 but whitespace, and no 0xEF lead byte.
+    if !s
+        .bytes()
+        .any(|b| (b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r')) || b == 0xEF)
+    {
+        return None;
+    }
+    s.char_indices().find(|&(_, c)| {
+        (c < ' ' && !matches!(c, '\t' | '\n' | '\r')) || matches!(c, '\u{FFFE}' | '\u{FFFF}')
+    })
 }
 
 /// Appends CDATA text to the field or element being read.

@@ -18,6 +18,7 @@ use crate::lexers::markdown::CodeTracker;
 use crate::lexers::xml::{Ctl, Token, XmlErrorKind};
 use crate::tools::Tools;
 use serde_json::{Map, Value};
+use std::sync::Arc;
 
 /// Parser settings; see the table in `specs/strict_xml.md` §6. The format has no leniency
 /// options: it is strict by definition.
@@ -50,7 +51,7 @@ impl Default for Config {
 /// A tool: its name, schema, compiled validator and which properties are typed (S3.5).
 struct Tool {
     name: String,
-    validator: Result<jsonschema::Validator, String>,
+    validator: Arc<jsonschema::Validator>,
     /// Properties whose schema `type` does not allow a string: XML values are parsed as JSON.
     typed: Vec<String>,
 }
@@ -70,7 +71,7 @@ fn tools_of(tools: &Tools) -> Vec<Tool> {
         .iter()
         .map(|d| Tool {
             name: d.name.clone(),
-            validator: jsonschema::validator_for(&d.parameters).map_err(|e| e.to_string()),
+            validator: d.validator().clone(),
             typed: d
                 .parameters
                 .get("properties")
@@ -633,17 +634,13 @@ impl Core {
         let Some(tool) = self.tools.get(c.tool) else {
             return;
         };
-        let problem = match &tool.validator {
-            Ok(v) => {
-                let errs: Vec<String> = v
-                    .iter_errors(&args)
-                    .take(3)
-                    .map(|e| e.to_string())
-                    .collect();
-                (!errs.is_empty()).then(|| errs.join("; "))
-            }
-            Err(e) => Some(format!("the tool's schema does not compile: {e}")),
-        };
+        let errs: Vec<String> = tool
+            .validator
+            .iter_errors(&args)
+            .take(3)
+            .map(|e| e.to_string())
+            .collect();
+        let problem = (!errs.is_empty()).then(|| errs.join("; "));
         if let Some(p) = problem {
             let msg = format!("<{}> closed at byte {at}: {p}", tool.name);
             self.error(ErrorKind::SchemaViolation, msg, out);

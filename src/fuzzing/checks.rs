@@ -73,7 +73,7 @@ pub fn check_parse(
 /// Tool definitions that declare every call's name, and each argument with the JSON type of its
 /// value, so formats that consult definitions (names, parameters, types) can carry the calls.
 pub fn tools_for_calls(calls: &[ToolCall]) -> Tools {
-    let mut defs: Vec<ToolDef> = Vec::new();
+    let mut props_of: Vec<(&str, Map<String, Value>)> = Vec::new();
     for c in calls {
         let props: Map<String, Value> = c
             .arguments
@@ -84,25 +84,27 @@ pub fn tools_for_calls(calls: &[ToolCall]) -> Tools {
                     .collect()
             })
             .unwrap_or_default();
-        match defs.iter_mut().find(|d| d.name == c.name) {
-            Some(d) => {
-                if let Some(p) = d.parameters["properties"].as_object_mut() {
-                    for (k, v) in props {
-                        // A parameter seen with two types accepts any.
-                        let merged = match p.get(&k) {
-                            Some(old) if *old != v => json!({}),
-                            _ => v,
-                        };
-                        p.insert(k, merged);
-                    }
+        match props_of.iter_mut().find(|(n, _)| *n == c.name) {
+            Some((_, p)) => {
+                for (k, v) in props {
+                    // A parameter seen with two types accepts any.
+                    let merged = match p.get(&k) {
+                        Some(old) if *old != v => json!({}),
+                        _ => v,
+                    };
+                    p.insert(k, merged);
                 }
             }
-            None => defs.push(ToolDef {
-                name: c.name.clone(),
-                parameters: json!({"type": "object", "properties": props}),
-            }),
+            None => props_of.push((&c.name, props)),
         }
     }
+    let defs = props_of
+        .into_iter()
+        .map(|(name, props)| {
+            ToolDef::new(name, json!({"type": "object", "properties": props}))
+                .expect("a schema of plain type names compiles")
+        })
+        .collect();
     Tools { defs }
 }
 

@@ -299,11 +299,39 @@ pub fn marker_occurrences(data: &[u8], markers: &[String]) -> Vec<(usize, usize)
 /// For each offset k, one chunking that cuts every marker occurrence k bytes in, so every
 /// position inside and at both edges of every delimiter is exercised in few replays.
 fn marker_chunkings(data: &[u8], markers: &[String]) -> Vec<Cuts> {
+    marker_chunkings_from(data, markers, LAZY_MARKER_OCCURRENCES)
+}
+
+fn marker_chunkings_from(data: &[u8], markers: &[String], lazy_from: usize) -> Vec<Cuts> {
     let occurrences = marker_occurrences(data, markers);
     if occurrences.is_empty() {
         return vec![];
     }
     let longest = occurrences.iter().map(|o| o.1).max().unwrap_or(0);
+    let disjoint = occurrences.windows(2).all(|w| w[0].0 + w[0].1 <= w[1].0);
+    if disjoint && occurrences.len() >= lazy_from {
+        // The same chunkings, in the same order, as the lists below, without the lists.
+        let occurrences: Arc<[(usize, usize)]> = occurrences.into();
+        let mut out: Vec<(Cuts, usize, u64)> = Vec::new();
+        for k in (0..=longest).map(Some).chain([None]) {
+            let c = Cuts::Markers {
+                occurrences: occurrences.clone(),
+                k,
+            };
+            let (len, hash) = c
+                .positions(data)
+                .fold((0usize, 0xcbf2_9ce4_8422_2325u64), |(n, h), p| {
+                    (n + 1, (h ^ p as u64).wrapping_mul(0x0100_0000_01b3))
+                });
+            let seen = out.iter().any(|(o, l, h)| {
+                *l == len && *h == hash && o.positions(data).eq(c.positions(data))
+            });
+            if len > 0 && !seen {
+                out.push((c, len, hash));
+            }
+        }
+        return out.into_iter().map(|(c, _, _)| c).collect();
+    }
     let mut out: Vec<Cuts> = Vec::new();
     for k in 0..=longest {
         let mut cuts: Vec<usize> = occurrences
@@ -331,6 +359,10 @@ fn marker_chunkings(data: &[u8], markers: &[String]) -> Vec<Cuts> {
     }
     out
 }
+
+/// From this many delimiter occurrences on, `markers` chunkings are computed while cutting
+/// (a list of offsets per chunking would cost 8 bytes per delimiter each).
+const LAZY_MARKER_OCCURRENCES: usize = 1 << 16;
 
 /// A stable 64-bit hash (FNV-1a) of a string, for salts and shards that must not change
 /// between Rust versions.
@@ -433,6 +465,35 @@ mod tests {
             .any(|&(s, l)| r.to_vec(d).iter().any(|&c| s < c && c < s + l));
         assert_eq!(r.splits_any(d, &occ), want);
         assert!(!Cuts::At(vec![2, 7, 9]).splits_any(d, &occ));
+    }
+
+    #[test]
+    fn lazy_marker_chunkings_equal_the_lists() {
+        let markers: Vec<String> = ["<|a|>", "<|bb|>", "<|a"].map(String::from).to_vec();
+        for d in [
+            &b"<|a|>x<|bb|>yy<|a|><|bb|>"[..],
+            b"z<|bb|><|a|>",
+            b"<|a|>",
+            b"none",
+        ] {
+            let lists = marker_chunkings_from(d, &markers[..2], usize::MAX);
+            let lazy = marker_chunkings_from(d, &markers[..2], 0);
+            assert!(lazy.iter().all(|c| matches!(c, Cuts::Markers { .. })));
+            let v = |c: &[Cuts]| c.iter().map(|c| c.to_vec(d)).collect::<Vec<_>>();
+            assert_eq!(v(&lists), v(&lazy), "{:?}", String::from_utf8_lossy(d));
+            for (a, b) in lists.iter().zip(&lazy) {
+                let occ = marker_occurrences(d, &markers[..2]);
+                assert_eq!(a.splits_any(d, &occ), b.splits_any(d, &occ));
+                assert_eq!(joined(b, d), d);
+            }
+        }
+        // Overlapping delimiters (`<|a` inside `<|a|>`) keep the list form.
+        let d = b"<|a|>x<|a|>";
+        assert!(
+            marker_chunkings_from(d, &markers, 0)
+                .iter()
+                .all(|c| matches!(c, Cuts::At(_)))
+        );
     }
 
     #[test]

@@ -91,6 +91,30 @@ pub struct Expectation {
     pub note: Option<String>,
 }
 
+impl Expectation {
+    /// Checks that the expectation can hold for a case of this label: a `y_` case parses
+    /// without error, so an expected error there is a contradiction in the corpus, not a
+    /// failure of the parser.
+    pub fn fits(&self, label: Label) -> Result<(), String> {
+        if label != Label::Accept {
+            return Ok(());
+        }
+        if let Some(Some(e)) = &self.error {
+            return Err(format!(
+                "a y_ expectation expects the error {:?}; y_ cases must parse without error (use n_ or i_)",
+                e.kind.as_str()
+            ));
+        }
+        if let Some(kinds) = self.errors.as_ref().filter(|k| !k.is_empty()) {
+            return Err(format!(
+                "a y_ expectation expects the errors {:?}; y_ cases must parse without error (use n_ or i_)",
+                kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>()
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Distinguishes a field given as `null` (Some(None)) from a missing one (None).
 fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
 where
@@ -288,30 +312,28 @@ pub struct LoadOptions {
 /// Loads every case under `paths` (directories, files or glob patterns).
 pub fn load(paths: &[String], opts: &LoadOptions) -> Corpus {
     let mut corpus = Corpus::default();
-    let mut files: Vec<PathBuf> = Vec::new();
+    let mut walk = Walk::default();
     for p in paths {
         let path = Path::new(p);
-        if path.is_dir() {
-            walk(path, &mut files, &mut corpus.errors);
-        } else if path.is_file() {
-            files.push(path.to_path_buf());
+        if let Ok(meta) = std::fs::metadata(path) {
+            walk.entry(path.to_path_buf(), &meta, true, &mut corpus.errors);
         } else if p.contains(['*', '?', '[']) {
             match glob::glob(p) {
                 Ok(entries) => {
                     let mut any = false;
                     for e in entries {
-                        match e {
-                            Ok(f) if f.is_dir() => {
-                                any = true;
-                                walk(&f, &mut files, &mut corpus.errors)
-                            }
-                            Ok(f) => {
-                                any = true;
-                                files.push(f)
-                            }
-                            Err(e) => corpus.errors.push(CorpusError {
-                                path: e.path().display().to_string(),
-                                message: format!("cannot read: {}", e.error()),
+                        any = true;
+                        match e.map_err(|e| (e.path().to_path_buf(), std::io::Error::from(e))) {
+                            Ok(f) => match std::fs::metadata(&f) {
+                                Ok(meta) => walk.entry(f, &meta, true, &mut corpus.errors),
+                                Err(e) => corpus.errors.push(CorpusError {
+                                    path: f.display().to_string(),
+                                    message: format!("cannot read: {e}"),
+                                }),
+                            },
+                            Err((f, e)) => corpus.errors.push(CorpusError {
+                                path: f.display().to_string(),
+                                message: format!("cannot read: {e}"),
                             }),
                         }
                     }
@@ -328,47 +350,244 @@ pub fn load(paths: &[String], opts: &LoadOptions) -> Corpus {
                 }),
             }
         } else {
+            let message = match std::fs::symlink_metadata(path) {
+                Ok(_) => "a symbolic link to nothing".to_string(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    "no such file or directory".into()
+                }
+                Err(e) => format!("cannot read: {e}"),
+            };
             corpus.errors.push(CorpusError {
                 path: p.clone(),
-                message: "no such file or directory".into(),
+                message,
             });
         }
     }
+    let mut files = walk.files;
+    orphan_expectations(&files, &walk.expectations, &mut corpus.errors);
     files.sort();
     files.dedup();
     let mut tools_cache: BTreeMap<PathBuf, Result<Arc<Tools>, CorpusError>> = BTreeMap::new();
+    let mut unusable_tools: BTreeMap<PathBuf, usize> = BTreeMap::new();
     for f in files {
-        load_file(&f, opts, &mut tools_cache, &mut corpus);
+        load_file(&f, opts, &mut tools_cache, &mut unusable_tools, &mut corpus);
+    }
+    // A bad tools.json is named once, with the number of case files it kept out of the run.
+    for (tools, skipped) in unusable_tools {
+        if let Some(Err(e)) = tools_cache.get(&tools) {
+            corpus.errors.push(CorpusError {
+                path: e.path.clone(),
+                message: format!(
+                    "{}; the {skipped} case file(s) that use it were not loaded",
+                    e.message
+                ),
+            });
+        }
     }
     corpus.cases.sort_by(|a, b| a.id.cmp(&b.id));
     corpus
 }
 
-fn walk(dir: &Path, files: &mut Vec<PathBuf>, errors: &mut Vec<CorpusError>) {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) => {
-            errors.push(CorpusError {
-                path: dir.display().to_string(),
-                message: format!("cannot read directory: {e}"),
-            });
+/// What a walk over the given paths found.
+#[derive(Default)]
+struct Walk {
+    /// Case files, in walk order.
+    files: Vec<PathBuf>,
+    /// `.expect.json` files met in walked directories (each needs a transcript beside it).
+    expectations: Vec<PathBuf>,
+    /// Directories entered, by identity (device and inode on Unix), with the path first used:
+    /// a symbolic link back to an ancestor (or twice to one directory) is walked once.
+    seen_dirs: BTreeMap<DirKey, PathBuf>,
+    /// The directories being walked, outermost first.
+    stack: Vec<DirKey>,
+}
+
+#[cfg(unix)]
+type DirKey = (u64, u64);
+#[cfg(not(unix))]
+type DirKey = PathBuf;
+
+#[cfg(unix)]
+fn dir_key(_path: &Path, meta: &std::fs::Metadata) -> DirKey {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino())
+}
+
+#[cfg(not(unix))]
+fn dir_key(path: &Path, _meta: &std::fs::Metadata) -> DirKey {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// What a file's type makes it, for a file whose name says it is a corpus file: only regular
+/// files are read (a FIFO would block the run, a device never end).
+fn not_regular(meta: &std::fs::Metadata) -> Option<&'static str> {
+    let t = meta.file_type();
+    if t.is_file() {
+        return None;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return Some("a FIFO (named pipe)");
+        }
+        if t.is_socket() {
+            return Some("a socket");
+        }
+        if t.is_char_device() || t.is_block_device() {
+            return Some("a device");
+        }
+    }
+    if t.is_dir() {
+        return Some("a directory");
+    }
+    Some("not a regular file")
+}
+
+impl Walk {
+    /// Takes one path (given, or met in a walked directory) whose metadata follows links.
+    fn entry(
+        &mut self,
+        path: PathBuf,
+        meta: &std::fs::Metadata,
+        given: bool,
+        errors: &mut Vec<CorpusError>,
+    ) {
+        if meta.is_dir() {
+            // A directory reached by a link is a loop or a second walk of one directory when
+            // already walked; overlapping paths on the command line are walked once, silently.
+            let via_link = !given
+                && std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
+            return self.dir(&path, meta, via_link, errors);
+        }
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let expectation = name.ends_with(".expect.json");
+        if !(given || is_case_file(&path) || expectation || name == "tools.json") {
             return;
         }
-    };
-    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    paths.sort();
-    for p in paths {
-        let hidden = p
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with('.'));
-        if hidden {
-            continue;
+        if expectation && !given {
+            // Read (and judged regular) with its transcript; named here only when orphaned.
+            self.expectations.push(path);
+        } else if let Some(what) = not_regular(meta) {
+            errors.push(CorpusError {
+                path: path.display().to_string(),
+                message: format!("{what}, not a regular file: not read"),
+            });
+        } else if given || is_case_file(&path) {
+            self.files.push(path);
         }
-        if p.is_dir() {
-            walk(&p, files, errors);
-        } else if is_case_file(&p) {
-            files.push(p);
+    }
+
+    fn dir(
+        &mut self,
+        dir: &Path,
+        meta: &std::fs::Metadata,
+        via_link: bool,
+        errors: &mut Vec<CorpusError>,
+    ) {
+        let key = dir_key(dir, meta);
+        if let Some(first) = self.seen_dirs.get(&key) {
+            // An ancestor again is a loop, however reached (only a link can make one).
+            let what = if self.stack.contains(&key) {
+                Some("a directory loop: the same directory as its ancestor")
+            } else if via_link {
+                Some("a symbolic link to a directory already walked as")
+            } else {
+                None
+            };
+            if let Some(what) = what {
+                errors.push(CorpusError {
+                    path: dir.display().to_string(),
+                    message: format!("{what} {}; not followed", first.display()),
+                });
+            }
+            return;
+        }
+        self.stack.push(key);
+        if let Some(k) = self.stack.last().cloned() {
+            self.seen_dirs.insert(k, dir.to_path_buf());
+        }
+        self.dir_entries(dir, errors);
+        self.stack.pop();
+    }
+
+    fn dir_entries(&mut self, dir: &Path, errors: &mut Vec<CorpusError>) {
+        let entries = match std::fs::read_dir(dir) {
+            Ok(e) => e,
+            Err(e) => {
+                return errors.push(CorpusError {
+                    path: dir.display().to_string(),
+                    message: format!("cannot read directory: {e}"),
+                });
+            }
+        };
+        let mut paths: Vec<PathBuf> = Vec::new();
+        for e in entries {
+            match e {
+                Ok(e) => paths.push(e.path()),
+                Err(e) => errors.push(CorpusError {
+                    path: dir.display().to_string(),
+                    message: format!("cannot list an entry: {e}"),
+                }),
+            }
+        }
+        paths.sort();
+        for p in paths {
+            let Some(name) = p.file_name().and_then(|n| n.to_str()) else {
+                errors.push(CorpusError {
+                    path: p.display().to_string(),
+                    message: "the file name is not valid UTF-8, so it has no label, format or id: not read".into(),
+                });
+                continue;
+            };
+            if name.starts_with('.') {
+                continue;
+            }
+            match std::fs::metadata(&p) {
+                Ok(meta) => self.entry(p, &meta, false, errors),
+                Err(e) => {
+                    let dangling = std::fs::symlink_metadata(&p).is_ok();
+                    if dangling || is_case_file(&p) {
+                        errors.push(CorpusError {
+                            path: p.display().to_string(),
+                            message: if dangling && e.kind() == std::io::ErrorKind::NotFound {
+                                "a symbolic link to nothing: not read".into()
+                            } else {
+                                format!("cannot read: {e}")
+                            },
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Reads a file only if it is a regular file (a FIFO given by name would block the run).
+fn read_regular(file: &Path) -> Result<Vec<u8>, String> {
+    let meta = std::fs::metadata(file).map_err(|e| format!("cannot read: {e}"))?;
+    if let Some(what) = not_regular(&meta) {
+        return Err(format!("{what}, not a regular file: not read"));
+    }
+    std::fs::read(file).map_err(|e| format!("cannot read: {e}"))
+}
+
+/// Names every `.expect.json` with no transcript (`.txt`) beside it: an expectation that
+/// judges nothing.
+fn orphan_expectations(files: &[PathBuf], expectations: &[PathBuf], errors: &mut Vec<CorpusError>) {
+    let files: std::collections::BTreeSet<&PathBuf> = files.iter().collect();
+    for e in expectations {
+        let name = e.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let stem = name.strip_suffix(".expect.json").unwrap_or(name);
+        let txt = e.with_file_name(format!("{stem}.txt"));
+        if !files.contains(&txt) {
+            errors.push(CorpusError {
+                path: e.display().to_string(),
+                message: format!(
+                    "an expectation with no transcript {} beside it",
+                    txt.file_name().and_then(|n| n.to_str()).unwrap_or("")
+                ),
+            });
         }
     }
 }
@@ -390,27 +609,33 @@ fn format_of_path(p: &Path) -> Option<&'static str> {
         .find_map(|n| formats::by_id(n).map(|f| f.id))
 }
 
+/// The tools of the nearest `tools.json`, each file read and compiled once; an unusable one is
+/// returned by path (its error is in the cache).
 fn tools_for(
     file: &Path,
     cache: &mut BTreeMap<PathBuf, Result<Arc<Tools>, CorpusError>>,
-) -> Result<Arc<Tools>, CorpusError> {
+) -> Result<Arc<Tools>, PathBuf> {
     for dir in file.ancestors().skip(1) {
         let candidate = dir.join("tools.json");
         if let Some(hit) = cache.get(&candidate) {
-            return hit.clone();
+            return hit.clone().map_err(|_| candidate);
         }
-        if candidate.is_file() {
-            let loaded = std::fs::read_to_string(&candidate)
-                .map_err(|e| e.to_string())
-                .and_then(|t| Tools::from_json(&t))
-                .map(Arc::new)
-                .map_err(|message| CorpusError {
-                    path: candidate.display().to_string(),
-                    message,
-                });
-            cache.insert(candidate, loaded.clone());
-            return loaded;
+        let Ok(meta) = std::fs::metadata(&candidate) else {
+            continue;
+        };
+        let loaded = match not_regular(&meta) {
+            Some(what) => Err(format!("{what}, not a regular file")),
+            None => std::fs::read_to_string(&candidate)
+                .map_err(|e| format!("cannot read: {e}"))
+                .and_then(|t| Tools::from_json(&t)),
         }
+        .map(Arc::new)
+        .map_err(|message| CorpusError {
+            path: candidate.display().to_string(),
+            message,
+        });
+        cache.insert(candidate.clone(), loaded.clone());
+        return loaded.map_err(|_| candidate);
     }
     Ok(Arc::new(Tools::default()))
 }
@@ -448,6 +673,7 @@ fn load_file(
     file: &Path,
     opts: &LoadOptions,
     tools_cache: &mut BTreeMap<PathBuf, Result<Arc<Tools>, CorpusError>>,
+    unusable_tools: &mut BTreeMap<PathBuf, usize>,
     corpus: &mut Corpus,
 ) {
     let display = file.display().to_string();
@@ -456,18 +682,16 @@ fn load_file(
         path: display.clone(),
         message,
     };
-    let bytes = match std::fs::read(file) {
-        Ok(b) => b,
-        Err(e) => return corpus.errors.push(err(format!("cannot read: {e}"))),
-    };
     let tools = match tools_for(file, tools_cache) {
         Ok(t) => t,
-        Err(e) => {
-            return corpus.errors.push(err(format!(
-                "its tools.json cannot be used ({}: {})",
-                e.path, e.message
-            )));
+        Err(tools_json) => {
+            *unusable_tools.entry(tools_json).or_default() += 1;
+            return;
         }
+    };
+    let bytes = match read_regular(file) {
+        Ok(b) => b,
+        Err(m) => return corpus.errors.push(err(m)),
     };
     if name.ends_with(".jsonl") {
         return load_jsonl(file, &display, &bytes, opts, tools, corpus);
@@ -479,7 +703,7 @@ fn load_file(
     let label = Label::of_name(name);
     if let Some(stem) = name.strip_suffix(".session.json") {
         let _ = stem;
-        match parse_session(&bytes) {
+        match parse_session(&bytes, label) {
             Ok((turns, expects)) => corpus.cases.push(Case {
                 id: display.clone(),
                 format,
@@ -497,16 +721,17 @@ fn load_file(
     }
     let stem = name.strip_suffix(".txt").unwrap_or(name);
     let expect_path = file.with_file_name(format!("{stem}.expect.json"));
-    let expect = if expect_path.is_file() {
-        match std::fs::read_to_string(&expect_path)
-            .map_err(|e| e.to_string())
-            .and_then(|t| serde_json::from_str::<Expectation>(&t).map_err(|e| e.to_string()))
-        {
+    let expect = if std::fs::symlink_metadata(&expect_path).is_ok() {
+        match read_regular(&expect_path).and_then(|b| {
+            serde_json::from_slice::<Expectation>(&b)
+                .map_err(|e| format!("invalid expectation: {e}"))
+                .and_then(|e| e.fits(label).map(|()| e))
+        }) {
             Ok(e) => Some(e),
             Err(m) => {
                 return corpus.errors.push(CorpusError {
                     path: expect_path.display().to_string(),
-                    message: format!("invalid expectation: {m}"),
+                    message: format!("{m} ({name} not loaded)"),
                 });
             }
         }
@@ -541,7 +766,7 @@ fn load_file(
 struct SessionFile {
     turns: Vec<String>,
     #[serde(default)]
-    expect: Vec<Option<Expectation>>,
+    expect: Option<Vec<Option<Expectation>>>,
     #[serde(default)]
     #[allow(dead_code)]
     note: Option<String>,
@@ -549,21 +774,29 @@ struct SessionFile {
 
 type Turns = (Vec<Vec<u8>>, Vec<Option<Expectation>>);
 
-fn parse_session(bytes: &[u8]) -> Result<Turns, String> {
+fn parse_session(bytes: &[u8], label: Label) -> Result<Turns, String> {
     let s: SessionFile =
         serde_json::from_slice(bytes).map_err(|e| format!("invalid session file: {e}"))?;
     if s.turns.is_empty() {
         return Err("a session needs at least one turn".into());
     }
-    if s.expect.len() > s.turns.len() {
-        return Err(format!(
-            "{} expectations for {} turns",
-            s.expect.len(),
-            s.turns.len()
-        ));
+    // Absent means "nothing checked"; given, one entry per turn (`null` for not checked).
+    let expects = match s.expect {
+        None => vec![None; s.turns.len()],
+        Some(e) if e.len() != s.turns.len() => {
+            return Err(format!(
+                "{} expectation(s) for {} turn(s): \"expect\" needs one entry per turn (null for not checked)",
+                e.len(),
+                s.turns.len()
+            ));
+        }
+        Some(e) => e,
+    };
+    for (t, e) in expects.iter().enumerate() {
+        if let Some(e) = e {
+            e.fits(label).map_err(|m| format!("turn {}: {m}", t + 1))?;
+        }
     }
-    let mut expects = s.expect;
-    expects.resize(s.turns.len(), None);
     Ok((
         s.turns.into_iter().map(String::into_bytes).collect(),
         expects,
@@ -602,6 +835,8 @@ fn load_jsonl(
             });
         }
     };
+    // Line of each id so far: an id names one case, so a second line with it is an error.
+    let mut first_line: BTreeMap<String, usize> = BTreeMap::new();
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
@@ -621,6 +856,14 @@ fn load_jsonl(
             Value::String(s) => s.clone(),
             other => other.to_string(),
         };
+        if let Some(first) = first_line.get(&id) {
+            corpus.errors.push(CorpusError {
+                path: at,
+                message: format!("duplicate id {id:?} (first on line {first}): not loaded"),
+            });
+            continue;
+        }
+        first_line.insert(id.clone(), n + 1);
         let explicit = parsed.format.as_deref().or(opts.format.as_deref());
         let format = match resolve_format(explicit, file, &at) {
             Ok(f) => f,
@@ -646,6 +889,13 @@ fn load_jsonl(
                 l => l,
             }
         };
+        if let Some(Err(m)) = parsed.expect.as_ref().map(|e| e.fits(label)) {
+            corpus.errors.push(CorpusError {
+                path: at,
+                message: format!("line {id:?}: {m}"),
+            });
+            continue;
+        }
         corpus.cases.push(Case {
             id: format!("{display}#{id}"),
             format,
@@ -705,6 +955,100 @@ mod tests {
             bad.iter()
                 .any(|e| e.contains("stray.txt") && e.contains("--format"))
         );
+    }
+
+    #[test]
+    fn spec_rules_are_corpus_errors() {
+        let d = tmpdir("spec");
+        let k = d.join("kimi_k2");
+        std::fs::write(
+            k.join("y_s.session.json"),
+            r#"{"turns":["a","b"],"expect":[null]}"#,
+        )
+        .unwrap();
+        std::fs::write(k.join("i_s.session.json"), r#"{"turns":["a","b"]}"#).unwrap();
+        std::fs::write(k.join("y_e.txt"), "x").unwrap();
+        std::fs::write(k.join("y_e.expect.json"), r#"{"errors":["invalid_json"]}"#).unwrap();
+        std::fs::write(k.join("n_e.txt"), "x").unwrap();
+        std::fs::write(
+            k.join("n_e.expect.json"),
+            r#"{"error":{"kind":"invalid_json"}}"#,
+        )
+        .unwrap();
+        std::fs::write(k.join("y_orphan.expect.json"), "{}").unwrap();
+        std::fs::write(
+            k.join("l.jsonl"),
+            "{\"id\":1,\"transcript\":\"a\"}\n{\"id\":\"y_2\",\"transcript\":\"b\",\"expect\":{\"error\":{\"kind\":\"invalid_json\"}}}\n{\"id\":1,\"transcript\":\"c\"}\n",
+        )
+        .unwrap();
+        let c = load(&[d.display().to_string()], &LoadOptions::default());
+        let ids: Vec<_> = c
+            .cases
+            .iter()
+            .map(|c| c.id.rsplit('/').next().unwrap().to_string())
+            .collect();
+        assert_eq!(ids, ["i_s.session.json", "l.jsonl#1", "n_e.txt"]);
+        let bad: Vec<_> = c.errors.iter().map(|e| e.to_string()).collect();
+        let has = |a: &str, b: &str| bad.iter().any(|e| e.contains(a) && e.contains(b));
+        assert!(
+            has("y_s.session.json", "1 expectation(s) for 2 turn(s)"),
+            "{bad:?}"
+        );
+        assert!(
+            has("y_e.expect.json", "must parse without error"),
+            "{bad:?}"
+        );
+        assert!(has("l.jsonl:2", "must parse without error"), "{bad:?}");
+        assert!(
+            has("l.jsonl:3", "duplicate id \"1\" (first on line 1)"),
+            "{bad:?}"
+        );
+        assert!(
+            has("y_orphan.expect.json", "no transcript y_orphan.txt"),
+            "{bad:?}"
+        );
+        assert_eq!(bad.len(), 5, "{bad:?}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn loops_fifos_odd_names_and_bad_tools_are_named() {
+        use std::os::unix::ffi::OsStrExt;
+        let d = tmpdir("faults");
+        let k = d.join("kimi_k2");
+        std::fs::write(k.join("y_a.txt"), "x").unwrap();
+        std::os::unix::fs::symlink(".", k.join("loop")).unwrap();
+        std::os::unix::fs::symlink("..", k.join("up")).unwrap();
+        let c = std::ffi::CString::new(k.join("y_f.txt").to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        std::fs::write(k.join(std::ffi::OsStr::from_bytes(b"y_\xfe.txt")), "x").unwrap();
+        // A second directory with a schema that does not compile, above two cases.
+        let s = d.join("sub/strict_xml");
+        std::fs::create_dir_all(&s).unwrap();
+        std::fs::write(
+            s.join("tools.json"),
+            r#"[{"name":"t","parameters":{"type":"object","required":"x"}}]"#,
+        )
+        .unwrap();
+        std::fs::write(s.join("i_1.txt"), "x").unwrap();
+        std::fs::write(s.join("i_2.txt"), "x").unwrap();
+        // The same directory given twice, and inside another given path: walked once, silently.
+        let c = load(
+            &[k.display().to_string(), d.display().to_string()],
+            &LoadOptions::default(),
+        );
+        assert_eq!(c.cases.len(), 1, "{:?}", c.cases);
+        let bad: Vec<_> = c.errors.iter().map(|e| e.to_string()).collect();
+        let has = |a: &str, b: &str| bad.iter().any(|e| e.contains(a) && e.contains(b));
+        assert!(has("kimi_k2/loop", "directory loop"), "{bad:?}");
+        assert!(has("kimi_k2/up", "directory loop"), "{bad:?}");
+        assert!(has("y_f.txt", "FIFO"), "{bad:?}");
+        assert!(has("y_\u{FFFD}.txt", "not valid UTF-8"), "{bad:?}");
+        assert!(has("strict_xml/tools.json", "\"t\" (#0)"), "{bad:?}");
+        assert!(has("tools.json", "/required"), "{bad:?}");
+        assert!(has("tools.json", "2 case file(s)"), "{bad:?}");
+        assert_eq!(bad.len(), 5, "{bad:?}");
     }
 
     #[test]

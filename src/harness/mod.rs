@@ -4,8 +4,10 @@
 
 pub mod chunking;
 pub mod corpus;
+pub mod digest;
 pub mod format_checks;
 pub mod invariants;
+pub mod judged;
 pub mod known;
 pub mod minimize;
 pub mod parsers;

@@ -617,11 +617,10 @@ impl Report {
         s
     }
 
-    /// Reads a report, naming the file in errors.
-    pub fn read(path: &Path) -> Result<Report, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-        let r: Report = serde_json::from_str(&text)
+    /// Parses a report read from `path` (named in errors); `outputs::report_dir::read` also
+    /// checks the file against the set it was written with.
+    pub fn from_json(text: &str, path: &Path) -> Result<Report, String> {
+        let r: Report = serde_json::from_str(text)
             .map_err(|e| format!("{}: not a conform report: {e}", path.display()))?;
         if r.schema_version != SCHEMA_VERSION {
             return Err(format!(

@@ -5,6 +5,7 @@ use super::chunking::{
     turn_chunkings, turn_salt,
 };
 use super::corpus::{Case, Label};
+use super::digest::{self, Baseline, Judged, LeanOutcome, LeanTurn};
 use super::invariants::{
     Compare, Invariant, expectation_mismatch, markup_leak, result_difference, roundtrip_difference,
 };
@@ -283,7 +284,19 @@ pub fn run_case_with(
             .any(|((c, t), data)| c.splits_any(data, t))
     };
     let whole_cuts: Vec<Cuts> = case.turns.iter().map(|_| Cuts::At(Vec::new())).collect();
-    let whole = match backend.replay(format, &case.tools, &case.turns, &whole_cuts) {
+    // A large case is replayed lean by the built-in parsers (`digest.rs`): only the roundtrip
+    // needs the whole input's full result, so there it goes first and the result is then kept
+    // as digests; no replay holds an event list.
+    let lean = backend.is_builtin()
+        && case.len() >= digest::LARGE_CASE_BYTES
+        && !case.expects.iter().flatten().any(|e| e.calls.is_some());
+    let whole = if lean {
+        digest::replay_full(format, &case.tools, &case.turns, &whole_cuts)
+            .map_or_else(Outcome::Panicked, Outcome::Done)
+    } else {
+        backend.replay(format, &case.tools, &case.turns, &whole_cuts)
+    };
+    let whole = match whole {
         Outcome::Done(t) => t,
         Outcome::Broke(why, msg) => {
             report.replays = 1;
@@ -319,16 +332,36 @@ pub fn run_case_with(
             .not_applicable
             .push("delta_contract: the parser reports only final results, not events".into());
     }
-    // The same input again, for the determinism check.
-    let again = backend.replay(format, &case.tools, &case.turns, &whole_cuts);
     let whole_verdict = judge(
         (case, &markers, cmp),
-        &whole,
+        &Baseline::Full(Vec::new()),
         &whole,
         Strategy::Whole,
-        whole_cuts,
+        whole_cuts.clone(),
     );
     tally(&mut report, &whole_verdict);
+    // Lean, the roundtrip goes first: the full result is dropped after it.
+    let whole = if lean {
+        roundtrip(case, format, backend, &special, &whole, lean, &mut report);
+        Baseline::Full(whole).into_lean()
+    } else {
+        Baseline::Full(whole)
+    };
+    // The same input again, for the determinism check.
+    let (again, again_full): (Option<Vec<u64>>, Option<Vec<TurnOutcome>>) = if lean {
+        match digest::replay(format, &case.tools, &case.turns, &whole_cuts) {
+            LeanOutcome::Done(t) => (
+                Some(t.iter().map(|x| x.outcome.events_hash).collect()),
+                None,
+            ),
+            LeanOutcome::Panicked(_) => (None, None),
+        }
+    } else {
+        match backend.replay(format, &case.tools, &case.turns, &whole_cuts) {
+            Outcome::Done(t) => (Some(t.iter().map(|x| x.events_hash).collect()), Some(t)),
+            _ => (None, None),
+        }
+    };
     for (inv, msg) in &whole_verdict.broken {
         report.violations.push(Violation {
             invariant: *inv,
@@ -340,24 +373,22 @@ pub fn run_case_with(
             replay: replay_command(case, &backend.name(), &[]),
         });
     }
-    if let Outcome::Done(again) = again {
+    if let Some(again) = again {
         let same = again.len() == whole.len()
             && again
                 .iter()
-                .zip(&whole)
-                .all(|(a, b)| a.events_hash == b.events_hash);
+                .enumerate()
+                .all(|(t, h)| whole.events_hash(t) == Some(*h));
         // A parser that generates ids gives new ones on every replay: noted, not failed.
         let only_ids = !same
             && !cmp.ids
-            && again.len() == whole.len()
-            && again
-                .iter()
-                .zip(&whole)
-                .zip(&case.turns)
-                .all(|((a, b), data)| {
-                    let (a, b) = (cmp.view(&a.result, data).0, cmp.view(&b.result, data).0);
-                    a == b && result_difference(&a, &b, cmp).is_none()
-                });
+            && again_full.as_ref().zip(whole.full()).is_some_and(|(a, w)| {
+                a.len() == w.len()
+                    && a.iter().zip(w).zip(&case.turns).all(|((a, b), data)| {
+                        let (a, b) = (cmp.view(&a.result, data).0, cmp.view(&b.result, data).0);
+                        a == b && result_difference(&a, &b, cmp).is_none()
+                    })
+            });
         if only_ids {
             report
                 .not_applicable
@@ -384,29 +415,14 @@ pub fn run_case_with(
             if over_budget() {
                 return Err(strategy);
             }
-            Ok(
-                match backend.replay(format, &case.tools, &case.turns, &cuts) {
-                    Outcome::Done(turns) => {
-                        judge((case, &markers, cmp), &whole, &turns, strategy, cuts)
-                    }
-                    Outcome::Panicked(msg) => Verdict {
-                        strategy,
-                        cuts,
-                        error_free: false,
-                        matched: false,
-                        broken: vec![(Invariant::Bounded, format!("the parser panicked: {msg}"))],
-                        breakdown: None,
-                    },
-                    Outcome::Broke(why, msg) => Verdict {
-                        strategy,
-                        cuts,
-                        error_free: false,
-                        matched: false,
-                        broken: Vec::new(),
-                        breakdown: Some((why, msg)),
-                    },
-                },
-            )
+            Ok(replay_judged(
+                (case, format, backend),
+                (&markers, cmp),
+                &whole,
+                lean,
+                strategy,
+                cuts,
+            ))
         })
         .collect();
     let mut not_replayed: BTreeMap<Strategy, usize> = BTreeMap::new();
@@ -524,12 +540,11 @@ pub fn run_case_with(
                 } else {
                     shrink(
                         (case, format, backend),
-                        &markers,
-                        &whole,
+                        (&markers, cmp),
+                        (&whole, lean),
                         f.invariant,
                         &f.cuts,
                         budget,
-                        cfg.compare_for(backend),
                     )
                 };
                 let mut replay = replay_command(case, &backend.name(), &cuts);
@@ -560,7 +575,9 @@ pub fn run_case_with(
     // Failures only on split special tokens never fail the case: a small budget shows them.
     report.token_split_violations = minimized(token_failures, (cfg.minimize_budget / 8).max(16));
 
-    roundtrip(case, format, backend, &special, &whole, &mut report);
+    if let Some(full) = whole.full() {
+        roundtrip(case, format, backend, &special, full, lean, &mut report);
+    }
     report.violations.sort_by_key(|v| v.invariant);
     report.token_split_violations.sort_by_key(|v| v.invariant);
     if !report.violations.is_empty() && report.status == Status::Pass {
@@ -621,11 +638,52 @@ fn plan_replays(
     plan
 }
 
+/// Replays one chunking (lean for a large case) and judges it against the whole input.
+#[allow(clippy::too_many_arguments)]
+fn replay_judged(
+    (case, format, backend): (&Case, &Format, &dyn Backend),
+    (markers, cmp): (&[String], Compare),
+    whole: &Baseline,
+    lean: bool,
+    strategy: Strategy,
+    cuts: Vec<Cuts>,
+) -> Verdict {
+    let outcome = if lean {
+        match digest::replay(format, &case.tools, &case.turns, &cuts) {
+            LeanOutcome::Done(turns) => {
+                return judge((case, markers, cmp), whole, &turns, strategy, cuts);
+            }
+            LeanOutcome::Panicked(msg) => Outcome::Panicked(msg),
+        }
+    } else {
+        backend.replay(format, &case.tools, &case.turns, &cuts)
+    };
+    match outcome {
+        Outcome::Done(turns) => judge((case, markers, cmp), whole, &turns, strategy, cuts),
+        Outcome::Panicked(msg) => Verdict {
+            strategy,
+            cuts,
+            error_free: false,
+            matched: false,
+            broken: vec![(Invariant::Bounded, format!("the parser panicked: {msg}"))],
+            breakdown: None,
+        },
+        Outcome::Broke(why, msg) => Verdict {
+            strategy,
+            cuts,
+            error_free: false,
+            matched: false,
+            broken: Vec::new(),
+            breakdown: Some((why, msg)),
+        },
+    }
+}
+
 /// Checks one replay's outcome against the whole-input baseline and the case's expectations.
-fn judge(
+fn judge<T: Judged>(
     (case, markers, cmp): (&Case, &[String], Compare),
-    whole: &[TurnOutcome],
-    turns: &[TurnOutcome],
+    whole: &Baseline,
+    turns: &[T],
     strategy: Strategy,
     cuts: Vec<Cuts>,
 ) -> Verdict {
@@ -646,7 +704,8 @@ fn judge(
     let mut error_free = true;
     let mut matched = case.label == Label::Accept;
     let mut any_error = false;
-    for (t, out) in turns.iter().enumerate() {
+    for (t, judged) in turns.iter().enumerate() {
+        let out = judged.outcome();
         let data = case.turns.get(t).map_or(&[][..], Vec::as_slice);
         let (r, id_problem) = cmp.view(&out.result, data);
         let r = r.as_ref();
@@ -660,7 +719,7 @@ fn judge(
             note(Invariant::DeltaContract, format!("{}{a}", at(t)));
         }
         if strategy != Strategy::Whole
-            && let Some(d) = result_difference(cmp.view(&whole[t].result, data).0.as_ref(), r, cmp)
+            && let Some(d) = judged.differs_from(whole, t, cmp, data)
         {
             note(Invariant::SplitInvariance, format!("{}{d}", at(t)));
         }
@@ -712,12 +771,11 @@ fn judge(
 #[allow(clippy::too_many_arguments)]
 fn shrink(
     (case, format, backend): (&Case, &Format, &dyn Backend),
-    markers: &[String],
-    whole: &[TurnOutcome],
+    (markers, cmp): (&[String], Compare),
+    (whole, lean): (&Baseline, bool),
     inv: Invariant,
     cuts: &[Cuts],
     budget: usize,
-    cmp: Compare,
 ) -> Vec<Vec<usize>> {
     let flat: Vec<(usize, usize)> = cuts
         .iter()
@@ -744,17 +802,15 @@ fn shrink(
             .collect()
     };
     let min = minimize(flat, budget, |f| {
-        let cuts = to_cuts(f);
-        match backend.replay(format, &case.tools, &case.turns, &cuts) {
-            Outcome::Panicked(_) => inv == Invariant::Bounded,
-            Outcome::Broke(..) => false,
-            Outcome::Done(turns) => {
-                judge((case, markers, cmp), whole, &turns, Strategy::Random, cuts)
-                    .broken
-                    .iter()
-                    .any(|(i, _)| *i == inv)
-            }
-        }
+        let v = replay_judged(
+            (case, format, backend),
+            (markers, cmp),
+            whole,
+            lean,
+            Strategy::Random,
+            to_cuts(f),
+        );
+        v.breakdown.is_none() && v.broken.iter().any(|(i, _)| *i == inv)
     });
     to_cuts(&min).into_iter().map(|c| c.to_vec(&[])).collect()
 }
@@ -766,6 +822,7 @@ fn roundtrip(
     backend: &dyn Backend,
     special: &[String],
     whole: &[TurnOutcome],
+    lean: bool,
     report: &mut CaseReport,
 ) {
     let Some(render) = format.render else {
@@ -786,20 +843,30 @@ fn roundtrip(
             }
         };
         for cuts in [Cuts::At(Vec::new()), Cuts::EveryByte] {
-            let outcome = backend.replay(
-                format,
-                &case.tools,
-                std::slice::from_ref(&rendered),
-                std::slice::from_ref(&cuts),
-            );
-            let problem = match outcome {
-                Outcome::Panicked(m) => Some(format!("the parser panicked on the rendering: {m}")),
-                Outcome::Broke(why, m) => {
-                    Some(format!("the parser broke ({why:?}) on the rendering: {m}"))
+            let (turns, cut) = (std::slice::from_ref(&rendered), std::slice::from_ref(&cuts));
+            let outcome = if lean {
+                match digest::replay(format, &case.tools, turns, cut) {
+                    LeanOutcome::Done(back) => {
+                        Err(LeanTurn::of(out).roundtrip_difference(&back[0]))
+                    }
+                    LeanOutcome::Panicked(m) => Ok(Outcome::Panicked(m)),
                 }
-                Outcome::Done(turns) => turns
-                    .first()
-                    .and_then(|back| roundtrip_difference(r, &back.result)),
+            } else {
+                Ok(backend.replay(format, &case.tools, turns, cut))
+            };
+            let problem = match outcome {
+                Err(lean_problem) => lean_problem,
+                Ok(outcome) => match outcome {
+                    Outcome::Panicked(m) => {
+                        Some(format!("the parser panicked on the rendering: {m}"))
+                    }
+                    Outcome::Broke(why, m) => {
+                        Some(format!("the parser broke ({why:?}) on the rendering: {m}"))
+                    }
+                    Outcome::Done(turns) => turns
+                        .first()
+                        .and_then(|back| roundtrip_difference(r, &back.result)),
+                },
             };
             if let Some(msg) = problem {
                 let how = if cuts == Cuts::EveryByte {
@@ -1116,6 +1183,32 @@ mod tests {
         };
         let r = run_case_with(&c, &plain, &External, &cfg);
         assert_eq!(r.status, Status::Fail);
+    }
+
+    #[test]
+    fn a_large_case_is_replayed_lean_and_its_bugs_still_found() {
+        let big = "!".repeat(crate::harness::digest::LARGE_CASE_BYTES);
+        let cfg = RunConfig {
+            strategies: vec![Strategy::Whole, Strategy::TwoCut],
+            params: ChunkingParams {
+                two_cut_cap: 4,
+                ..ChunkingParams::default()
+            },
+            minimize_budget: 20,
+            ..RunConfig::default()
+        };
+        let r = run_case_with(&case(&big, None), &FLAKY, &Builtin, &cfg);
+        assert_eq!(r.status, Status::Fail);
+        let v = &r.violations[0];
+        assert_eq!(v.invariant, Invariant::SplitInvariance);
+        assert_eq!(v.failing_replays, 4);
+        assert_eq!(v.cuts[0].len(), 1, "{:?}", v.cuts);
+        assert!(v.message.contains("text differs"), "{}", v.message);
+        // Clean input passes lean, roundtrip included (Flaky echoes text).
+        let clean = "a".repeat(crate::harness::digest::LARGE_CASE_BYTES);
+        let r = run_case_with(&case(&clean, None), &FLAKY, &Builtin, &cfg);
+        assert_eq!(r.status, Status::Pass, "{:?}", r.violations);
+        assert_eq!(r.replays, 5);
     }
 
     #[test]

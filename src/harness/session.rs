@@ -4,6 +4,7 @@
 use super::chunking::{Cuts, Strategy};
 use super::corpus::{self, Case, CorpusError, LoadOptions};
 use super::format_checks;
+use super::judged::nothing_judged;
 use super::known::KnownFailures;
 use super::parsers::ParserRun;
 use super::report::{self, AdapterOut, Report, Shard};
@@ -68,15 +69,16 @@ pub struct RunOutput {
     pub corpus_errors: Vec<CorpusError>,
     /// Cases loaded (in this shard).
     pub cases: usize,
-    /// Why the run judged nothing, per parser: such a run is never green.
-    pub judged_nothing: Vec<String>,
+    /// Why the run judged nothing (no case loaded, an empty shard, a parser that supports
+    /// none of the formats): such a run is never green.
+    pub judged_nothing: Option<String>,
 }
 
 impl RunOutput {
     /// The exit code of the run: 2 for corpus errors or a parser that judged nothing, 1 for
     /// failures or regressions, 0 otherwise.
     pub fn exit_code(&self) -> u8 {
-        if !self.corpus_errors.is_empty() || !self.judged_nothing.is_empty() {
+        if !self.corpus_errors.is_empty() || self.judged_nothing.is_some() {
             2
         } else if self.report.has_failures() {
             1
@@ -94,6 +96,7 @@ pub fn execute(plan: &RunPlan, progress: &dyn Progress) -> Result<RunOutput, Str
     // Format-level invariants (cdata_split, type_inference) of the formats in the corpus,
     // decided before sharding so that shards split them like cases.
     let formats_seen: BTreeSet<&str> = corpus.cases.iter().map(|c| c.format).collect();
+    let loaded = corpus.cases.len();
     if let Some(s) = plan.shard {
         corpus.cases.retain(|c| s.contains(&c.id));
     }
@@ -115,7 +118,7 @@ pub fn execute(plan: &RunPlan, progress: &dyn Progress) -> Result<RunOutput, Str
     let mut runs = Vec::new();
     let mut per_case_seconds = BTreeMap::new();
     let mut parser_runs: Vec<ParserRun> = Vec::new();
-    let mut judged_nothing = Vec::new();
+    let mut judged: Vec<(&str, usize)> = Vec::new();
     let mut adapters = BTreeMap::new();
     for spec in &plan.parsers {
         let backend = AnyBackend::start(spec, &plan.adapter)?;
@@ -134,9 +137,7 @@ pub fn execute(plan: &RunPlan, progress: &dyn Progress) -> Result<RunOutput, Str
             }
         }
         progress.done();
-        if reports.is_empty() && plan.shard.is_none() {
-            judged_nothing.push(nothing_judged(spec, &backend, corpus.cases.len()));
-        }
+        judged.push((spec.as_str(), reports.len()));
         per_case_seconds.insert(
             spec.clone(),
             reports
@@ -187,6 +188,8 @@ pub fn execute(plan: &RunPlan, progress: &dyn Progress) -> Result<RunOutput, Str
         total_seconds: started.elapsed().as_secs_f64(),
         per_case_seconds,
     });
+    let shard = plan.shard.map(|s| format!("{}/{}", s.index, s.count));
+    let judged_nothing = nothing_judged(&plan.paths, loaded, shard.as_deref(), &judged);
     Ok(RunOutput {
         report: rep,
         parser_runs,
@@ -194,18 +197,6 @@ pub fn execute(plan: &RunPlan, progress: &dyn Progress) -> Result<RunOutput, Str
         corpus_errors: corpus.errors,
         judged_nothing,
     })
-}
-
-/// Why a parser judged no case, in a sentence that names the fix.
-fn nothing_judged(spec: &str, backend: &AnyBackend, cases: usize) -> String {
-    match (backend.adapter(), cases) {
-        (_, 0) => format!("{spec}: no case was loaded, so nothing was judged"),
-        (Some(a), _) => format!(
-            "{spec}: the adapter parses none of the corpus's formats (its hello lists {:?})",
-            a.hello().formats
-        ),
-        (None, _) => format!("{spec}: no case was judged"),
-    }
 }
 
 /// What `conform parse` prints for one case under one chunking (one [`Cuts`] per turn, as

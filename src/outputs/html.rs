@@ -5,6 +5,7 @@
 //! The page is built from saved `report.json` files only, so a history directory of nightly
 //! reports is all it needs; nothing here reruns a parser.
 
+use super::report_dir;
 use crate::harness::report::percent;
 use crate::harness::report::{CaseOut, CaseStatus, Change, Report, Run, TotalsOut};
 use std::collections::BTreeMap;
@@ -66,7 +67,7 @@ pub fn collect(paths: &[PathBuf]) -> Result<Vec<Report>, String> {
     }
     let mut reports = Vec::new();
     for f in &files {
-        match Report::read(f) {
+        match report_dir::read(f) {
             Ok(r) => reports.push(r),
             Err(e) => errors.push(e),
         }

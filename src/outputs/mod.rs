@@ -5,5 +5,5 @@ pub mod html;
 pub mod junit;
 pub mod markdown;
 pub mod matrix;
+pub mod report_dir;
 pub mod table;
-pub mod write;

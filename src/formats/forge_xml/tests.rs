@@ -232,6 +232,25 @@ fn unknown_entities_and_bare_ampersands() {
 }
 
 #[test]
+fn a_forbidden_character_is_malformed_raw_or_referenced() {
+    for text in [
+        "<c>a&#0;b</c>",
+        "<c>a\0b</c>",
+        "<c>a&#1;b</c>",
+        "<c>a\u{1}b</c>",
+        "<c>\u{FFFF}</c>",
+        "<c><d>\0</d></c>",
+    ] {
+        let r = check(&tool(text));
+        assert_eq!(kinds(&r), vec![K::MalformedMarkup], "{text:?}");
+        assert!(r.calls.is_empty(), "{text:?}");
+    }
+    // Tab, line feed and carriage return are characters like any other.
+    let r = check(&tool("<c>a\tb\r\nc</c>"));
+    assert!(kinds(&r).is_empty(), "{:?}", r.errors);
+}
+
+#[test]
 fn bare_lt_in_arguments_is_malformed_and_the_call_is_skipped() {
     let r = check(&format!("{} after", tool("<c>if a < b</c>")));
     assert_eq!(kinds(&r), vec![K::MalformedMarkup]);

@@ -1,0 +1,308 @@
+//! The report directory: probed before the first replay, its files replaced as one set.
+//!
+//! A run's files (report.json, report.md, junit.xml) are staged as temporaries, then a manifest
+//! (`MANIFEST_FILE`) marked `writing` names the run, the files are renamed into place, and the
+//! manifest is rewritten `complete` with each file's SHA-256. A reader that finds the manifest
+//! `writing`, or a file whose digest differs from the manifest's, knows the set is torn (the
+//! writer was killed) instead of mixing one run's JSON with another's Markdown.
+
+use crate::harness::report::Report;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The manifest of the report set in a directory.
+pub const MANIFEST_FILE: &str = "conform-manifest.json";
+
+/// Prefix of every temporary conform writes: `.conform-<pid>-<random>.tmp`.
+const TEMP_PREFIX: &str = ".conform-";
+const TEMP_SUFFIX: &str = ".tmp";
+
+/// The manifest: which run wrote the set, and whether the set is whole.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// An id of the run that wrote (or is writing) the set.
+    pub run: String,
+    /// `writing` while files are being replaced; `complete` once all are in place.
+    pub state: String,
+    /// SHA-256 (hex) of each file of the set, by file name (empty while writing).
+    #[serde(default)]
+    pub files: BTreeMap<String, String>,
+}
+
+/// Creates `dir` (with parents) and proves it writable by creating and removing a file in it,
+/// so that a run whose report could not be saved fails before its first replay; stale
+/// temporaries of killed writers are removed.
+pub fn prepare(dir: &Path) -> Result<(), String> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(format!(
+            "{}: the report directory is not a directory",
+            dir.display()
+        ));
+    }
+    std::fs::create_dir_all(dir)
+        .map_err(|e| format!("{}: cannot create the report directory: {e}", dir.display()))?;
+    let probe = temp_in(dir).map_err(|e| {
+        format!(
+            "{}: the report directory is not writable: {e}",
+            dir.display()
+        )
+    })?;
+    drop(probe);
+    clean_stale(dir);
+    Ok(())
+}
+
+/// A new temporary file in `dir`, named so that [`clean_stale`] knows its writer.
+pub fn temp_in(dir: &Path) -> std::io::Result<tempfile::NamedTempFile> {
+    tempfile::Builder::new()
+        .prefix(&format!("{TEMP_PREFIX}{}-", std::process::id()))
+        .suffix(TEMP_SUFFIX)
+        .tempfile_in(dir)
+}
+
+/// Removes temporaries left in `dir` by writers that no longer run (killed mid-write).
+pub fn clean_stale(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let stale = match name
+            .strip_prefix(TEMP_PREFIX)
+            .and_then(|r| r.strip_suffix(TEMP_SUFFIX))
+            .and_then(|r| r.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        {
+            Some(pid) => !process_alive(pid),
+            None => false,
+        };
+        if stale
+            && e.file_type().is_ok_and(|t| t.is_file())
+            && std::fs::remove_file(e.path()).is_ok()
+        {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// Whether a process with this id runs (on other systems: assumed, so nothing is removed).
+fn process_alive(pid: u32) -> bool {
+    if pid == std::process::id() {
+        return true;
+    }
+    #[cfg(unix)]
+    {
+        let Ok(pid) = libc::pid_t::try_from(pid) else {
+            return false;
+        };
+        // Signal 0 checks existence; EPERM means it exists under another user.
+        // SAFETY: kill with signal 0 sends nothing and has no memory effects.
+        let r = unsafe { libc::kill(pid, 0) };
+        r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    }
+    #[cfg(not(unix))]
+    {
+        true
+    }
+}
+
+/// Writes `contents` to `path` atomically: a synced temporary renamed over it.
+pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), String> {
+    let tmp = stage(path, contents)?;
+    tmp.persist(path)
+        .map_err(|e| format!("{}: cannot write: {}", path.display(), e.error))?;
+    Ok(())
+}
+
+/// A synced temporary beside `path` holding `contents`.
+fn stage(path: &Path, contents: &[u8]) -> Result<tempfile::NamedTempFile, String> {
+    use std::io::Write;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
+    let mut tmp = temp_in(dir).map_err(|e| format!("{}: cannot write: {e}", dir.display()))?;
+    // Temporary files are private (0600); a report is meant to be read by others.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = tmp
+            .as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644));
+    }
+    tmp.write_all(contents)
+        .and_then(|_| tmp.as_file().sync_all())
+        .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+    Ok(tmp)
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    crate::harness::corpus::hex(&Sha256::digest(bytes))
+}
+
+/// Replaces the files of a report set in `dir` as one unit (see the module comment); `run`
+/// names the run in the manifest.
+pub fn write_set(dir: &Path, run: &str, files: &[(&str, Vec<u8>)]) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
+    // Everything is staged first, so a full disk fails before any file is replaced.
+    let mut staged = Vec::with_capacity(files.len());
+    for (name, contents) in files {
+        staged.push((
+            *name,
+            stage(&dir.join(name), contents)?,
+            sha256_hex(contents),
+        ));
+    }
+    let manifest = |state: &str, files: BTreeMap<String, String>| Manifest {
+        run: run.to_string(),
+        state: state.into(),
+        files,
+    };
+    let write_manifest = |m: &Manifest| {
+        let json = serde_json::to_string_pretty(m).map_err(|e| e.to_string())? + "\n";
+        write_atomic(&dir.join(MANIFEST_FILE), json.as_bytes())
+    };
+    write_manifest(&manifest("writing", BTreeMap::new()))?;
+    let mut digests = BTreeMap::new();
+    for (name, tmp, digest) in staged {
+        let path = dir.join(name);
+        tmp.persist(&path)
+            .map_err(|e| format!("{}: cannot write: {}", path.display(), e.error))?;
+        digests.insert(name.to_string(), digest);
+    }
+    write_manifest(&manifest("complete", digests))?;
+    clean_stale(dir);
+    Ok(())
+}
+
+/// Writes report.json, report.md and junit.xml of `rep` into `dir` as one set.
+pub fn write_reports(
+    dir: &Path,
+    rep: &Report,
+    matrix: Option<&super::matrix::Matrix>,
+) -> Result<(), String> {
+    let json = rep.to_json();
+    let md_matrix = matrix.map(super::matrix::markdown);
+    let md = super::markdown::render(rep, md_matrix.as_deref());
+    let junit = super::junit::render(rep)?;
+    let generated = rep.timings.as_ref().map_or("", |t| t.generated_at.as_str());
+    let run = format!("{generated} {}", &sha256_hex(json.as_bytes())[..16]);
+    write_set(
+        dir,
+        run.trim(),
+        &[
+            ("report.json", json.into_bytes()),
+            ("report.md", md.into_bytes()),
+            ("junit.xml", junit.into_bytes()),
+        ],
+    )
+}
+
+/// Reads a report.json, naming the file in errors, and refuses one whose set is torn.
+pub fn read(path: &Path) -> Result<Report, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    check_set_member(path, text.as_bytes())?;
+    Report::from_json(&text, path)
+}
+
+/// Checks `file` (of a report set) against the manifest beside it, if any: an error when the
+/// set is torn. Directories written before manifests existed have none and pass.
+pub fn check_set_member(file: &Path, contents: &[u8]) -> Result<(), String> {
+    let Some(name) = file.file_name().and_then(|n| n.to_str()) else {
+        return Ok(());
+    };
+    let manifest_path: PathBuf = file.with_file_name(MANIFEST_FILE);
+    let Ok(text) = std::fs::read_to_string(&manifest_path) else {
+        return Ok(());
+    };
+    let m: Manifest = serde_json::from_str(&text)
+        .map_err(|e| format!("{}: not a conform manifest: {e}", manifest_path.display()))?;
+    if m.state != "complete" {
+        return Err(format!(
+            "{}: the report set of run {} was not completely written (the writer was interrupted); rerun to replace it",
+            manifest_path.display(),
+            m.run
+        ));
+    }
+    match m.files.get(name) {
+        Some(d) if *d != sha256_hex(contents) => Err(format!(
+            "{}: not the file of run {} that {} names (a torn report set); rerun to replace it",
+            file.display(),
+            m.run,
+            manifest_path.display()
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmpdir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("conform-rdir-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn prepare_creates_and_refuses_a_file() {
+        let d = tmpdir("prep");
+        prepare(&d.join("a/b")).unwrap();
+        assert!(d.join("a/b").is_dir());
+        std::fs::write(d.join("f"), "x").unwrap();
+        let e = prepare(&d.join("f")).unwrap_err();
+        assert!(e.contains("not a directory"), "{e}");
+        let e = prepare(&d.join("f/sub")).unwrap_err();
+        assert!(e.contains("cannot create"), "{e}");
+    }
+
+    #[test]
+    fn a_set_is_checked_against_its_manifest_and_stale_temporaries_go() {
+        let d = tmpdir("set");
+        write_set(
+            &d,
+            "r1",
+            &[("a.json", b"1".to_vec()), ("b.md", b"one".to_vec())],
+        )
+        .unwrap();
+        check_set_member(&d.join("a.json"), b"1").unwrap();
+        // A file of another run beside the manifest: torn.
+        std::fs::write(d.join("a.json"), "2").unwrap();
+        let e = check_set_member(&d.join("a.json"), b"2").unwrap_err();
+        assert!(e.contains("torn"), "{e}");
+        // A writer killed between the two manifests.
+        write_atomic(
+            &d.join(MANIFEST_FILE),
+            br#"{"run":"r2","state":"writing","files":{}}"#,
+        )
+        .unwrap();
+        let e = check_set_member(&d.join("b.md"), b"one").unwrap_err();
+        assert!(e.contains("not completely written"), "{e}");
+        write_set(&d, "r3", &[("a.json", b"3".to_vec())]).unwrap();
+        check_set_member(&d.join("a.json"), b"3").unwrap();
+
+        // A temporary of a dead writer is removed; this process's are kept.
+        let dead = d.join(format!("{TEMP_PREFIX}{}-abc{TEMP_SUFFIX}", u32::MAX - 7));
+        std::fs::write(&dead, "x").unwrap();
+        let live = temp_in(&d).unwrap();
+        clean_stale(&d);
+        assert!(!dead.exists());
+        assert!(live.path().exists());
+        let left: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(TEMP_SUFFIX))
+            .collect();
+        assert_eq!(left.len(), 1, "{left:?}");
+    }
+}

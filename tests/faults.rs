@@ -1,0 +1,262 @@
+//! The fault corpus (`tests/faults/`, and what the file system must hold built here): every
+//! fault ends in seconds with exit 2 and a message naming the culprit, never green by accident.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs conform in `dir`, killing it after 60 s (a hang is a failure, not a stuck test).
+fn conform(args: &[&str], dir: &Path) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_conform"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the conform binary runs");
+    let started = Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if started.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("conform {args:?} still runs after 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("output")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn faults() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/faults")
+}
+
+const CALL: &str = "Hi.<|tool_calls_section_begin|><|tool_call_begin|>functions.ls:0<|tool_call_argument_begin|>{\"path\": \"/x\"}<|tool_call_end|><|tool_calls_section_end|>";
+
+/// A scratch corpus with one passing kimi_k2 case.
+fn scratch() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    let k = d.path().join("kimi_k2");
+    std::fs::create_dir(&k).unwrap();
+    std::fs::write(k.join("y_ok.txt"), CALL).unwrap();
+    d
+}
+
+/// Exit 2, and the output names `culprit` with `what`.
+fn refused(o: &Output, culprit: &str, what: &str) {
+    let t = text(o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(
+        t.lines().any(|l| l.contains(culprit) && l.contains(what)),
+        "no line names {culprit:?} with {what:?}:\n{t}"
+    );
+}
+
+const QUICK: [&str; 4] = ["--quiet", "--strategies", "whole,random", "--seeds=1"];
+
+fn run(dir: &Path, paths: &[&str], extra: &[&str]) -> Output {
+    let mut args = vec!["run"];
+    args.extend(paths);
+    args.extend(QUICK);
+    args.extend(extra);
+    conform(&args, dir)
+}
+
+#[test]
+fn an_empty_corpus_judges_nothing_and_fails() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::create_dir(d.path().join("empty")).unwrap();
+    refused(
+        &run(d.path(), &["empty"], &[]),
+        "empty",
+        "no case was judged",
+    );
+    // A shard with none of the cases says so too.
+    let s = scratch();
+    let o = run(s.path(), &["."], &["--shard", "2/2"]);
+    let o1 = run(s.path(), &["."], &["--shard", "1/2"]);
+    let empty = if o.status.code() == Some(2) { &o } else { &o1 };
+    refused(empty, "shard", "holds none of the 1 case(s)");
+}
+
+#[cfg(unix)]
+#[test]
+fn directory_loops_are_walked_once_and_named() {
+    let d = scratch();
+    let k = d.path().join("kimi_k2");
+    std::os::unix::fs::symlink(".", k.join("loop")).unwrap();
+    std::os::unix::fs::symlink("..", k.join("up")).unwrap();
+    let o = run(d.path(), &["."], &[]);
+    refused(&o, "kimi_k2/loop", "directory loop");
+    refused(&o, "kimi_k2/up", "directory loop");
+    // The case itself was judged once, under its own path.
+    let t = text(&o);
+    assert_eq!(t.matches("y_ok.txt").count(), 0, "{t}");
+    assert!(t.contains("│ kimi_k2 ┆ 1 "), "{t}");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_is_named_not_read() {
+    let d = scratch();
+    let fifo = d.path().join("kimi_k2/y_x.txt");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    let started = Instant::now();
+    refused(&run(d.path(), &["."], &[]), "y_x.txt", "FIFO");
+    // Given by name, too.
+    refused(&run(d.path(), &["kimi_k2/y_x.txt"], &[]), "y_x.txt", "FIFO");
+    assert!(started.elapsed() < Duration::from_secs(30));
+}
+
+#[cfg(unix)]
+#[test]
+fn a_file_name_that_is_not_utf8_is_named() {
+    use std::os::unix::ffi::OsStrExt;
+    let d = scratch();
+    let name = std::ffi::OsStr::from_bytes(b"y_\xff.txt");
+    std::fs::write(d.path().join("kimi_k2").join(name), CALL).unwrap();
+    refused(&run(d.path(), &["."], &[]), "y_", "not valid UTF-8");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_dangling_link_is_named() {
+    let d = scratch();
+    std::os::unix::fs::symlink("nowhere.txt", d.path().join("kimi_k2/y_gone.txt")).unwrap();
+    refused(
+        &run(d.path(), &["."], &[]),
+        "y_gone.txt",
+        "symbolic link to nothing",
+    );
+}
+
+#[test]
+fn a_schema_that_does_not_compile_is_one_corpus_error() {
+    let o = run(&faults(), &["bad_schema"], &[]);
+    let t = text(&o);
+    refused(&o, "bad_schema/strict_xml/tools.json", "\"write_file\"");
+    refused(&o, "tools.json", "/properties/content/type");
+    assert_eq!(t.matches("corpus error").count(), 1, "{t}");
+    assert!(!t.contains("schema_violation"), "{t}");
+    assert!(t.contains("2 case file(s)"), "{t}");
+}
+
+#[test]
+fn an_empty_tools_file_is_named_once() {
+    let o = run(&faults(), &["empty_tools"], &[]);
+    let t = text(&o);
+    refused(&o, "empty_tools/strict_xml/tools.json", "invalid JSON");
+    assert_eq!(t.matches("tools.json").count(), 1, "{t}");
+}
+
+#[test]
+fn corpus_rules_of_the_spec_are_enforced() {
+    let o = run(&faults(), &["spec"], &[]);
+    refused(&o, "y_short.session.json", "1 expectation(s) for 2 turn(s)");
+    refused(
+        &o,
+        "y_expects_error.expect.json",
+        "y_ cases must parse without error",
+    );
+    refused(&o, "lines.jsonl:3", "duplicate id \"a\" (first on line 1)");
+    refused(&o, "y_gone.expect.json", "no transcript y_gone.txt");
+    // The rest of the corpus is still judged.
+    let t = text(&o);
+    assert!(
+        t.contains("lines.jsonl#a") || t.contains("│ kimi_k2 ┆ 3 "),
+        "{t}"
+    );
+}
+
+#[test]
+fn an_unusable_report_directory_fails_before_the_first_replay() {
+    let d = scratch();
+    std::fs::write(d.path().join("file"), "x").unwrap();
+    let o = run(d.path(), &["."], &["--report-dir", "file"]);
+    refused(&o, "file", "not a directory");
+    assert!(!text(&o).contains("┆"), "no replay, no table: {}", text(&o));
+    refused(
+        &run(d.path(), &["."], &["--report-dir", "file/sub"]),
+        "file/sub",
+        "cannot create",
+    );
+}
+
+#[test]
+fn the_report_set_is_replaced_as_one_unit() {
+    let d = scratch();
+    let rep = d.path().join("rep");
+    std::fs::create_dir(&rep).unwrap();
+    // A temporary left by a killed writer (no such process) goes.
+    let stale = rep.join(format!(".conform-{}-x1y2z3.tmp", i32::MAX - 3));
+    std::fs::write(&stale, "half a report").unwrap();
+    let o = run(d.path(), &["."], &["--report-dir", "rep"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(!stale.exists());
+    let manifest = std::fs::read_to_string(rep.join("conform-manifest.json")).unwrap();
+    assert!(manifest.contains("\"complete\""), "{manifest}");
+    for f in ["report.json", "report.md", "junit.xml"] {
+        assert!(manifest.contains(f), "{manifest}");
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(&rep)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    // A report.json of another run beside this set is detected, not mixed in.
+    let json = std::fs::read_to_string(rep.join("report.json")).unwrap();
+    std::fs::write(rep.join("report.json"), format!("{json} ")).unwrap();
+    let o = conform(
+        &["report", "render", "rep/report.json", "-o", "out"],
+        d.path(),
+    );
+    refused(&o, "report.json", "torn");
+}
+
+#[test]
+fn numeric_arguments_are_range_checked() {
+    let d = scratch();
+    for (arg, value) in [
+        ("--timeout", "1e30"),
+        ("--timeout", "1e19"),
+        ("--timeout", "0"),
+        ("--timeout", "NaN"),
+        ("--max-chunk", "0"),
+        ("--jobs", "0"),
+    ] {
+        let o = conform(&["run", ".", arg, value], d.path());
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{arg} {value}: {t}");
+        assert!(t.contains(arg) && t.contains("error"), "{arg} {value}: {t}");
+        assert!(!t.contains("panicked"), "{t}");
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_full_stdout_is_an_error() {
+    let d = scratch();
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_conform"))
+        .args(["run", ".", "--quiet"])
+        .current_dir(d.path())
+        .stdout(full)
+        .output()
+        .unwrap();
+    let t = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(t.contains("cannot write to stdout"), "{t}");
+}
