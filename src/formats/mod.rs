@@ -6,8 +6,12 @@ use crate::event::{Event, Sink, ToolCall};
 use crate::tools::Tools;
 
 pub mod anthropic_sse;
+pub mod deepseek_v3;
+pub mod deepseek_v31;
+pub mod delimited;
 pub mod forge_json;
 pub mod forge_xml;
+pub mod hermes;
 pub mod kimi_k2;
 pub mod openai_sse;
 pub mod roo_xml;
@@ -95,6 +99,9 @@ pub static REGISTRY: &[&Format] = &[
     &strict_xml::FORMAT,
     &forge_xml::FORMAT,
     &forge_json::FORMAT,
+    &hermes::FORMAT,
+    &deepseek_v3::FORMAT,
+    &deepseek_v31::FORMAT,
 ];
 
 /// Looks a format up by id.
