@@ -62,9 +62,14 @@ pub(crate) enum ValueEnd {
     /// Only whitespace, then a byte that cannot start the value; that byte and what follows
     /// are handed back as input.
     NotAValue,
-    /// The value is bad: the error to report, and the call if it had started. The bytes from
-    /// the offending one on are handed back as input.
-    Failed { kind: ErrorKind, message: String },
+    /// The value is bad: the error to report (a call that had started never ends). With
+    /// `complete`, the value was read to its end (valid JSON, wrong content); otherwise the
+    /// bytes from the offending one on are handed back as input.
+    Failed {
+        kind: ErrorKind,
+        message: String,
+        complete: bool,
+    },
     /// The stream ended inside the value (or before it); `index` is its call if it started.
     Cut { index: Option<usize> },
     /// The value turned out not to be a call (an envelope without a name, for formats that
@@ -159,6 +164,12 @@ impl Cx {
     pub fn release(&mut self) {
         self.ws.clear();
         self.holding = false;
+    }
+
+    /// Shows held whitespace as text after all and stops holding (no call came next to it).
+    pub fn flush(&mut self, out: &mut dyn Sink) {
+        out.text(&self.ws);
+        self.release();
     }
 
     /// Whether whitespace-only text is being held.
@@ -502,7 +513,11 @@ impl ObjectReader {
     }
 
     fn fail(&self, kind: ErrorKind, message: String) -> Option<ValueEnd> {
-        Some(ValueEnd::Failed { kind, message })
+        Some(ValueEnd::Failed {
+            kind,
+            message,
+            complete: false,
+        })
     }
 
     /// The end of a complete value: a string one is unwrapped here.
@@ -527,6 +542,7 @@ impl ObjectReader {
                 }
                 _ => {
                     return ValueEnd::Failed {
+                        complete: true,
                         kind: ErrorKind::InvalidJson,
                         message: format!(
                             "arguments at byte {} are a JSON string that does not hold a JSON object",
@@ -538,6 +554,7 @@ impl ObjectReader {
         }
         if self.spoiled {
             return ValueEnd::Failed {
+                complete: true,
                 kind: ErrorKind::InvalidUtf8,
                 message: String::new(),
             };
@@ -1023,6 +1040,7 @@ impl EnvelopeReader {
     fn close(&mut self, cx: &mut Cx, out: &mut dyn Sink) -> ValueEnd {
         if self.spoiled {
             return ValueEnd::Failed {
+                complete: true,
                 kind: ErrorKind::InvalidUtf8,
                 message: String::new(),
             };
@@ -1090,7 +1108,11 @@ impl EnvelopeReader {
             }
         }
         if let Some((kind, message)) = self.problem.take() {
-            return ValueEnd::Failed { kind, message };
+            return ValueEnd::Failed {
+                kind,
+                message,
+                complete: true,
+            };
         }
         self.try_start(true, cx, out);
         ValueEnd::Done { index: self.index }
@@ -1133,6 +1155,7 @@ impl ValueReader for EnvelopeReader {
             return (
                 skipped + took,
                 Some(ValueEnd::Failed {
+                    complete: false,
                     kind: ErrorKind::LimitExceeded,
                     message: msg,
                 }),
@@ -1146,7 +1169,14 @@ impl ValueReader for EnvelopeReader {
                 return (skipped + took, Some(ValueEnd::Unnamed(raw)));
             }
             let (kind, message) = json_failure(&e, "the call object's contents", self.at);
-            return (skipped + took, Some(ValueEnd::Failed { kind, message }));
+            return (
+                skipped + took,
+                Some(ValueEnd::Failed {
+                    kind,
+                    message,
+                    complete: false,
+                }),
+            );
         }
         (skipped + took, None)
     }

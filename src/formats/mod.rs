@@ -13,6 +13,9 @@ pub mod forge_json;
 pub mod forge_xml;
 pub mod hermes;
 pub mod kimi_k2;
+pub mod llama3_json;
+pub mod mistral;
+pub mod mistral_v11;
 pub mod openai_sse;
 pub mod roo_xml;
 pub mod strict_xml;
@@ -102,6 +105,9 @@ pub static REGISTRY: &[&Format] = &[
     &hermes::FORMAT,
     &deepseek_v3::FORMAT,
     &deepseek_v31::FORMAT,
+    &llama3_json::FORMAT,
+    &mistral::FORMAT,
+    &mistral_v11::FORMAT,
 ];
 
 /// Looks a format up by id.
