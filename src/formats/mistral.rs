@@ -140,7 +140,7 @@ impl Grammar for Mistral {
         match self.state {
             State::Expect | State::Element { .. } | State::AfterElement => {
                 cx.error(
-                    ErrorKind::Unterminated,
+                    ErrorKind::InvalidJson,
                     "an array of calls not closed before the next [TOOL_CALLS]",
                     out,
                 );
