@@ -17,6 +17,7 @@ pub mod llama3_json;
 pub mod mistral;
 pub mod mistral_v11;
 pub mod openai_sse;
+pub mod pythonic;
 pub mod roo_xml;
 pub mod strict_xml;
 #[cfg(test)]
@@ -108,6 +109,7 @@ pub static REGISTRY: &[&Format] = &[
     &llama3_json::FORMAT,
     &mistral::FORMAT,
     &mistral_v11::FORMAT,
+    &pythonic::FORMAT,
 ];
 
 /// Looks a format up by id.

@@ -6,6 +6,7 @@
 pub mod json;
 pub mod markdown;
 pub mod marker;
+pub mod python;
 pub mod sse;
 pub mod utf8;
 pub mod xml;
