@@ -587,13 +587,14 @@ impl ValueReader for ObjectReader {
         }
         let s = &s[skipped..];
         let stream = self.mode == ObjectMode::Object && self.index.is_some() && !self.spoiled;
-        // The common streaming piece: string body only.
+        // The common streaming piece: string body only (escapes included). The nesting scan
+        // still reads it, to know whether it ends inside an escape.
         if self.nest.in_str
-            && !self.nest.esc
             && self.bytes + s.len() <= cx.limits.max_args_bytes
-            && memchr::memchr2(b'"', b'\\', s.as_bytes()).is_none()
             && self.json.continue_string(s)
         {
+            let _inside = self.nest.end_in(s.as_bytes());
+            debug_assert!(_inside.is_none(), "a string continued by {s:?} cannot end");
             self.bytes += s.len();
             if let (true, Some(i)) = (stream, self.index) {
                 out.args_delta(i, s);
@@ -1131,6 +1132,22 @@ impl ValueReader for EnvelopeReader {
             }
         }
         let s = &s[skipped..];
+        // The common streaming piece: the body of a string inside a value.
+        if self.slot == Slot::InValue
+            && self.value_nested
+            && self.nest.in_str
+            && self.bytes + s.len() <= cx.limits.max_args_bytes
+            && self.json.continue_string(s)
+        {
+            let _inside = self.nest.end_in(s.as_bytes());
+            debug_assert!(_inside.is_none(), "a string continued by {s:?} cannot end");
+            self.take_value_bytes(s, out, cx);
+            if let Some(raw) = &mut self.raw {
+                raw.push_str(s);
+            }
+            self.bytes += s.len();
+            return (skipped + s.len(), None);
+        }
         let (valid, err) = match self.json.feed(s) {
             Ok(_) => (s.len(), None),
             Err(e) => {
