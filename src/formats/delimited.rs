@@ -1213,3 +1213,85 @@ impl ValueReader for EnvelopeReader {
         self.spoiled = true;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::event::ParseResult;
+    use crate::formats::testkit::{check_delta_contract, pieces_at};
+    use crate::formats::{by_id, run_chunks};
+    use crate::tools::Tools;
+    use proptest::prelude::*;
+
+    const FAMILY: [&str; 7] = [
+        "hermes",
+        "llama3_json",
+        "mistral",
+        "mistral_v11",
+        "deepseek_v3",
+        "deepseek_v31",
+        "pythonic",
+    ];
+
+    /// Bytes that mix every family delimiter, JSON and Python fragments and invalid UTF-8.
+    fn soup() -> impl Strategy<Value = Vec<u8>> {
+        let atoms = prop_oneof![
+            Just(b"<tool_call>".to_vec()),
+            Just(b"</tool_call>".to_vec()),
+            Just(b"[TOOL_CALLS]".to_vec()),
+            Just(b"[ARGS]".to_vec()),
+            Just(b"[CALL_ID]".to_vec()),
+            Just(b"<|python_tag|>".to_vec()),
+            Just(b"<|eot_id|>".to_vec()),
+            Just(b"<|python_start|>".to_vec()),
+            Just("<｜tool▁calls▁begin｜>".as_bytes().to_vec()),
+            Just("<｜tool▁call▁begin｜>".as_bytes().to_vec()),
+            Just("<｜tool▁sep｜>".as_bytes().to_vec()),
+            Just("<｜tool▁call▁end｜>".as_bytes().to_vec()),
+            Just(b"{\"name\": \"f\", \"arguments\": {\"a\": [1, \"x\"]}}".to_vec()),
+            Just(b"[f(a='x', b=[1, (2,)])]".to_vec()),
+            Just(b"function".to_vec()),
+            Just(b"\n```json\n".to_vec()),
+            Just(vec![0xff]),
+            Just(vec![0xe2, 0x96]),
+            proptest::collection::vec(any::<u8>(), 0..6),
+        ];
+        proptest::collection::vec(atoms, 0..20).prop_map(|v| v.concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
+
+        #[test]
+        fn every_family_format_is_split_invariant_on_any_bytes(
+            bytes in soup(),
+            cuts in proptest::collection::vec(any::<usize>(), 0..12),
+        ) {
+            let tools = Tools::default();
+            for id in FAMILY {
+                let f = by_id(id).expect("registered");
+                let whole_evs = run_chunks((f.new_parser)(&tools).as_mut(), [bytes.as_slice()]);
+                check_delta_contract(&whole_evs);
+                let whole = ParseResult::fold(&whole_evs);
+                let evs = run_chunks((f.new_parser)(&tools).as_mut(), pieces_at(&bytes, &cuts));
+                check_delta_contract(&evs);
+                let r = ParseResult::fold(&evs);
+                prop_assert_eq!(&r, &whole, "{}", id);
+                prop_assert_eq!(r.warnings.len(), whole.warnings.len(), "{}", id);
+                let by_byte: Vec<&[u8]> = bytes.chunks(1).collect();
+                prop_assert_eq!(&ParseResult::fold(&run_chunks((f.new_parser)(&tools).as_mut(), by_byte)), &whole, "{} byte by byte", id);
+            }
+        }
+
+        #[test]
+        fn a_parser_can_be_reused_for_the_next_turn(bytes in soup()) {
+            let tools = Tools::default();
+            for id in FAMILY {
+                let f = by_id(id).expect("registered");
+                let mut p = (f.new_parser)(&tools);
+                let first = ParseResult::fold(&run_chunks(p.as_mut(), [bytes.as_slice()]));
+                let second = ParseResult::fold(&run_chunks(p.as_mut(), [bytes.as_slice()]));
+                prop_assert_eq!(first, second, "{}", id);
+            }
+        }
+    }
+}
