@@ -262,7 +262,16 @@ impl<G: Grammar> Driver<G> {
         }
     }
 
+    #[inline]
     fn feed_str(&mut self, mut s: &str, out: &mut dyn Sink) {
+        // The per-chunk path of a streamed value: one reader call, nothing else.
+        if self.value.is_some() && self.scan.held().is_empty() {
+            let n = self.feed_value(s, out);
+            if n == s.len() {
+                return;
+            }
+            s = &s[n..];
+        }
         loop {
             if self.value.is_some() {
                 if !self.scan.held().is_empty() {
@@ -417,6 +426,22 @@ struct Nesting {
 }
 
 impl Nesting {
+    /// Follows a piece known to continue the current string (no closing quote): only its
+    /// escapes matter. Short pieces are read byte by byte, cheaper than a search's setup.
+    #[inline]
+    fn continue_string(&mut self, s: &[u8]) {
+        if s.len() > 16 {
+            let _inside = self.end_in(s);
+            debug_assert!(_inside.is_none(), "a continued string cannot end");
+            return;
+        }
+        let mut esc = self.esc;
+        for &b in s {
+            esc = !esc && b == b'\\';
+        }
+        self.esc = esc;
+    }
+
     /// Scans `s` (a valid JSON prefix continuing what was scanned before) for the end of the
     /// top-level value: the offset just past it, if it ends inside `s`.
     fn end_in(&mut self, s: &[u8]) -> Option<usize> {
@@ -593,8 +618,7 @@ impl ValueReader for ObjectReader {
             && self.bytes + s.len() <= cx.limits.max_args_bytes
             && self.json.continue_string(s)
         {
-            let _inside = self.nest.end_in(s.as_bytes());
-            debug_assert!(_inside.is_none(), "a string continued by {s:?} cannot end");
+            self.nest.continue_string(s.as_bytes());
             self.bytes += s.len();
             if let (true, Some(i)) = (stream, self.index) {
                 out.args_delta(i, s);
@@ -1139,8 +1163,7 @@ impl ValueReader for EnvelopeReader {
             && self.bytes + s.len() <= cx.limits.max_args_bytes
             && self.json.continue_string(s)
         {
-            let _inside = self.nest.end_in(s.as_bytes());
-            debug_assert!(_inside.is_none(), "a string continued by {s:?} cannot end");
+            self.nest.continue_string(s.as_bytes());
             self.take_value_bytes(s, out, cx);
             if let Some(raw) = &mut self.raw {
                 raw.push_str(s);
