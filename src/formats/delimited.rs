@@ -417,6 +417,16 @@ fn json_failure(e: &JsonError, what: &str, at: u64) -> (ErrorKind, String) {
     )
 }
 
+/// The offset in `s` of a JSON error `rel` bytes into it, on a character boundary (the parser
+/// reports the first byte of the offending character; this keeps a slice from ever panicking).
+fn error_at(s: &str, rel: u64) -> usize {
+    let mut k = usize::try_from(rel).unwrap_or(usize::MAX).min(s.len());
+    while !s.is_char_boundary(k) {
+        k -= 1;
+    }
+    k
+}
+
 /// String and nesting state of a structural scan over validated JSON.
 #[derive(Debug, Default, Clone, Copy)]
 struct Nesting {
@@ -628,7 +638,7 @@ impl ValueReader for ObjectReader {
         let (valid, err) = match self.json.feed(s) {
             Ok(Feed::NeedMore) | Ok(Feed::Stopped(_)) => (s.len(), None),
             Err(e) => {
-                let k = (e.offset.saturating_sub(self.bytes as u64) as usize).min(s.len());
+                let k = error_at(s, e.offset.saturating_sub(self.bytes as u64));
                 (k, Some(e))
             }
         };
@@ -1174,7 +1184,7 @@ impl ValueReader for EnvelopeReader {
         let (valid, err) = match self.json.feed(s) {
             Ok(_) => (s.len(), None),
             Err(e) => {
-                let k = (e.offset.saturating_sub(self.bytes as u64) as usize).min(s.len());
+                let k = error_at(s, e.offset.saturating_sub(self.bytes as u64));
                 (k, Some(e))
             }
         };
