@@ -343,6 +343,16 @@ mod tests {
     }
 
     #[test]
+    fn escaped_keys_are_decoded() {
+        let r = all_ways(
+            "<tool_call>{\"n\\u0061me\": \"f\", \"x\\\"y\": 1, \"argument\\u0073\": {\"k\\\\\": 2}}</tool_call>",
+        );
+        assert_eq!(r.calls[0].name, "f");
+        assert_eq!(r.calls[0].arguments, json!({"k\\": 2}));
+        assert!(r.errors.is_empty() && r.warnings.is_empty(), "{r:?}");
+    }
+
+    #[test]
     fn argument_variants_warn() {
         let r = all_ways("<tool_call>{\"name\": \"f\", \"parameters\": {\"a\": 1}}</tool_call>");
         assert_eq!(r.calls[0].arguments, json!({"a": 1}));
