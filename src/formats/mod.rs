@@ -6,10 +6,18 @@ use crate::event::{Event, Sink, ToolCall};
 use crate::tools::Tools;
 
 pub mod anthropic_sse;
+pub mod deepseek_v3;
+pub mod deepseek_v31;
+pub mod delimited;
 pub mod forge_json;
 pub mod forge_xml;
+pub mod hermes;
 pub mod kimi_k2;
+pub mod llama3_json;
+pub mod mistral;
+pub mod mistral_v11;
 pub mod openai_sse;
+pub mod pythonic;
 pub mod roo_xml;
 pub mod strict_xml;
 #[cfg(test)]
@@ -95,6 +103,13 @@ pub static REGISTRY: &[&Format] = &[
     &strict_xml::FORMAT,
     &forge_xml::FORMAT,
     &forge_json::FORMAT,
+    &hermes::FORMAT,
+    &deepseek_v3::FORMAT,
+    &deepseek_v31::FORMAT,
+    &llama3_json::FORMAT,
+    &mistral::FORMAT,
+    &mistral_v11::FORMAT,
+    &pythonic::FORMAT,
 ];
 
 /// Looks a format up by id.

@@ -1,0 +1,119 @@
+//! `deepseek_v3`: DeepSeek V3 / V3-0324 / R1 calls with a type and a fenced JSON body
+//! (`specs/deepseek_v3.md`):
+//!
+//! ```text
+//! <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME
+//! ```json
+//! {…}
+//! ```<｜tool▁call▁end｜><｜tool▁calls▁end｜>
+//! ```
+//!
+//! The section grammar, markers and options are `deepseek_v31`'s; only the call body differs.
+
+use super::deepseek_v31::{Deepseek, MARKERS, SPECIAL_TOKENS, Shape, markers, render_shape};
+use super::delimited::Driver;
+use super::{Format, StreamParser};
+use crate::event::ToolCall;
+use crate::tools::Tools;
+
+/// The options: the same leniencies as `deepseek_v31` (`specs/deepseek_v3.md` §Options).
+pub use super::deepseek_v31::Config;
+
+/// A deepseek_v3 parser with the given options.
+pub fn parser(cfg: Config) -> impl StreamParser {
+    Driver::new(Deepseek::new(Shape::V3, cfg), &MARKERS, cfg.limits)
+}
+
+/// Renders text and calls in the template's form: text, then one section with every call,
+/// each `function<｜tool▁sep｜>NAME⏎```json⏎{…}⏎```` between its call markers.
+pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>, String> {
+    render_shape(Shape::V3, text, calls)
+}
+
+fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
+    Box::new(parser(Config::default()))
+}
+
+/// The deepseek_v3 format.
+pub static FORMAT: Format = Format {
+    id: "deepseek_v3",
+    summary: "DeepSeek V3 / R1: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME⏎```json⏎{json}⏎```<｜tool▁call▁end｜>…",
+    new_parser,
+    render: Some(render),
+    markers,
+    cdata: None,
+    typing: None,
+    special_tokens: SPECIAL_TOKENS,
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{ErrorKind, ParseResult};
+    use crate::formats::testkit::every_cut;
+    use serde_json::json;
+
+    fn all_ways(s: &str) -> ParseResult {
+        every_cut(&|| Box::new(parser(Config::default())), s.as_bytes()).0
+    }
+
+    #[test]
+    fn template_form_with_pretty_json_and_fences_in_strings() {
+        let r = all_ways(
+            "Let me look.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\n  \"city\": \"Tokyo ```\\n｜\"\n}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>search\n```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        );
+        assert_eq!(r.text, "Let me look.");
+        assert_eq!(r.calls.len(), 2);
+        assert_eq!(r.calls[0].arguments, json!({"city": "Tokyo ```\n｜"}));
+        assert!(r.errors.is_empty() && r.warnings.is_empty(), "{r:?}");
+    }
+
+    #[test]
+    fn wrong_type_fence_or_shape_drop_the_call() {
+        let ok =
+            "<｜tool▁call▁begin｜>function<｜tool▁sep｜>ok\n```json\n{}\n```<｜tool▁call▁end｜>";
+        for (bad, kind) in [
+            (
+                "<｜tool▁call▁begin｜>get<｜tool▁sep｜>{\"a\": 1}<｜tool▁call▁end｜>",
+                ErrorKind::MalformedMarkup,
+            ),
+            (
+                "<｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n{\"a\": 1}\n```<｜tool▁call▁end｜>",
+                ErrorKind::MalformedMarkup,
+            ),
+            (
+                "<｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{\"a\": 1}<｜tool▁call▁end｜>",
+                ErrorKind::MalformedMarkup,
+            ),
+            (
+                "<｜tool▁call▁begin｜>function<｜tool▁sep｜>\n```json\n{}\n```<｜tool▁call▁end｜>",
+                ErrorKind::MissingName,
+            ),
+            (
+                "<｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n\n```<｜tool▁call▁end｜>",
+                ErrorKind::EmptyArguments,
+            ),
+            (
+                "<｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{\"a\": tru}\n```<｜tool▁call▁end｜>",
+                ErrorKind::InvalidJson,
+            ),
+        ] {
+            let r = all_ways(&format!(
+                "<｜tool▁calls▁begin｜>{bad}{ok}<｜tool▁calls▁end｜>"
+            ));
+            assert_eq!(r.error_kinds(), vec![kind], "{bad}");
+            assert_eq!(r.calls.len(), 1, "{bad}");
+            assert_eq!(r.calls[0].name, "ok");
+        }
+    }
+
+    #[test]
+    fn cut_after_the_json_keeps_the_call() {
+        let r = all_ways(
+            "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{\"a\": 1}\n``",
+        );
+        assert_eq!(r.calls.len(), 1);
+        let w: Vec<&str> = r.warnings.iter().map(|w| w.kind.as_str()).collect();
+        assert_eq!(w, ["missing_call_end", "missing_section_end"]);
+    }
+}
