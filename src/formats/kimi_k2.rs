@@ -9,6 +9,7 @@
 //! validated by the incremental JSON parser as they stream, which also tells whether a `<|`
 //! sits inside a JSON string (content) or outside one (a marker).
 
+use super::reasoning::{self, Syntax};
 use super::{Format, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Event, Sink, ToolCall};
 use crate::lexers::json::{
@@ -932,6 +933,10 @@ impl StreamParser for Parser {
         }
         self.reset_turn();
     }
+
+    fn at_text(&self) -> bool {
+        matches!(self.state, State::Text)
+    }
 }
 
 impl Parser {
@@ -1014,8 +1019,16 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
 }
 
 fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
-    Box::new(Parser::new(Config::default()))
+    reasoning::wrap(Parser::new(Config::default()), &REASONING)
 }
+
+/// Kimi's reasoning blocks: `<think>…</think>` (K2-Thinking, K2.5, K2.6, which think by
+/// default) and `◁think▷…◁/think▷` (Kimi-VL, k1.5 thinking); `specs/kimi_k2.md` §4.1.
+pub static REASONING: Syntax = Syntax {
+    pairs: &[("<think>", "</think>"), ("◁think▷", "◁/think▷")],
+    call_markers: &[SECTION_BEGIN, CALL_BEGIN, SECTION_BEGIN_SINGULAR],
+    on_by_default: true,
+};
 
 fn markers(_tools: &Tools) -> Vec<String> {
     MARKERS.iter().map(|m| m.to_string()).collect()
@@ -1031,6 +1044,7 @@ pub static FORMAT: Format = Format {
     cdata: None,
     typing: None,
     special_tokens: SPECIAL_TOKENS,
+    reasoning: Some(&REASONING),
 };
 
 /// Kimi K2's special tokens that can appear in its output, with their ids in its tokenizer.

@@ -460,6 +460,7 @@ impl Parser {
         for ev in evs {
             match ev {
                 Event::Text { text } => out.text(&text),
+                Event::Reasoning { text } => out.reasoning(&text),
                 Event::CallStart {
                     index,
                     id,
@@ -1043,6 +1044,7 @@ pub static FORMAT: Format = Format {
     cdata: None,
     typing: None,
     special_tokens: &[],
+    reasoning: None,
 };
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ pub enum Invariant {
     SplitInvariance,
     /// Events keep the per-call contract of `specs/streaming.md`.
     DeltaContract,
-    /// Text of an error-free parse contains no delimiter of the format.
+    /// Text and reasoning of an error-free parse contain no delimiter of the format.
     NoMarkupLeak,
     /// y_: the result equals the expectation; n_: an error of the expected kind.
     Expectation,
@@ -80,6 +80,16 @@ pub fn expectation_mismatch(
                 "text is {} but the expectation says {}",
                 excerpt(&result.text),
                 excerpt(text)
+            ));
+        }
+        // `None`: an adapter that reports no reasoning is not judged on it.
+        if let (Some(want), Some(got)) = (&e.reasoning, &result.reasoning)
+            && want != got
+        {
+            return Some(format!(
+                "reasoning is {} but the expectation says {}",
+                excerpt(got),
+                excerpt(want)
             ));
         }
         if let Some(calls) = &e.calls {
@@ -190,17 +200,20 @@ fn describe(c: &crate::event::ToolCall) -> String {
 /// `ParseResult`'s equality it also compares warning kinds, which must not depend on cuts either.
 pub fn result_difference(whole: &ParseResult, other: &ParseResult) -> Option<String> {
     if whole.text != other.text {
-        let at = whole
-            .text
-            .char_indices()
-            .zip(other.text.chars())
-            .find(|((_, a), b)| a != b)
-            .map(|((i, _), _)| i)
-            .unwrap_or(whole.text.len().min(other.text.len()));
+        let at = first_difference(&whole.text, &other.text);
         return Some(format!(
             "text differs from byte {at}: whole gives {} here, this chunking {}",
             excerpt(whole.text.get(at..).unwrap_or("")),
             excerpt(other.text.get(at..).unwrap_or(""))
+        ));
+    }
+    if whole.reasoning_text() != other.reasoning_text() {
+        let (a, b) = (whole.reasoning_text(), other.reasoning_text());
+        let at = first_difference(a, b);
+        return Some(format!(
+            "reasoning differs from byte {at}: whole gives {} here, this chunking {}",
+            excerpt(a.get(at..).unwrap_or("")),
+            excerpt(b.get(at..).unwrap_or(""))
         ));
     }
     if whole.calls.len() != other.calls.len() {
@@ -236,6 +249,15 @@ pub fn result_difference(whole: &ParseResult, other: &ParseResult) -> Option<Str
         ));
     }
     None
+}
+
+/// The byte offset (a character boundary of both) where two strings start to differ.
+fn first_difference(a: &str, b: &str) -> usize {
+    a.char_indices()
+        .zip(b.chars())
+        .find(|((_, x), y)| x != y)
+        .map(|((i, _), _)| i)
+        .unwrap_or(a.len().min(b.len()))
 }
 
 /// The first delimiter found in the text, if any.
@@ -353,6 +375,30 @@ mod tests {
         assert!(expectation_mismatch(Label::Reject, Some(&e), &r).is_some());
         let r = result("", vec![], vec![ErrorKind::MissingName]);
         assert_eq!(expectation_mismatch(Label::Reject, Some(&e), &r), None);
+    }
+
+    #[test]
+    fn reasoning_is_judged_when_reported_and_compared_across_chunkings() {
+        let e = Expectation {
+            reasoning: Some("plan".into()),
+            ..Default::default()
+        };
+        let mut r = result("", vec![], vec![]);
+        // Not reported (an adapter without reasoning): not judged.
+        assert_eq!(expectation_mismatch(Label::Accept, Some(&e), &r), None);
+        r.reasoning = Some("plan".into());
+        assert_eq!(expectation_mismatch(Label::Accept, Some(&e), &r), None);
+        r.reasoning = Some("".into());
+        assert!(expectation_mismatch(Label::Accept, Some(&e), &r).is_some());
+        let mut other = r.clone();
+        other.reasoning = Some("plaN".into());
+        assert!(
+            result_difference(&r, &other)
+                .unwrap()
+                .starts_with("reasoning differs from byte 0")
+        );
+        other.reasoning = None;
+        assert_eq!(result_difference(&r, &other), None);
     }
 
     #[test]
