@@ -8,6 +8,7 @@ use crate::tools::Tools;
 pub mod anthropic_sse;
 pub mod forge_json;
 pub mod forge_xml;
+pub mod harmony;
 pub mod kimi_k2;
 pub mod openai_sse;
 pub mod reasoning;
@@ -102,6 +103,7 @@ pub struct Typing {
 /// Every format, in a fixed order. Adding a format is one module and one line here.
 pub static REGISTRY: &[&Format] = &[
     &kimi_k2::FORMAT,
+    &harmony::FORMAT,
     &openai_sse::FORMAT,
     &anthropic_sse::FORMAT,
     &roo_xml::FORMAT,
