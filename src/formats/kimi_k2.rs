@@ -970,6 +970,14 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
     if let Some(m) = MARKERS.iter().find(|m| text.contains(*m)) {
         return Err(format!("the text contains the marker {m}"));
     }
+    // The reasoning layer in front of the parser would read a tag in the text as reasoning.
+    if let Some(t) = REASONING
+        .tags()
+        .into_iter()
+        .find(|t| text.contains(t.as_str()))
+    {
+        return Err(format!("the text contains the reasoning tag {t}"));
+    }
     let mut out = String::from(text);
     if calls.is_empty() {
         return Ok(out.into_bytes());

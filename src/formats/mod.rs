@@ -103,13 +103,13 @@ pub struct Typing {
 /// Every format, in a fixed order. Adding a format is one module and one line here.
 pub static REGISTRY: &[&Format] = &[
     &kimi_k2::FORMAT,
-    &harmony::FORMAT,
     &openai_sse::FORMAT,
     &anthropic_sse::FORMAT,
     &roo_xml::FORMAT,
     &strict_xml::FORMAT,
     &forge_xml::FORMAT,
     &forge_json::FORMAT,
+    &harmony::FORMAT,
 ];
 
 /// Looks a format up by id.
