@@ -347,6 +347,34 @@ impl Parser {
         }
     }
 
+    /// The per-chunk path of streamed content: a piece without `<`, with nothing held back,
+    /// that only continues text, reasoning or a JSON string of the arguments goes straight to
+    /// the sink. `false`: nothing was done, take the general path.
+    #[inline]
+    fn content_fast(&mut self, s: &str, out: &mut dyn Sink) -> bool {
+        if !self.pending.is_empty() || s.is_empty() || memchr::memchr(b'<', s.as_bytes()).is_some()
+        {
+            return false;
+        }
+        match &mut self.state {
+            State::Content(Content::Text) => out.text(s),
+            State::Content(Content::Reasoning) => out.reasoning(s),
+            State::Content(Content::Call(a)) => {
+                if !a.opened
+                    || a.bytes + s.len() > self.cfg.max_args_bytes
+                    || !a.json.continue_string(s)
+                {
+                    return false;
+                }
+                a.bytes += s.len();
+                out.args_delta(a.index, s);
+            }
+            _ => return false,
+        }
+        self.pos += s.len() as u64;
+        true
+    }
+
     /// Text that holds no marker, in the current state.
     fn content(&mut self, s: &str, out: &mut dyn Sink) {
         if s.is_empty() {
@@ -763,7 +791,11 @@ fn marker_text(m: Marker) -> &'static str {
 impl StreamParser for Parser {
     fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
         match self.utf8.ascii(chunk) {
-            Some(s) => self.feed_str(s, out),
+            Some(s) => {
+                if !self.content_fast(s, out) {
+                    self.feed_str(s, out);
+                }
+            }
             None => {
                 let mut utf8 = std::mem::take(&mut self.utf8);
                 utf8.feed(chunk, &mut |p| self.piece(p, out));
