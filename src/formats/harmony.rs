@@ -228,26 +228,15 @@ fn parse_header(buf: &str) -> Result<Header<'_>, String> {
             if constrained || ctype.is_some() {
                 return Err("the header has two content types".into());
             }
-            // The type comes first; a recipient may still follow it.
-            for w in after.split_whitespace() {
-                if let Some(r) = w.strip_prefix("to=") {
-                    if recipient.is_some_and(|x| x != r) {
-                        return Err(format!(
-                            "the header names two recipients, {:?} and {r:?}",
-                            recipient.unwrap_or("")
-                        ));
-                    }
-                    recipient = Some(r);
-                } else if !constrained {
-                    ctype = Some(w);
-                    constrained = true;
-                } else {
+            let mut ws = after.split_whitespace();
+            match (ws.next(), ws.next()) {
+                (Some(t), None) => ctype = Some(t),
+                (None, _) => return Err("<|constrain|> names no content type".into()),
+                (Some(_), Some(w)) => {
                     return Err(format!("unexpected {w:?} after the content type"));
                 }
             }
-            if !constrained {
-                return Err("<|constrain|> names no content type".into());
-            }
+            constrained = true;
         }
     }
     if let Some(r) = role

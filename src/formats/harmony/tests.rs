@@ -63,7 +63,6 @@ fn the_recipient_may_be_in_the_role_or_the_channel_part() {
         "<|channel|>commentary to=functions.f<|constrain|>json",
         "<|channel|>commentary to=functions.f json",
         "<|channel|>commentary to=functions.f",
-        "<|channel|>commentary <|constrain|>json to=functions.f",
     ] {
         let r = parse(&format!("{h}<|message|>{{\"a\":1}}<|call|>"));
         assert_eq!(names(&r), ["f"], "{h}");
