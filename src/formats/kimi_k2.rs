@@ -1341,6 +1341,24 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
 
+        /// The registered parser (behind the reasoning layer) on markup-dense input.
+        #[test]
+        fn with_reasoning_any_cuts_agree_with_whole(
+            s in "(<think>|</think>|◁think▷|◁/think▷|<\\|tool_calls_section_begin\\|>|<\\|tool_calls_section_end\\|>|<\\|tool_call_begin\\|>functions\\.f:0|<\\|tool_call_argument_begin\\|>|<\\|tool_call_end\\|>|\\{\"a\":\"<think>\"\\}|\\{\\}|x|<|é|\n){0,14}",
+            cuts in proptest::collection::vec(any::<usize>(), 0..6),
+        ) {
+            let run = |chunks: Vec<&[u8]>| {
+                let mut p = new_parser(&Tools::default());
+                ParseResult::fold(&crate::formats::run_chunks(p.as_mut(), chunks))
+            };
+            let whole = run(vec![s.as_bytes()]);
+            let r = run(pieces_at(s.as_bytes(), &cuts));
+            prop_assert_eq!(&r, &whole);
+            prop_assert_eq!(kinds(&r), kinds(&whole));
+            let by_byte = run(s.as_bytes().chunks(1).collect());
+            prop_assert_eq!(&by_byte, &whole);
+        }
+
         #[test]
         fn arbitrary_bytes_and_cuts_never_panic_and_agree_with_whole(
             bytes in proptest::collection::vec(any::<u8>(), 0..200),
