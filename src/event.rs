@@ -100,6 +100,8 @@ pub enum Event {
     ArgsDelta { index: usize, json: CompactString },
     /// The call is complete; its concatenated deltas are its arguments.
     CallEnd { index: usize },
+    /// The model's reasoning (chain of thought), outside tool markup and apart from the text.
+    Reasoning { text: CompactString },
     /// The input deviated from the spec but was recovered; `kind` names the leniency option.
     Warning { kind: String, message: String },
     /// The input violates the spec.
@@ -110,6 +112,11 @@ impl Event {
     /// Shorthand for a `Text` event.
     pub fn text(s: impl Into<CompactString>) -> Event {
         Event::Text { text: s.into() }
+    }
+
+    /// Shorthand for a `Reasoning` event.
+    pub fn reasoning(s: impl Into<CompactString>) -> Event {
+        Event::Reasoning { text: s.into() }
     }
 
     /// Shorthand for an `Error` event.
@@ -154,6 +161,14 @@ pub trait Sink {
             self.push(Event::text(text));
         }
     }
+
+    /// Takes reasoning (a `Reasoning`); empty reasoning is no event.
+    #[inline]
+    fn reasoning(&mut self, text: &str) {
+        if !text.is_empty() {
+            self.push(Event::reasoning(text));
+        }
+    }
 }
 
 impl Sink for Vec<Event> {
@@ -171,6 +186,18 @@ impl Sink for Vec<Event> {
             text.push_str(s);
         } else {
             Vec::push(self, Event::text(s));
+        }
+    }
+
+    /// Merges reasoning into a preceding `Reasoning` event, like text.
+    fn reasoning(&mut self, s: &str) {
+        if s.is_empty() {
+            return;
+        }
+        if let Some(Event::Reasoning { text }) = self.last_mut() {
+            text.push_str(s);
+        } else {
+            Vec::push(self, Event::reasoning(s));
         }
     }
 }
@@ -227,6 +254,10 @@ pub struct WarningInfo {
 pub struct ParseResult {
     /// All `Text` events concatenated.
     pub text: String,
+    /// All `Reasoning` events concatenated; `None` when the parser reported no reasoning at
+    /// all (an adapter that does not report reasoning is not judged on it, `specs/adapter.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
     /// One call per `CallStart` that reached its `CallEnd`, in start order.
     pub calls: Vec<ToolCall>,
     /// Recovered deviations, in order.
@@ -239,9 +270,11 @@ pub struct ParseResult {
 }
 
 impl PartialEq for ParseResult {
-    /// Equal when text, calls and error kinds are equal (messages and warnings are not compared).
+    /// Equal when text, reasoning, calls and error kinds are equal (messages and warnings are
+    /// not compared; no reasoning and empty reasoning are equal).
     fn eq(&self, other: &Self) -> bool {
         self.text == other.text
+            && self.reasoning_text() == other.reasoning_text()
             && self.calls == other.calls
             && self.error_kinds() == other.error_kinds()
     }
@@ -263,6 +296,11 @@ impl ParseResult {
     /// The error kinds in order, for comparison.
     pub fn error_kinds(&self) -> Vec<ErrorKind> {
         self.errors.iter().map(|e| e.kind).collect()
+    }
+
+    /// The reasoning, empty when none was reported.
+    pub fn reasoning_text(&self) -> &str {
+        self.reasoning.as_deref().unwrap_or("")
     }
 
     /// True when the run ended without an error.
@@ -306,6 +344,11 @@ impl Folder {
     pub fn push(&mut self, ev: &Event) {
         match ev {
             Event::Text { text } => self.result.text.push_str(text),
+            Event::Reasoning { text } => self
+                .result
+                .reasoning
+                .get_or_insert_with(String::new)
+                .push_str(text),
             Event::CallStart {
                 index,
                 id,
@@ -497,6 +540,9 @@ mod tests {
         sink.text("b");
         sink.push(Event::CallEnd { index: 0 });
         sink.text("c");
+        sink.reasoning("r");
+        sink.reasoning("");
+        sink.reasoning("s");
         sink.args_delta(1, "{}");
         assert_eq!(
             out,
@@ -504,6 +550,7 @@ mod tests {
                 Event::text("ab"),
                 Event::CallEnd { index: 0 },
                 Event::text("c"),
+                Event::reasoning("rs"),
                 Event::ArgsDelta {
                     index: 1,
                     json: "{}".into()
@@ -541,9 +588,16 @@ mod tests {
         ];
         let r = ParseResult::fold(&evs);
         assert_eq!(r.text, "hi ");
+        assert_eq!(r.reasoning, None);
         assert_eq!(r.calls.len(), 1);
         assert_eq!(r.calls[0].arguments, json!({"x": 1}));
         assert_eq!(r.error_kinds(), vec![ErrorKind::InvalidJson]);
+        let r = ParseResult::fold(&[
+            Event::reasoning("a"),
+            Event::text("t"),
+            Event::reasoning("b"),
+        ]);
+        assert_eq!(r.reasoning.as_deref(), Some("ab"));
     }
 
     #[test]

@@ -199,6 +199,7 @@ fn seeds(a: SeedArgs) -> Result<u8, String> {
             words.extend(SSE_WORDS.iter().map(|s| s.to_string()));
         }
         words.extend(markers);
+        words.extend(f.reasoning.map(|r| r.tags()).unwrap_or_default());
         words.extend(JSON_WORDS.iter().map(|s| s.to_string()));
         for (_, extra) in EXTRA_WORDS.iter().filter(|(id, _)| *id == f.id) {
             words.extend(extra.iter().map(|s| s.to_string()));
@@ -231,6 +232,21 @@ fn seeds(a: SeedArgs) -> Result<u8, String> {
 
 /// Keywords of a format that are not delimiters (its `markers` give those).
 const EXTRA_WORDS: &[(&str, &[&str])] = &[
+    (
+        "harmony",
+        &[
+            "assistant",
+            "analysis",
+            "commentary",
+            "final",
+            " to=functions.",
+            " to=browser.search",
+            " json",
+            " code",
+            "<|refusal|>",
+            "<|endoftext|>",
+        ],
+    ),
     (
         "kimi_k2",
         &["functions.", ":0", "functions.a.b:1", "<|im_end|>", " <|"],

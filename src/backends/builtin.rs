@@ -81,7 +81,10 @@ fn run_turn(parser: &mut dyn StreamParser, data: &[u8], cuts: &Cuts) -> TurnOutc
     parser.finish(&mut buf);
     drain(&mut buf, &mut folder);
     let events_hash = hasher.finish();
-    let (result, anomalies) = folder.finish_with_anomalies();
+    let (mut result, anomalies) = folder.finish_with_anomalies();
+    // A built-in parser is judged on reasoning even when it reports none: no reasoning is
+    // empty reasoning (only an adapter may leave it unreported, `specs/adapter.md`).
+    result.reasoning.get_or_insert_with(String::new);
     TurnOutcome {
         result,
         anomalies,

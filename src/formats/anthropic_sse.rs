@@ -2,7 +2,8 @@
 //!
 //! Text blocks give `Text`; `tool_use` blocks give calls whose `input_json_delta.partial_json`
 //! fragments are validated incrementally (one [`Args`] per call, each fragment fed once);
-//! thinking blocks are not visible text and are dropped. Rules and deviations:
+//! thinking deltas are `Reasoning` (signatures and redacted thinking are dropped, never text).
+//! Rules and deviations:
 //! `specs/anthropic_sse.md`.
 
 use super::openai_sse::{Args, pieces};
@@ -67,7 +68,7 @@ impl Default for Config {
 
 enum Block {
     Text,
-    /// Thinking and redacted thinking: not visible text, dropped.
+    /// Thinking (its deltas are reasoning) and redacted thinking (dropped): never text.
     Thinking,
     /// A tool call with its output index; `None` args once it ended or failed.
     Tool(usize, Option<Box<Args>>),
@@ -324,7 +325,15 @@ impl Parser {
                 }
                 Block::Text
             }
-            Some("thinking") | Some("redacted_thinking") => Block::Thinking,
+            Some("thinking") => {
+                // The start usually carries `"thinking": ""`; the text comes as deltas.
+                if let Some(t) = cb.get("thinking").and_then(Value::as_str) {
+                    out.reasoning(t);
+                }
+                Block::Thinking
+            }
+            // Encrypted reasoning (`data`): nothing a consumer can read, never text.
+            Some("redacted_thinking") => Block::Thinking,
             Some("tool_use") => self.tool_start(cb, at, out),
             _ => Block::Other,
         };
@@ -437,7 +446,15 @@ impl Parser {
                 }
                 false
             }
-            (Block::Thinking, "thinking_delta" | "signature_delta") => false,
+            (Block::Thinking, "thinking_delta") => {
+                if let Some(t) = delta.get("thinking").and_then(Value::as_str) {
+                    out.reasoning(t);
+                }
+                false
+            }
+            // The signature authenticates the thinking for the API; it is neither text nor
+            // reasoning.
+            (Block::Thinking, "signature_delta") => false,
             (Block::Tool(n, args), "input_json_delta") => {
                 let n = *n;
                 if let (Some(a), Some(frag)) = (
@@ -784,6 +801,7 @@ pub static FORMAT: Format = Format {
     cdata: None,
     typing: None,
     special_tokens: &[],
+    reasoning: None,
 };
 
 #[cfg(test)]
@@ -886,7 +904,7 @@ mod tests {
     }
 
     #[test]
-    fn thinking_is_dropped_and_never_leaks_into_text() {
+    fn thinking_is_reasoning_and_never_leaks_into_text() {
         let s = start()
             + &ev(
                 json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}}),
@@ -906,6 +924,7 @@ mod tests {
             + &end("end_turn");
         let r = parse(&s);
         assert_eq!(r.text, "Answer.");
+        assert_eq!(r.reasoning_text(), "secret plan");
         assert!(r.errors.is_empty());
     }
 

@@ -44,6 +44,7 @@ pub static FORMAT: Format = Format {
     cdata: None,
     typing: None,
     special_tokens: SPECIAL_TOKENS,
+    reasoning: None,
 };
 
 #[cfg(test)]

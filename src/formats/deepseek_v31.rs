@@ -586,6 +586,7 @@ pub static FORMAT: Format = Format {
     cdata: None,
     typing: None,
     special_tokens: SPECIAL_TOKENS,
+    reasoning: None,
 };
 
 /// DeepSeek V3 / V3.1 special tokens that can appear in output, with their ids.

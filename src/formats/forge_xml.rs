@@ -1030,6 +1030,7 @@ pub static FORMAT: Format = Format {
         key: "v",
     }),
     special_tokens: &[],
+    reasoning: None,
 };
 
 /// A call whose `content` travels in CDATA, for the `cdata_split` invariant.

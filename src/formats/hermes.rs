@@ -278,6 +278,7 @@ pub static FORMAT: Format = Format {
     cdata: None,
     typing: None,
     special_tokens: SPECIAL_TOKENS,
+    reasoning: None,
 };
 
 /// Qwen2.5 / Qwen3 special tokens that can appear in output, with their ids.

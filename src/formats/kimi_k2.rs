@@ -9,6 +9,7 @@
 //! validated by the incremental JSON parser as they stream, which also tells whether a `<|`
 //! sits inside a JSON string (content) or outside one (a marker).
 
+use super::reasoning::{self, Syntax};
 use super::{Format, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Event, Sink, ToolCall};
 use crate::lexers::json::{
@@ -932,6 +933,10 @@ impl StreamParser for Parser {
         }
         self.reset_turn();
     }
+
+    fn at_text(&self) -> bool {
+        matches!(self.state, State::Text)
+    }
 }
 
 impl Parser {
@@ -964,6 +969,14 @@ impl Parser {
 pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>, String> {
     if let Some(m) = MARKERS.iter().find(|m| text.contains(*m)) {
         return Err(format!("the text contains the marker {m}"));
+    }
+    // The reasoning layer in front of the parser would read a tag in the text as reasoning.
+    if let Some(t) = REASONING
+        .tags()
+        .into_iter()
+        .find(|t| text.contains(t.as_str()))
+    {
+        return Err(format!("the text contains the reasoning tag {t}"));
     }
     let mut out = String::from(text);
     if calls.is_empty() {
@@ -1014,8 +1027,16 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
 }
 
 fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
-    Box::new(Parser::new(Config::default()))
+    reasoning::wrap(Parser::new(Config::default()), &REASONING)
 }
+
+/// Kimi's reasoning blocks: `<think>…</think>` (K2-Thinking, K2.5, K2.6, which think by
+/// default) and `◁think▷…◁/think▷` (Kimi-VL, k1.5 thinking); `specs/kimi_k2.md` §4.1.
+pub static REASONING: Syntax = Syntax {
+    pairs: &[("<think>", "</think>"), ("◁think▷", "◁/think▷")],
+    call_markers: &[SECTION_BEGIN, CALL_BEGIN, SECTION_BEGIN_SINGULAR],
+    on_by_default: true,
+};
 
 fn markers(_tools: &Tools) -> Vec<String> {
     MARKERS.iter().map(|m| m.to_string()).collect()
@@ -1031,6 +1052,7 @@ pub static FORMAT: Format = Format {
     cdata: None,
     typing: None,
     special_tokens: SPECIAL_TOKENS,
+    reasoning: Some(&REASONING),
 };
 
 /// Kimi K2's special tokens that can appear in its output, with their ids in its tokenizer.
@@ -1318,6 +1340,24 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
+
+        /// The registered parser (behind the reasoning layer) on markup-dense input.
+        #[test]
+        fn with_reasoning_any_cuts_agree_with_whole(
+            s in "(<think>|</think>|◁think▷|◁/think▷|<\\|tool_calls_section_begin\\|>|<\\|tool_calls_section_end\\|>|<\\|tool_call_begin\\|>functions\\.f:0|<\\|tool_call_argument_begin\\|>|<\\|tool_call_end\\|>|\\{\"a\":\"<think>\"\\}|\\{\\}|x|<|é|\n){0,14}",
+            cuts in proptest::collection::vec(any::<usize>(), 0..6),
+        ) {
+            let run = |chunks: Vec<&[u8]>| {
+                let mut p = new_parser(&Tools::default());
+                ParseResult::fold(&crate::formats::run_chunks(p.as_mut(), chunks))
+            };
+            let whole = run(vec![s.as_bytes()]);
+            let r = run(pieces_at(s.as_bytes(), &cuts));
+            prop_assert_eq!(&r, &whole);
+            prop_assert_eq!(kinds(&r), kinds(&whole));
+            let by_byte = run(s.as_bytes().chunks(1).collect());
+            prop_assert_eq!(&by_byte, &whole);
+        }
 
         #[test]
         fn arbitrary_bytes_and_cuts_never_panic_and_agree_with_whole(

@@ -242,6 +242,7 @@ pub static FORMAT: Format = Format {
     cdata: None,
     typing: None,
     special_tokens: SPECIAL_TOKENS,
+    reasoning: None,
 };
 
 /// Llama 3 special tokens that can appear in output (ids = 128000 + position).

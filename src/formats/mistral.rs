@@ -274,6 +274,7 @@ pub static FORMAT: Format = Format {
     cdata: None,
     typing: None,
     special_tokens: SPECIAL_TOKENS,
+    reasoning: None,
 };
 
 /// Control tokens of the v3 SentencePiece vocabulary that can appear in output.

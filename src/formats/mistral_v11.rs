@@ -353,6 +353,7 @@ pub static FORMAT: Format = Format {
     cdata: None,
     typing: None,
     special_tokens: SPECIAL_TOKENS,
+    reasoning: None,
 };
 
 /// Tekken control tokens that can appear in v11+ output (ids from mistral-common's tests).

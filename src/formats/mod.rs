@@ -11,6 +11,7 @@ pub mod deepseek_v31;
 pub mod delimited;
 pub mod forge_json;
 pub mod forge_xml;
+pub mod harmony;
 pub mod hermes;
 pub mod kimi_k2;
 pub mod llama3_json;
@@ -18,6 +19,7 @@ pub mod mistral;
 pub mod mistral_v11;
 pub mod openai_sse;
 pub mod pythonic;
+pub mod reasoning;
 pub mod roo_xml;
 pub mod strict_xml;
 #[cfg(test)]
@@ -34,6 +36,12 @@ pub trait StreamParser: Send {
     /// Ends the current turn: flushes held-back input and reports what was left open.
     /// The parser may then be fed the next turn of the same session.
     fn finish(&mut self, out: &mut dyn Sink);
+    /// True when the next byte fed would be read as plain text, outside any markup of the
+    /// format: only there does the reasoning layer ([`reasoning`]) look for an open tag. The
+    /// default (`false`) keeps a format that does not say so out of reach of the layer.
+    fn at_text(&self) -> bool {
+        false
+    }
 }
 
 /// Renders text and calls into a transcript of the format; `Err` says why it cannot.
@@ -62,6 +70,12 @@ pub struct Format {
     /// inside one are reported apart and do not fail the case; the `tokens` chunking never
     /// cuts inside one. Empty for formats whose delimiters are ordinary text.
     pub special_tokens: &'static [SpecialToken],
+    /// The reasoning wrapper the format's models write (`<think>…</think>`…), when
+    /// `new_parser` puts the shared reasoning layer in front of the parser
+    /// ([`reasoning::wrap`]); its tags are delimiters for the markup-leak check in text and in
+    /// reasoning. `None` for formats without one, or whose parser splits reasoning itself
+    /// (harmony's `analysis` channel): their reasoning is checked against all `markers`.
+    pub reasoning: Option<&'static reasoning::Syntax>,
 }
 
 /// A special token of a model's vocabulary: its text and, where the tokenizer is public, its id.
@@ -103,6 +117,8 @@ pub static REGISTRY: &[&Format] = &[
     &strict_xml::FORMAT,
     &forge_xml::FORMAT,
     &forge_json::FORMAT,
+    // harmony before the later families: fuzz seeds name formats by registry position.
+    &harmony::FORMAT,
     &hermes::FORMAT,
     &deepseek_v3::FORMAT,
     &deepseek_v31::FORMAT,

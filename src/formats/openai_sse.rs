@@ -180,11 +180,37 @@ struct WireChoice {
 #[derive(Deserialize)]
 struct WireDelta {
     #[serde(default)]
-    content: Option<String>,
+    content: Option<WireContent>,
+    /// Reasoning as vLLM, DeepSeek and SGLang send it.
+    #[serde(default)]
+    reasoning_content: Option<String>,
+    /// Reasoning as OpenRouter and newer vLLM send it (the same text when both are present).
+    #[serde(default)]
+    reasoning: Option<String>,
     #[serde(default)]
     refusal: Option<String>,
     #[serde(default)]
     tool_calls: Option<Vec<WireToolCall>>,
+}
+
+/// `delta.content`: a string, or (Mistral) an array of typed parts.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum WireContent {
+    Text(String),
+    Parts(Vec<WirePart>),
+}
+
+/// One typed part of an array `content`: `{"type":"text","text"}` or
+/// `{"type":"thinking","thinking":[{"type":"text","text"}…]}` (Magistral).
+#[derive(Deserialize)]
+struct WirePart {
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    thinking: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -416,11 +442,24 @@ impl Parser {
     }
 
     fn on_choice(&mut self, choice: WireChoice, at: u64, out: &mut dyn Sink) {
-        let (content, refusal, calls) = match choice.delta {
-            Some(d) => (d.content, d.refusal, d.tool_calls.unwrap_or_default()),
-            None => (None, None, Vec::new()),
+        let (content, reasoning, refusal, calls) = match choice.delta {
+            Some(d) => (
+                d.content,
+                d.reasoning_content.or(d.reasoning),
+                d.refusal,
+                d.tool_calls.unwrap_or_default(),
+            ),
+            None => (None, None, None, Vec::new()),
         };
-        if self.finished && (!calls.is_empty() || content.as_ref().is_some_and(|s| !s.is_empty())) {
+        let says_something = |c: &WireContent| match c {
+            WireContent::Text(s) => !s.is_empty(),
+            WireContent::Parts(p) => !p.is_empty(),
+        };
+        if self.finished
+            && (!calls.is_empty()
+                || content.as_ref().is_some_and(says_something)
+                || reasoning.as_ref().is_some_and(|s| !s.is_empty()))
+        {
             if !self.warned.contains(&"after_finish") {
                 self.warned.push("after_finish");
                 out.push(Event::error(
@@ -430,8 +469,17 @@ impl Parser {
             }
             return;
         }
-        if let Some(s) = content {
-            self.content(&s, out);
+        if let Some(s) = reasoning {
+            out.reasoning(&s);
+        }
+        match content {
+            Some(WireContent::Text(s)) => self.content(&s, out),
+            Some(WireContent::Parts(parts)) => {
+                for part in parts {
+                    self.content_part(part, out);
+                }
+            }
+            None => {}
         }
         if let Some(s) = refusal {
             // A refusal is what the user is shown instead of an answer: visible text.
@@ -442,6 +490,30 @@ impl Parser {
         }
         if let Some(reason) = choice.finish_reason {
             self.on_finish_reason(&reason, at, out);
+        }
+    }
+
+    /// One typed part of an array `content`: text parts are content, thinking parts reasoning;
+    /// other parts (images, references) carry no text.
+    fn content_part(&mut self, part: WirePart, out: &mut dyn Sink) {
+        match part.kind.as_deref() {
+            Some("text") => {
+                if let Some(t) = part.text {
+                    self.content(&t, out);
+                }
+            }
+            Some("thinking") => match part.thinking {
+                Some(Value::String(t)) => out.reasoning(&t),
+                Some(Value::Array(items)) => {
+                    for item in items {
+                        if let Some(t) = item.get("text").and_then(Value::as_str) {
+                            out.reasoning(t);
+                        }
+                    }
+                }
+                _ => {}
+            },
+            _ => {}
         }
     }
 
@@ -460,6 +532,7 @@ impl Parser {
         for ev in evs {
             match ev {
                 Event::Text { text } => out.text(&text),
+                Event::Reasoning { text } => out.reasoning(&text),
                 Event::CallStart {
                     index,
                     id,
@@ -1043,6 +1116,7 @@ pub static FORMAT: Format = Format {
     cdata: None,
     typing: None,
     special_tokens: &[],
+    reasoning: None,
 };
 
 #[cfg(test)]
@@ -1103,6 +1177,39 @@ mod tests {
 
     fn warnings(r: &ParseResult) -> Vec<&str> {
         r.warnings.iter().map(|w| w.kind.as_str()).collect()
+    }
+
+    #[test]
+    fn reasoning_fields_are_reasoning_once() {
+        let s = chunk(json!({"reasoning_content": "a", "content": null}), None)
+            + &chunk(json!({"reasoning": "b"}), None)
+            + &chunk(json!({"reasoning_content": "c", "reasoning": "c"}), None)
+            + &chunk(json!({"content": "x"}), None)
+            + &fin("stop")
+            + DONE;
+        let r = parse(&s);
+        assert_eq!(r.reasoning_text(), "abc");
+        assert_eq!(r.text, "x");
+        assert!(r.errors.is_empty());
+        let late = fin("stop") + &chunk(json!({"reasoning": "late"}), None) + DONE;
+        assert_eq!(parse(&late).error_kinds(), [ErrorKind::InvalidStream]);
+    }
+
+    #[test]
+    fn mistral_content_parts_split_thinking_from_text() {
+        let s = chunk(
+            json!({"content": [{"type": "thinking", "thinking": [{"type": "text", "text": "t1"}]}]}),
+            None,
+        ) + &chunk(
+            json!({"content": [{"type": "thinking", "thinking": "t2"}, {"type": "text", "text": "3"}, {"type": "image_url", "image_url": "x"}]}),
+            None,
+        ) + &chunk(json!({"content": "91"}), None)
+            + &fin("stop")
+            + DONE;
+        let r = parse(&s);
+        assert_eq!(r.reasoning_text(), "t1t2");
+        assert_eq!(r.text, "391");
+        assert!(r.errors.is_empty());
     }
 
     fn one_call() -> String {

@@ -364,6 +364,7 @@ pub static FORMAT: Format = Format {
     cdata: None,
     typing: None,
     special_tokens: SPECIAL_TOKENS,
+    reasoning: None,
 };
 
 /// Llama 4 and Llama 3 special tokens that can appear in output, with their ids.

@@ -830,6 +830,7 @@ pub static FORMAT: Format = Format {
     cdata: None,
     typing: None,
     special_tokens: &[],
+    reasoning: None,
 };
 
 #[cfg(test)]

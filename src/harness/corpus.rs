@@ -71,6 +71,9 @@ pub struct Expectation {
     /// The exact visible text.
     #[serde(default)]
     pub text: Option<String>,
+    /// The exact reasoning (the `Reasoning` events concatenated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
     /// The calls, in order.
     #[serde(default)]
     pub calls: Option<Vec<ToolCall>>,

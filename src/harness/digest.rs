@@ -109,6 +109,7 @@ impl LeanTurn {
         let outcome = TurnOutcome {
             result: ParseResult {
                 text: r.text.clone(),
+                reasoning: r.reasoning.clone(),
                 calls: Vec::new(),
                 warnings: r.warnings.clone(),
                 errors: r.errors.clone(),
@@ -343,6 +344,8 @@ impl FoldSink {
     fn finish(mut self) -> (LeanTurn, Option<Vec<ToolCall>>) {
         self.flush();
         let (mut result, anomalies) = self.folder.finish_with_anomalies();
+        // As for every built-in replay: no reasoning is empty reasoning.
+        result.reasoning.get_or_insert_with(String::new);
         let rest = std::mem::take(&mut result.calls);
         self.folder = Folder::default();
         self.settle(rest);

@@ -309,6 +309,7 @@ mod tests {
                 key: typing.key,
             }),
             special_tokens: &[],
+            reasoning: None,
         };
         let r = check_format(&bad, &Builtin);
         assert_eq!(r.len(), 2);

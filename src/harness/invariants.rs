@@ -16,7 +16,7 @@ pub enum Invariant {
     SplitInvariance,
     /// Events keep the per-call contract of `specs/streaming.md`.
     DeltaContract,
-    /// Text of an error-free parse contains no delimiter of the format.
+    /// Text and reasoning of an error-free parse contain no delimiter of the format.
     NoMarkupLeak,
     /// y_: the result equals the expectation; n_: an error of the expected kind.
     Expectation,
@@ -182,6 +182,16 @@ pub fn expectation_mismatch(
                 excerpt(text)
             ));
         }
+        // `None`: an adapter that reports no reasoning is not judged on it.
+        if let (Some(want), Some(got)) = (&e.reasoning, &result.reasoning)
+            && want != got
+        {
+            return Some(format!(
+                "reasoning is {} but the expectation says {}",
+                excerpt(got),
+                excerpt(want)
+            ));
+        }
         if let Some(calls) = &e.calls {
             if calls.len() != result.calls.len() {
                 return Some(format!(
@@ -297,17 +307,20 @@ fn describe(c: &crate::event::ToolCall) -> String {
 /// depend on cuts either.
 pub fn result_difference(whole: &ParseResult, other: &ParseResult, cmp: Compare) -> Option<String> {
     if whole.text != other.text {
-        let at = whole
-            .text
-            .char_indices()
-            .zip(other.text.chars())
-            .find(|((_, a), b)| a != b)
-            .map(|((i, _), _)| i)
-            .unwrap_or(whole.text.len().min(other.text.len()));
+        let at = first_difference(&whole.text, &other.text);
         return Some(format!(
             "text differs from byte {at}: whole gives {} here, this chunking {}",
             excerpt(whole.text.get(at..).unwrap_or("")),
             excerpt(other.text.get(at..).unwrap_or(""))
+        ));
+    }
+    if whole.reasoning_text() != other.reasoning_text() {
+        let (a, b) = (whole.reasoning_text(), other.reasoning_text());
+        let at = first_difference(a, b);
+        return Some(format!(
+            "reasoning differs from byte {at}: whole gives {} here, this chunking {}",
+            excerpt(a.get(at..).unwrap_or("")),
+            excerpt(b.get(at..).unwrap_or(""))
         ));
     }
     if whole.calls.len() != other.calls.len() {
@@ -346,6 +359,15 @@ pub fn result_difference(whole: &ParseResult, other: &ParseResult, cmp: Compare)
         ));
     }
     None
+}
+
+/// The byte offset (a character boundary of both) where two strings start to differ.
+fn first_difference(a: &str, b: &str) -> usize {
+    a.char_indices()
+        .zip(b.chars())
+        .find(|((_, x), y)| x != y)
+        .map(|((i, _), _)| i)
+        .unwrap_or(a.len().min(b.len()))
 }
 
 /// The first delimiter found in the text, if any.
@@ -469,6 +491,36 @@ mod tests {
             expectation_mismatch(Label::Reject, Some(&e), &r, Compare::ALL),
             None
         );
+    }
+
+    #[test]
+    fn reasoning_is_judged_when_reported_and_compared_across_chunkings() {
+        let e = Expectation {
+            reasoning: Some("plan".into()),
+            ..Default::default()
+        };
+        let mut r = result("", vec![], vec![]);
+        // Not reported (an adapter without reasoning): not judged.
+        assert_eq!(
+            expectation_mismatch(Label::Accept, Some(&e), &r, Compare::ALL),
+            None
+        );
+        r.reasoning = Some("plan".into());
+        assert_eq!(
+            expectation_mismatch(Label::Accept, Some(&e), &r, Compare::ALL),
+            None
+        );
+        r.reasoning = Some("".into());
+        assert!(expectation_mismatch(Label::Accept, Some(&e), &r, Compare::ALL).is_some());
+        let mut other = r.clone();
+        other.reasoning = Some("plaN".into());
+        assert!(
+            result_difference(&r, &other, Compare::ALL)
+                .unwrap()
+                .starts_with("reasoning differs from byte 0")
+        );
+        other.reasoning = None;
+        assert_eq!(result_difference(&r, &other, Compare::ALL), None);
     }
 
     #[test]

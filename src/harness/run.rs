@@ -259,7 +259,9 @@ pub fn run_case_with(
     cfg: &RunConfig,
 ) -> CaseReport {
     let started = Instant::now();
-    let markers = (format.markers)(&case.tools);
+    let mut markers = (format.markers)(&case.tools);
+    // Reasoning tags are delimiters too: for the `markers` chunking and the leak check in text.
+    markers.extend(format.reasoning.map(|r| r.tags()).unwrap_or_default());
     let cmp = cfg.compare_for(backend);
     let mut report = CaseReport::new(case.id.clone(), format.id, case.label);
     // Special tokens reach a server's parser whole: for an external parser, a replay that
@@ -679,6 +681,15 @@ fn replay_judged(
     }
 }
 
+/// The delimiters reasoning must not contain: the reasoning tags of a format that declares
+/// them (its call markup may stay inside reasoning, `specs/streaming.md`), else every marker.
+fn reasoning_markers(format: &str, markers: &[String]) -> Vec<String> {
+    match crate::formats::by_id(format).and_then(|f| f.reasoning) {
+        Some(syntax) => syntax.tags(),
+        None => markers.to_vec(),
+    }
+}
+
 /// Checks one replay's outcome against the whole-input baseline and the case's expectations.
 fn judge<T: Judged>(
     (case, markers, cmp): (&Case, &[String], Compare),
@@ -735,6 +746,23 @@ fn judge<T: Judged>(
             )
         {
             note(Invariant::NoMarkupLeak, format!("{}{l}", at(t)));
+        }
+        if matches!(case.label, Label::Accept | Label::Unlabelled)
+            && r.errors.is_empty()
+            && let Some(reasoning) = r.reasoning.as_deref().filter(|s| !s.is_empty())
+            && let Some(l) = markup_leak(
+                reasoning,
+                &reasoning_markers(case.format, markers),
+                case.expects
+                    .get(t)
+                    .and_then(Option::as_ref)
+                    .and_then(|e| e.reasoning.as_deref()),
+            )
+        {
+            note(
+                Invariant::NoMarkupLeak,
+                format!("{}in reasoning: {l}", at(t)),
+            );
         }
         if matches!(case.label, Label::Accept | Label::Reject) {
             let expect = case.expects.get(t).and_then(Option::as_ref);
@@ -980,6 +1008,7 @@ mod tests {
         cdata: None,
         typing: None,
         special_tokens: &[],
+        reasoning: None,
     };
 
     fn case(text: &str, expect: Option<Expectation>) -> Case {
@@ -1099,6 +1128,7 @@ mod tests {
         cdata: None,
         typing: None,
         special_tokens: &[SpecialToken::new("<|x|>", 1)],
+        reasoning: None,
     };
 
     /// The built-in parsers, presented as an external one.
@@ -1177,6 +1207,7 @@ mod tests {
         // Delimiters that are ordinary text (XML tags, SSE fields) are split by real streams.
         let plain = Format {
             special_tokens: &[],
+            reasoning: None,
             cdata: None,
             typing: None,
             ..TOKENS

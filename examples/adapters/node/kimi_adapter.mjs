@@ -12,6 +12,7 @@
 // 2. Text after the first <|tool_calls_section_end|> is dropped, and so is every later section.
 // 3. The arguments run to the next literal <|tool_call_end|>: not JSON-aware, so a marker inside
 //    a JSON string cuts them; only the five canonical tokens are markup; no limits.
+// 4. No reasoning: <think>…</think> stays text, its tags leaking into the text.
 //
 // Because it waits for the end of the turn, it is split-invariant: chunking cannot hurt it.
 

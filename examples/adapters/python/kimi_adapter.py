@@ -19,6 +19,8 @@ expected to catch exactly the failures listed in expected_failures.txt:
    is not JSON-aware, so a marker inside a JSON string ends the arguments early.
 3. Only the five canonical tokens are markup: no singular/plural variants, no arguments given as
    a JSON string, no size or depth limits.
+4. No reasoning: <think>…</think> stays text (it sends no reasoning, so conform does not judge
+   its reasoning, but the tags leak into its text).
 """
 
 import base64

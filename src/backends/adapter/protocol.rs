@@ -174,6 +174,9 @@ enum WireEvent {
     Text {
         text: String,
     },
+    Reasoning {
+        text: String,
+    },
     CallStart {
         index: usize,
         #[serde(default)]
@@ -205,6 +208,7 @@ impl From<WireEvent> for Event {
     fn from(w: WireEvent) -> Event {
         match w {
             WireEvent::Text { text } => Event::text(text),
+            WireEvent::Reasoning { text } => Event::reasoning(text),
             WireEvent::CallStart {
                 index,
                 id,
@@ -231,6 +235,9 @@ impl From<WireEvent> for Event {
 #[derive(Deserialize)]
 struct WireResult {
     text: String,
+    /// Absent when the adapter does not report reasoning: it is then not judged on it.
+    #[serde(default)]
+    reasoning: Option<String>,
     calls: Vec<WireCall>,
     errors: Vec<WireIssue<ErrorKind>>,
     #[serde(default)]
@@ -363,6 +370,7 @@ fn result_outcome(r: WireResult) -> TurnOutcome {
         .collect();
     let result = ParseResult {
         text: r.text,
+        reasoning: r.reasoning,
         completion: crate::event::completion_of(&calls),
         calls,
         warnings: r
