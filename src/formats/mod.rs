@@ -14,6 +14,7 @@ pub mod roo_xml;
 pub mod strict_xml;
 #[cfg(test)]
 pub(crate) mod testkit;
+pub mod typing;
 mod xml_prose;
 
 /// A push parser for one turn (or one session) of a format's stream.
@@ -75,7 +76,9 @@ impl SpecialToken {
 /// Renders a one-call transcript carrying `text` in CDATA, with the call it must parse to.
 pub type CdataProbe = fn(text: &str) -> (Vec<u8>, ToolCall);
 
-/// How a format types scalar text, for the `type_inference` invariant.
+/// How a format types scalar text, for the `type_inference` invariant: its own table
+/// (forge_xml), or the shared schema-typing table `specs/typing.json` read with each row's
+/// schema.
 pub struct Typing {
     /// JSON rows `{"xml": raw element text, "json": expected value, "rule": name}` (a file in
     /// `specs/`, included at build time so the spec and the check cannot drift apart).
@@ -84,6 +87,9 @@ pub struct Typing {
     pub transcript: fn(raw: &str) -> Vec<u8>,
     /// The argument that carries the value.
     pub key: &'static str,
+    /// For formats typed by the tool's schema: the tool the transcript calls. Each row then
+    /// carries a `schema`, which becomes the schema of that tool's parameter `key`.
+    pub schema_tool: Option<&'static str>,
 }
 
 /// Every format, in a fixed order. Adding a format is one module and one line here.
