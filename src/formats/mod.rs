@@ -10,8 +10,10 @@ pub mod forge_json;
 pub mod forge_xml;
 pub mod kimi_k2;
 pub mod openai_sse;
+pub mod qwen3_coder;
 pub mod roo_xml;
 pub mod strict_xml;
+pub mod tagged;
 #[cfg(test)]
 pub(crate) mod testkit;
 pub mod typing;
@@ -101,6 +103,7 @@ pub static REGISTRY: &[&Format] = &[
     &strict_xml::FORMAT,
     &forge_xml::FORMAT,
     &forge_json::FORMAT,
+    &qwen3_coder::FORMAT,
 ];
 
 /// Looks a format up by id.
