@@ -6,12 +6,17 @@ use crate::event::{Event, Sink, ToolCall};
 use crate::tools::Tools;
 
 pub mod anthropic_sse;
+pub mod deepseek_v32;
 pub mod forge_json;
 pub mod forge_xml;
+pub mod glm45;
+pub mod glm47;
 pub mod kimi_k2;
+pub mod minimax_m2;
 pub mod openai_sse;
 pub mod qwen3_coder;
 pub mod roo_xml;
+pub mod seed_oss;
 pub mod strict_xml;
 pub mod tagged;
 #[cfg(test)]
@@ -104,6 +109,11 @@ pub static REGISTRY: &[&Format] = &[
     &forge_xml::FORMAT,
     &forge_json::FORMAT,
     &qwen3_coder::FORMAT,
+    &seed_oss::FORMAT,
+    &glm45::FORMAT,
+    &glm47::FORMAT,
+    &minimax_m2::FORMAT,
+    &deepseek_v32::FORMAT,
 ];
 
 /// Looks a format up by id.

@@ -1315,6 +1315,75 @@ pub fn value_text(v: &Value) -> String {
     }
 }
 
+/// Renders one value as Jinja's `| string` does (Python repr: `True`, `None`, `{'a': 1}`),
+/// for templates that write non-string values that way; strings verbatim.
+pub fn python_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => {
+            let mut out = String::new();
+            python_repr(&mut out, other);
+            out
+        }
+    }
+}
+
+fn python_repr(out: &mut String, v: &Value) {
+    match v {
+        Value::Null => out.push_str("None"),
+        Value::Bool(true) => out.push_str("True"),
+        Value::Bool(false) => out.push_str("False"),
+        Value::Number(n) => out.push_str(&n.to_string()),
+        Value::String(s) => {
+            let q = if s.contains('\'') && !s.contains('"') {
+                '"'
+            } else {
+                '\''
+            };
+            out.push(q);
+            for c in s.chars() {
+                match c {
+                    '\\' => out.push_str("\\\\"),
+                    '\n' => out.push_str("\\n"),
+                    '\r' => out.push_str("\\r"),
+                    '\t' => out.push_str("\\t"),
+                    c if c == q => {
+                        out.push('\\');
+                        out.push(c);
+                    }
+                    c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                        out.push_str(&format!("\\x{:02x}", c as u32))
+                    }
+                    c => out.push(c),
+                }
+            }
+            out.push(q);
+        }
+        Value::Array(a) => {
+            out.push('[');
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                python_repr(out, x);
+            }
+            out.push(']');
+        }
+        Value::Object(m) => {
+            out.push('{');
+            for (i, (k, x)) in m.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                python_repr(out, &Value::String(k.clone()));
+                out.push_str(": ");
+                python_repr(out, x);
+            }
+            out.push('}');
+        }
+    }
+}
+
 /// Renders `text` and then the calls as `write_calls` writes them, refusing what the format
 /// cannot carry and any rendering that does not parse back (with `cfg`) to the same text and
 /// calls.
