@@ -1301,7 +1301,15 @@ impl StreamParser for Parser {
         let mut utf8 = std::mem::take(&mut self.utf8);
         utf8.finish(&mut |p| self.piece(p, out));
         while let Some(t) = self.scan.finish() {
-            self.token(t, out);
+            // What the scanner still holds is a delimiter's beginning cut off by the end:
+            // text in prose or a value, but inside markup only the rest of a cut tag.
+            let in_markup = !matches!(
+                self.st,
+                St::Text | St::ImplicitName(_) | St::Value | St::AfterClose(_)
+            );
+            if !(in_markup && matches!(t, Token::Text(_))) {
+                self.token(t, out);
+            }
         }
         self.end_turn(out);
     }
