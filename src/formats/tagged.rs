@@ -168,28 +168,57 @@ fn bad_name(name: &str) -> bool {
         .any(|c| c.is_whitespace() || matches!(c, '<' | '>' | '{' | '}' | '"' | '\''))
 }
 
+/// Bytes a JSON string cannot hold as they are: `"`, `\\` and the control characters.
+const NEEDS_ESCAPE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        t[i] = true;
+        i += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
+
+/// Whether `b` holds a `<`; short streaming deltas are checked without `memchr`'s setup.
+#[inline]
+fn has_lt(b: &[u8]) -> bool {
+    if b.len() <= 16 {
+        b.iter().any(|&c| c == b'<')
+    } else {
+        memchr::memchr(b'<', b).is_some()
+    }
+}
+
+/// The offset of the first byte of `s` that needs a JSON escape.
+#[inline]
+fn first_escape(s: &str) -> Option<usize> {
+    s.bytes().position(|b| NEEDS_ESCAPE[b as usize])
+}
+
 /// Appends `s` as JSON string body (without quotes).
 pub fn escape_json_into(out: &mut String, s: &str) {
-    let mut start = 0;
-    for (i, b) in s.bytes().enumerate() {
-        let esc: &str = match b {
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            b'\n' => "\\n",
-            b'\r' => "\\r",
-            b'\t' => "\\t",
-            0..=0x1f => "",
-            _ => continue,
-        };
-        out.push_str(&s[start..i]);
-        if esc.is_empty() {
-            out.push_str(&format!("\\u{b:04x}"));
-        } else {
-            out.push_str(esc);
+    let mut rest = s;
+    while let Some(i) = first_escape(rest) {
+        out.push_str(&rest[..i]);
+        let b = rest.as_bytes()[i];
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            _ => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.push_str("\\u00");
+                out.push(HEX[(b >> 4) as usize] as char);
+                out.push(HEX[(b & 15) as usize] as char);
+            }
         }
-        start = i + 1;
+        rest = &rest[i + 1..];
     }
-    out.push_str(&s[start..]);
+    out.push_str(rest);
 }
 
 /// Whitespace-only text segments next to markup are not text; anything else is kept whole.
@@ -311,6 +340,11 @@ impl Parser {
     }
 
     fn feed_str(&mut self, mut s: &str, out: &mut dyn Sink) {
+        // Inside a value, a piece without `<` (every delimiter starts with one) is value text
+        // whatever the scanner would say: the common streaming delta, without its machinery.
+        if matches!(self.st, St::Value) && self.scan.held().is_empty() && !has_lt(s.as_bytes()) {
+            return self.value_text(s, out);
+        }
         while let Some(t) = self.scan.next(&mut s) {
             self.token(t, out);
         }
@@ -1084,9 +1118,16 @@ impl Parser {
             if c.spoiled {
                 return;
             }
-            self.scratch.clear();
-            escape_json_into(&mut self.scratch, s);
-            out.args_delta(c.index, &self.scratch);
+            // Most pieces need no escape: they go out as they came in.
+            match first_escape(s) {
+                None => out.args_delta(c.index, s),
+                Some(i) => {
+                    self.scratch.clear();
+                    self.scratch.push_str(&s[..i]);
+                    escape_json_into(&mut self.scratch, &s[i..]);
+                    out.args_delta(c.index, &self.scratch);
+                }
+            }
         } else {
             p.buf.push_str(s);
         }
