@@ -185,7 +185,7 @@ const NEEDS_ESCAPE: [bool; 256] = {
 #[inline]
 fn has_lt(b: &[u8]) -> bool {
     if b.len() <= 16 {
-        b.iter().any(|&c| c == b'<')
+        b.contains(&b'<')
     } else {
         memchr::memchr(b'<', b).is_some()
     }
