@@ -298,7 +298,6 @@ pub struct Parser {
     cfg: Config,
     types: SchemaTypes,
     has_tools: bool,
-    tools: Tools,
     scan: MarkerScanner,
     utf8: Utf8Decoder,
     st: St,
@@ -323,7 +322,6 @@ impl Parser {
             cfg,
             types: SchemaTypes::new(tools),
             has_tools: !tools.is_empty(),
-            tools: tools.clone(),
             scan: MarkerScanner::new(&markers),
             utf8: Utf8Decoder::new(),
             st: St::Text,
@@ -638,7 +636,7 @@ impl Parser {
             Some(k) if t.as_bytes()[k] == b'>' => {
                 let mut name = std::mem::take(buf);
                 name.push_str(&t[..k]);
-                if !name.is_empty() && !bad_name(&name) && self.tools.get(&name).is_some() {
+                if !name.is_empty() && !bad_name(&name) && self.types.knows_tool(&name) {
                     out.push(Event::warning(
                         "missing_wrapper",
                         format!(

@@ -382,6 +382,20 @@ pub fn type_value(raw: &str, t: ParamType, opts: TypingOptions) -> (Value, Optio
         return (Value::String(raw.to_string()), None);
     }
     let s = raw.trim_matches(|c: char| c.is_ascii_whitespace());
+    // A template writes a null argument as `null` whatever the parameter's type, so the text
+    // `null` is null wherever it cannot be a string, noted where the schema does not allow it.
+    if !t.has(Kind::Null)
+        && !t.has(Kind::String)
+        && let Some((v, alias)) = read_null(s, opts)
+    {
+        let msg = format!(
+            "{} for a parameter of type {}, which does not allow null",
+            crate::event::excerpt(s),
+            t.describe()
+        );
+        let note = alias.map_or(("null_not_allowed", msg), |(_, m)| ("null_alias", m));
+        return (v, Some(note));
+    }
     for k in PRIORITY {
         if !t.has(k) {
             continue;
@@ -815,8 +829,16 @@ mod tests {
     #[test]
     fn null_only_where_allowed() {
         assert_eq!(
-            ty("null", json!({"type": "integer"})).1,
-            Some("type_mismatch")
+            ty("null", json!({"type": "integer"})),
+            (json!(null), Some("null_not_allowed"))
+        );
+        assert_eq!(
+            ty("nil", json!({"type": "boolean"})),
+            (json!(null), Some("null_alias"))
+        );
+        assert_eq!(
+            ty("null", json!({"type": ["integer", "string"]})),
+            (json!("null"), None)
         );
         assert_eq!(
             ty("NULL", json!({"type": ["string", "null"]})),
