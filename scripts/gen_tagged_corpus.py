@@ -244,6 +244,16 @@ def shared_cases(fmt):
         {"calls": [call("get_time")], "error": {"kind": "missing_name"}, "errors": ["missing_name"]})
     add("n_name_with_space", [[("get weather", [("city", "x")])]],
         {"calls": [], "error": {"kind": "malformed_markup"}})
+    add("y_duplicate_parameter_last_wins", [[("get_weather", [("city", "Paris"), ("city", "Lyon")])]],
+        {"calls": [call("get_weather", city="Lyon")], "error": None, "warnings": ["duplicate_parameter"]})
+    if fmt not in ("glm45", "glm47"):
+        # A block holding text between its calls (GLM blocks are calls: no such place).
+        blk = wire(fmt, [[("get_time", [])]])
+        inner = {"qwen3_coder": "<tool_call>\n", "seed_oss": "<seed:tool_call>\n",
+                 "minimax_m2": "<minimax:tool_call>\n", "deepseek_v32": f"<{DS}function_calls>"}[fmt]
+        add("y_text_inside_block_kept", blk.replace(inner, inner + "(one moment)\n", 1),
+            {"text": "(one moment)\n\n" if fmt == "deepseek_v32" else "\n(one moment)\n",
+             "calls": [call("get_time")], "error": None, "warnings": ["text_in_block"]})
     return c
 
 def typing_cases(fmt):

@@ -226,6 +226,8 @@ pub fn escape_json_into(out: &mut String, s: &str) {
 struct Segment {
     ws: String,
     content: bool,
+    /// The segment's text was refused (one error): the rest of it is dropped.
+    refused: bool,
 }
 
 /// The value's leading newline, while it is still undecided.
@@ -363,6 +365,9 @@ impl Parser {
     /// Text outside calls: a segment's leading whitespace is held until something else shows
     /// it is text.
     fn seg_text(&mut self, s: &str, in_block: bool, out: &mut dyn Sink) {
+        if self.seg.refused {
+            return;
+        }
         if self.seg.content {
             out.text(s);
             return;
@@ -377,6 +382,7 @@ impl Parser {
                             format!("text {} inside a block of calls", excerpt(s)),
                         ));
                         self.seg.ws.clear();
+                        self.seg.refused = true;
                         return;
                     }
                     out.push(Event::warning(

@@ -377,3 +377,53 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_tag_cut_by_another_tag_is_malformed() {
+    let r = parse(
+        "<tool_call>\n<function=get_weather>\n<parameter=city<parameter=days>\n3\n</parameter>\n</function>\n</tool_call><tool_call>\n<function=get_time>\n</function>\n</tool_call>",
+    );
+    assert_eq!(errors(&r), [ErrorKind::MalformedMarkup]);
+    assert_eq!(r.calls.len(), 1);
+}
+
+#[test]
+fn a_parameter_given_twice_keeps_the_last() {
+    let r = parse(
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nA\n</parameter>\n<parameter=days>\n1\n</parameter>\n<parameter=city>\nB\n</parameter>\n</function>\n</tool_call>",
+    );
+    assert_eq!(args(&r, 0), &json!({"city": "B", "days": 1}));
+    assert_eq!(warnings(&r), ["duplicate_parameter"]);
+}
+
+#[test]
+fn text_inside_a_block_is_kept_with_a_warning_or_refused() {
+    let s = "<tool_call>\n(one moment)\n<function=get_time>\n</function>\n</tool_call>";
+    let r = parse(s);
+    assert_eq!(
+        (r.text.as_str(), warnings(&r)),
+        ("\n(one moment)\n", vec!["text_in_block"])
+    );
+    let off = Config {
+        text_in_block: false,
+        text_after_calls: false,
+        ..config()
+    };
+    let r = parse_with(off, s);
+    assert_eq!(errors(&r), [ErrorKind::MalformedMarkup]);
+    assert_eq!((r.text.as_str(), r.calls.len()), ("", 1));
+    let r = parse_with(
+        off,
+        "<tool_call>\n<function=get_time>\n</function>\n</tool_call>\nafter",
+    );
+    assert_eq!(errors(&r), [ErrorKind::MalformedMarkup]);
+}
+
+#[test]
+fn null_is_null_where_the_value_cannot_be_a_string() {
+    let r = parse(
+        "<tool_call>\n<function=get_weather>\n<parameter=days>\nnull\n</parameter>\n<parameter=city>\nnull\n</parameter>\n</function>\n</tool_call>",
+    );
+    assert_eq!(args(&r, 0), &json!({"days": null, "city": "null"}));
+    assert_eq!(warnings(&r), ["null_not_allowed"]);
+}
