@@ -311,6 +311,8 @@ def specific_cases(fmt):
             {"calls": [call("get_weather", city="Paris")], "error": None, "warnings": ["missing_gt"]})
         add("i_value_edge_newlines_kept", "<seed:tool_call>\n<function=write_file>\n<parameter=path>a.txt</parameter>\n<parameter=content>\nline\n</parameter>\n</function>\n</seed:tool_call>",
             {"calls": [call("write_file", path="a.txt", content="\nline\n")], "error": None})
+        add("i_missing_block_end_then_eos", "<seed:tool_call>\n<function=get_time>\n</function>\n<seed:eos>",
+            {"text": "", "calls": [call("get_time")], "error": None, "warnings": ["missing_call_end"]})
         add("i_missing_block_end_after_complete_call", "<seed:tool_call>\n<function=get_time>\n</function>\n",
             {"calls": [call("get_time")], "error": None, "warnings": ["missing_call_end"]})
         add("n_function_without_wrapper_is_text_then_cut", "<function=get_time>\n</function>\n<seed:tool_call>\n<function=get_time>\n",

@@ -161,6 +161,15 @@ mod tests {
     }
 
     #[test]
+    fn eos_after_a_call_missing_its_block_end_is_not_text() {
+        let r = parse("<seed:tool_call>\n<function=get_time>\n</function>\n<seed:eos>");
+        assert_eq!(r.text, "");
+        assert_eq!(r.calls.len(), 1);
+        let kinds: Vec<&str> = r.warnings.iter().map(|w| w.kind.as_str()).collect();
+        assert_eq!(kinds, ["missing_call_end"]);
+    }
+
+    #[test]
     fn python_repr_values_are_read_with_a_warning() {
         let r = parse(
             "<seed:tool_call>\n<function=write_file>\n<parameter=opts>{'a': True, 'b': None}</parameter>\n<parameter=tags>['x', 'y']</parameter>\n<parameter=force>None</parameter>\n<parameter=mode>0644</parameter>\n</function>\n</seed:tool_call>",

@@ -499,6 +499,7 @@ impl Parser {
                     };
                 }
                 Role::BlockClose => self.end_block(),
+                Role::Drop => {}
                 _ => self.seg_text(m, true, out),
             },
             St::Key { buf, .. }
