@@ -5,7 +5,8 @@
 //! Values are raw text between tags, never escaped; their JSON type comes from the tool's
 //! schema through [`super::typing`]. A value whose schema says string is streamed as it
 //! arrives; any other value is held until its closing tag and typed then. Delimiters are found
-//! by the shared [`MarkerScanner`] (one scanner over all of a grammar's delimiters; a
+//! by the shared [`MarkerScanner`] (one over all of a grammar's delimiters outside values, one
+//! over the value close inside them, where nothing else is a delimiter; a
 //! delimiter that means nothing in the current state is text), so a delimiter cut across
 //! chunks is held back, never rescanned, and the whole parse is linear for every chunking.
 //!
@@ -300,7 +301,10 @@ pub struct Parser {
     cfg: Config,
     types: SchemaTypes,
     has_tools: bool,
+    /// All the grammar's delimiters: used outside values.
     scan: MarkerScanner,
+    /// The value close alone: used inside values, where nothing else is a delimiter.
+    vscan: MarkerScanner,
     utf8: Utf8Decoder,
     st: St,
     seg: Segment,
@@ -325,6 +329,7 @@ impl Parser {
             types: SchemaTypes::new(tools),
             has_tools: !tools.is_empty(),
             scan: MarkerScanner::new(&markers),
+            vscan: MarkerScanner::new(&[g.marker(Role::ValueClose)]),
             utf8: Utf8Decoder::new(),
             st: St::Text,
             seg: Segment::default(),
@@ -339,20 +344,51 @@ impl Parser {
         }
     }
 
-    fn feed_str(&mut self, mut s: &str, out: &mut dyn Sink) {
-        // Inside a value, a piece without `<` (every delimiter starts with one) is value text
-        // whatever the scanner would say: the common streaming delta, without its machinery.
-        if matches!(self.st, St::Value) && self.scan.held().is_empty() && !has_lt(s.as_bytes()) {
-            return self.value_text(s, out);
-        }
-        while let Some(t) = self.scan.next(&mut s) {
-            self.token(t, out);
+    /// The scanner not in use in the current state.
+    fn other_scanner(&mut self, in_value: bool) -> &mut MarkerScanner {
+        if in_value {
+            &mut self.scan
+        } else {
+            &mut self.vscan
         }
     }
 
-    fn token(&mut self, t: Token<'_>, out: &mut dyn Sink) {
+    fn feed_str(&mut self, mut s: &str, out: &mut dyn Sink) {
+        // Inside a value, a piece without `<` (every delimiter starts with one) is value text
+        // whatever the scanner would say: the common streaming delta, without its machinery.
+        if matches!(self.st, St::Value)
+            && self.vscan.held().is_empty()
+            && self.scan.held().is_empty()
+            && !has_lt(s.as_bytes())
+        {
+            return self.value_text(s, out);
+        }
+        loop {
+            let in_value = matches!(self.st, St::Value);
+            // Bytes the other scanner held come first, through the scanner of this state.
+            if !self.other_scanner(in_value).held().is_empty() {
+                let held = self.other_scanner(in_value).take_held();
+                self.feed_str(&held, out);
+                continue;
+            }
+            let t = if in_value {
+                self.vscan.next(&mut s)
+            } else {
+                self.scan.next(&mut s)
+            };
+            match t {
+                Some(t) => self.token(t, in_value, out),
+                None => break,
+            }
+        }
+    }
+
+    fn token(&mut self, t: Token<'_>, in_value: bool, out: &mut dyn Sink) {
         match t {
             Token::Text(s) => self.text(&s, out),
+            Token::Marker(_) if in_value => {
+                self.marker(self.g.marker(Role::ValueClose), Role::ValueClose, out)
+            }
             Token::Marker(i) => {
                 let (m, role) = self.g.markers[i];
                 self.marker(m, role, out);
@@ -1346,7 +1382,22 @@ impl StreamParser for Parser {
     fn finish(&mut self, out: &mut dyn Sink) {
         let mut utf8 = std::mem::take(&mut self.utf8);
         utf8.finish(&mut |p| self.piece(p, out));
-        while let Some(t) = self.scan.finish() {
+        loop {
+            let in_value = matches!(self.st, St::Value);
+            if !self.other_scanner(in_value).held().is_empty() {
+                let held = self.other_scanner(in_value).take_held();
+                self.other_scanner(in_value).reset();
+                self.feed_str(&held, out);
+                continue;
+            }
+            let t = if in_value {
+                self.vscan.finish()
+            } else {
+                self.scan.finish()
+            };
+            let Some(t) = t else {
+                break;
+            };
             // What the scanner still holds is a delimiter's beginning cut off by the end:
             // text in prose or a value, but inside markup only the rest of a cut tag.
             let in_markup = !matches!(
@@ -1354,9 +1405,11 @@ impl StreamParser for Parser {
                 St::Text | St::ImplicitName(_) | St::Value | St::AfterClose(_)
             );
             if !(in_markup && matches!(t, Token::Text(_))) {
-                self.token(t, out);
+                self.token(t, in_value, out);
             }
         }
+        self.scan.reset();
+        self.vscan.reset();
         self.end_turn(out);
     }
 }
