@@ -353,6 +353,7 @@ impl Parser {
         }
     }
 
+    #[inline]
     fn feed_str(&mut self, mut s: &str, out: &mut dyn Sink) {
         // Inside a value, a piece without `<` (every delimiter starts with one) is value text
         // whatever the scanner would say: the common streaming delta, without its machinery.
@@ -1081,6 +1082,7 @@ impl Parser {
     }
 
     /// Value text after the padding rule, streamed or held.
+    #[inline]
     fn value_text(&mut self, t: &str, out: &mut dyn Sink) {
         let Some(p) = &mut self.param else {
             return;
@@ -1140,6 +1142,7 @@ impl Parser {
         }
     }
 
+    #[inline]
     fn emit(&mut self, s: &str, out: &mut dyn Sink) {
         let (Some(p), Some(c)) = (&mut self.param, &self.call) else {
             return;
