@@ -1028,6 +1028,7 @@ pub static FORMAT: Format = Format {
         table: include_str!("../../specs/forge_xml_typing.json"),
         transcript: typing_probe,
         key: "v",
+        schema_tool: None,
     }),
     special_tokens: &[],
     reasoning: None,

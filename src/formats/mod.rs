@@ -8,22 +8,30 @@ use crate::tools::Tools;
 pub mod anthropic_sse;
 pub mod deepseek_v3;
 pub mod deepseek_v31;
+pub mod deepseek_v32;
 pub mod delimited;
 pub mod forge_json;
 pub mod forge_xml;
+pub mod glm45;
+pub mod glm47;
 pub mod harmony;
 pub mod hermes;
 pub mod kimi_k2;
 pub mod llama3_json;
+pub mod minimax_m2;
 pub mod mistral;
 pub mod mistral_v11;
 pub mod openai_sse;
 pub mod pythonic;
+pub mod qwen3_coder;
 pub mod reasoning;
 pub mod roo_xml;
+pub mod seed_oss;
 pub mod strict_xml;
+pub mod tagged;
 #[cfg(test)]
 pub(crate) mod testkit;
+pub mod typing;
 mod xml_prose;
 
 /// A push parser for one turn (or one session) of a format's stream.
@@ -97,7 +105,9 @@ impl SpecialToken {
 /// Renders a one-call transcript carrying `text` in CDATA, with the call it must parse to.
 pub type CdataProbe = fn(text: &str) -> (Vec<u8>, ToolCall);
 
-/// How a format types scalar text, for the `type_inference` invariant.
+/// How a format types scalar text, for the `type_inference` invariant: its own table
+/// (forge_xml), or the shared schema-typing table `specs/typing.json` read with each row's
+/// schema.
 pub struct Typing {
     /// JSON rows `{"xml": raw element text, "json": expected value, "rule": name}` (a file in
     /// `specs/`, included at build time so the spec and the check cannot drift apart).
@@ -106,6 +116,9 @@ pub struct Typing {
     pub transcript: fn(raw: &str) -> Vec<u8>,
     /// The argument that carries the value.
     pub key: &'static str,
+    /// For formats typed by the tool's schema: the tool the transcript calls. Each row then
+    /// carries a `schema`, which becomes the schema of that tool's parameter `key`.
+    pub schema_tool: Option<&'static str>,
 }
 
 /// Every format, in a fixed order. Adding a format is one module and one line here.
@@ -126,6 +139,12 @@ pub static REGISTRY: &[&Format] = &[
     &mistral::FORMAT,
     &mistral_v11::FORMAT,
     &pythonic::FORMAT,
+    &qwen3_coder::FORMAT,
+    &seed_oss::FORMAT,
+    &glm45::FORMAT,
+    &glm47::FORMAT,
+    &minimax_m2::FORMAT,
+    &deepseek_v32::FORMAT,
 ];
 
 /// Looks a format up by id.

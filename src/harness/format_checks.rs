@@ -1,7 +1,9 @@
 //! Invariants of a format rather than of a transcript, checked once per run for every format
 //! that declares them: `cdata_split` (content with `]]>` at every position renders as split
 //! CDATA and parses back byte-exact under every cut) and `type_inference` (every row of the
-//! format's machine-readable typing table, under every cut).
+//! format's machine-readable typing table, under every cut; for schema-typed formats each row
+//! carries the parameter's schema, and the value must follow the shared table of
+//! `specs/typing.md`).
 
 use super::chunking::Cuts;
 use super::corpus::Label;
@@ -15,12 +17,42 @@ use serde::Deserialize;
 use serde_json::Value;
 use std::time::Instant;
 
-/// One row of a typing table.
+/// One row of a typing table: the raw text, the value it must become, and for schema-typed
+/// formats the parameter's schema (with the `$defs` its `$ref` points into).
 #[derive(Debug, Deserialize)]
 struct Row {
+    #[serde(alias = "raw")]
     xml: String,
     json: Value,
     rule: String,
+    #[serde(default)]
+    schema: Option<Value>,
+    #[serde(default)]
+    defs: Option<Value>,
+}
+
+/// The tools a typing row is parsed with: none, or the format's probe tool whose parameter
+/// `key` has the row's schema.
+fn row_tools(typing: &crate::formats::Typing, row: &Row) -> Result<Tools, String> {
+    match (&row.schema, typing.schema_tool) {
+        (None, _) => Ok(Tools::default()),
+        (Some(_), None) => Err(format!(
+            "rule {} has a schema but the format types without one",
+            row.rule
+        )),
+        (Some(schema), Some(tool)) => {
+            let mut parameters = serde_json::json!({
+                "type": "object",
+                "properties": { typing.key: schema },
+            });
+            if let Some(defs) = &row.defs {
+                parameters["$defs"] = defs.clone();
+            }
+            let def = crate::tools::ToolDef::new(tool, parameters)
+                .map_err(|e| format!("rule {}: {e}", row.rule))?;
+            Ok(Tools { defs: vec![def] })
+        }
+    }
 }
 
 /// The texts the `cdata_split` check renders: `]]>` at every position of a probe, twice, at
@@ -84,16 +116,16 @@ fn all_cuts(len: usize) -> Vec<Cuts> {
 fn probe(
     format: &Format,
     backend: &dyn Backend,
+    tools: &Tools,
     transcript: &[u8],
     check: &dyn Fn(&crate::event::ParseResult) -> Option<String>,
     report: &mut CaseReport,
 ) -> Option<(Vec<usize>, String)> {
-    let tools = Tools::default();
     for cuts in all_cuts(transcript.len()) {
         report.replays += 1;
         let why = match backend.replay(
             format,
-            &tools,
+            tools,
             std::slice::from_ref(&transcript.to_vec()),
             std::slice::from_ref(&cuts),
         ) {
@@ -204,7 +236,9 @@ pub fn check_format(format: &Format, backend: &dyn Backend) -> Vec<CaseReport> {
                 )),
                 Ok(_) => None,
             };
-            if let Some((cuts, msg)) = probe(format, backend, &bytes, &check, &mut r) {
+            if let Some((cuts, msg)) =
+                probe(format, backend, &Tools::default(), &bytes, &check, &mut r)
+            {
                 fail(
                     &mut r,
                     (format, &parser),
@@ -234,6 +268,19 @@ pub fn check_format(format: &Format, backend: &dyn Backend) -> Vec<CaseReport> {
             ),
             Ok(rows) => {
                 for row in rows {
+                    let tools = match row_tools(typing, &row) {
+                        Ok(t) => t,
+                        Err(msg) => {
+                            fail(
+                                &mut r,
+                                (format, &parser),
+                                Invariant::TypeInference,
+                                vec![],
+                                msg,
+                            );
+                            break;
+                        }
+                    };
                     let bytes = (typing.transcript)(&row.xml);
                     let check = |res: &crate::event::ParseResult| match one_call(res) {
                         Err(e) => Some(e),
@@ -249,7 +296,9 @@ pub fn check_format(format: &Format, backend: &dyn Backend) -> Vec<CaseReport> {
                             )),
                         },
                     };
-                    if let Some((cuts, msg)) = probe(format, backend, &bytes, &check, &mut r) {
+                    if let Some((cuts, msg)) =
+                        probe(format, backend, &tools, &bytes, &check, &mut r)
+                    {
                         fail(
                             &mut r,
                             (format, &parser),
@@ -307,6 +356,7 @@ mod tests {
                 table: r#"[{"xml": "1", "json": 1, "rule": "ok"}, {"xml": "007", "json": "007", "rule": "wrong"}]"#,
                 transcript: typing.transcript,
                 key: typing.key,
+                schema_tool: None,
             }),
             special_tokens: &[],
             reasoning: None,

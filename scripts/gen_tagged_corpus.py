@@ -1,0 +1,454 @@
+#!/usr/bin/env python3
+"""Writes corpus/<id>/ for the six tagged-parameter formats (qwen3_coder, seed_oss, glm45,
+glm47, minimax_m2, deepseek_v32): tools.json, the labelled cases, and transcripts.jsonl.
+
+Every case is written from the specs (specs/<id>.md, specs/typing.md) by hand: a case gives
+its wire pieces (raw parameter text exactly as the model writes it) and its expectation
+explicitly; this script only spells the pieces in each format's tags. The typing cases are the
+rows of specs/typing.json, one parameter of the tool `typing` per row.
+
+Run from the repository root: python3 scripts/gen_tagged_corpus.py
+"""
+
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FORMATS = ["qwen3_coder", "seed_oss", "glm45", "glm47", "minimax_m2", "deepseek_v32"]
+ROWS = json.load(open(os.path.join(ROOT, "specs", "typing.json")))
+
+# ---------------------------------------------------------------- tools
+
+def tool(name, props, defs=None, desc=""):
+    params = {"type": "object", "properties": props}
+    if defs:
+        params["$defs"] = defs
+    return {"type": "function", "function": {"name": name, "description": desc, "parameters": params}}
+
+TYPING_DEFS = {}
+for r in ROWS:
+    TYPING_DEFS.update(r.get("defs", {}))
+
+TOOLS = [
+    tool("get_weather", {
+        "city": {"type": "string", "description": "City name"},
+        "days": {"type": "integer"},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+        "metric": {"type": "boolean"},
+    }, desc="Weather forecast"),
+    tool("get_time", {}, desc="Current time"),
+    tool("write_file", {
+        "path": {"type": "string"},
+        "content": {"type": "string"},
+        "mode": {"type": "integer"},
+    }),
+    tool("run_command", {
+        "command": {"type": "string"},
+        "timeout": {"type": "number"},
+        "env": {"type": "object", "additionalProperties": {"type": "string"}},
+        "args": {"type": "array", "items": {"type": "string"}},
+        "background": {"type": "boolean"},
+    }),
+    tool("search", {
+        "query": {"type": "string"},
+        "limit": {"type": ["integer", "null"]},
+        "filters": {"anyOf": [{"type": "object"}, {"type": "null"}]},
+        "tags": {"type": "array"},
+    }),
+    tool("update_record", {
+        "id": {"type": "integer"},
+        "ratio": {"type": "number"},
+        "fields": {"type": "object"},
+        "note": {"type": "string", "nullable": True},
+        "level": {"$ref": "#/$defs/level"},
+    }, defs={"level": {"type": "integer", "minimum": 0}}),
+    tool("legacy_tool", {
+        # Valid JSON Schema (tools.json must compile) that the typing cannot type: `false`
+        # accepts no value at all, so no type can be chosen for it.
+        "count": False,
+        "name": {"type": "string"},
+    }, desc="Its schema for count is `false`: valid JSON Schema that accepts no value"),
+    tool("typing", {r["rule"]: r["schema"] for r in ROWS}, defs=TYPING_DEFS,
+         desc="One parameter per row of specs/typing.json"),
+]
+SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+
+def is_string_schema(tool_name, key):
+    s = SCHEMAS.get(tool_name, {}).get("properties", {}).get(key)
+    return s is None or (s.get("type") == "string" and not s.get("nullable"))
+
+# ---------------------------------------------------------------- wire spelling
+
+DS = "｜DSML｜"
+
+def param_wire(fmt, tool_name, key, raw, attr="auto"):
+    if fmt == "qwen3_coder":
+        return f"<parameter={key}>\n{raw}\n</parameter>\n"
+    if fmt == "seed_oss":
+        return f"<parameter={key}>{raw}</parameter>\n"
+    if fmt == "glm45":
+        return f"<arg_key>{key}</arg_key>\n<arg_value>{raw}</arg_value>\n"
+    if fmt == "glm47":
+        return f"<arg_key>{key}</arg_key><arg_value>{raw}</arg_value>"
+    if fmt == "minimax_m2":
+        return f'<parameter name="{key}">{raw}</parameter>\n'
+    if fmt == "deepseek_v32":
+        if attr == "auto":
+            # As the template writes it: string="true" for a string value. Raw text that is
+            # not JSON can only have been a string value.
+            attr = "true"
+            if not is_string_schema(tool_name, key):
+                try:
+                    json.loads(raw)
+                    attr = "false"
+                except ValueError:
+                    pass
+        a = f' string="{attr}"' if attr else ""
+        return f'<{DS}parameter name="{key}"{a}>{raw}</{DS}parameter>'
+    raise ValueError(fmt)
+
+def call_wire(fmt, name, params):
+    """params: list of (key, raw) or (key, raw, deepseek_attr)."""
+    ps = [param_wire(fmt, name, p[0], p[1], *(p[2:] or ["auto"])) for p in params]
+    if fmt == "qwen3_coder":
+        return f"<tool_call>\n<function={name}>\n" + "".join(ps) + "</function>\n</tool_call>"
+    if fmt == "seed_oss":
+        return f"<seed:tool_call>\n<function={name}>\n" + "".join(ps) + "</function>\n</seed:tool_call>"
+    if fmt == "glm45":
+        return f"<tool_call>{name}\n" + "".join(ps) + "</tool_call>"
+    if fmt == "glm47":
+        return f"<tool_call>{name}" + "".join(ps) + "</tool_call>"
+    if fmt == "minimax_m2":
+        return f'<invoke name="{name}">\n' + "".join(ps) + "</invoke>\n"
+    if fmt == "deepseek_v32":
+        return f'\n<{DS}invoke name="{name}">\n' + "\n".join(ps) + f"\n</{DS}invoke>"
+    raise ValueError(fmt)
+
+def block_wire(fmt, calls):
+    """One group of calls as the template writes them one after another."""
+    cs = [call_wire(fmt, c[0], c[1]) for c in calls]
+    if fmt == "minimax_m2":
+        return "<minimax:tool_call>\n" + "".join(cs) + "</minimax:tool_call>"
+    if fmt == "deepseek_v32":
+        return f"<{DS}function_calls>" + "".join(cs) + f"\n</{DS}function_calls>"
+    if fmt == "glm47":
+        return "".join(cs)
+    return "\n".join(cs)
+
+def wire(fmt, segments):
+    """segments: strings (text) and lists of calls (name, params)."""
+    out = ""
+    for s in segments:
+        out += s if isinstance(s, str) else block_wire(fmt, s)
+    return out
+
+# The closing tags of each format, for look-alike cases.
+VALUE_CLOSE = {
+    "qwen3_coder": "</parameter>", "seed_oss": "</parameter>", "glm45": "</arg_value>",
+    "glm47": "</arg_value>", "minimax_m2": "</parameter>", "deepseek_v32": f"</{DS}parameter>",
+}
+OUTER = {
+    "qwen3_coder": ["</function>", "</tool_call>", "<tool_call>", "<function=x>"],
+    "seed_oss": ["</function>", "</seed:tool_call>", "<seed:tool_call>", "<function=x>"],
+    "glm45": ["</tool_call>", "<tool_call>get_time", "<arg_key>k</arg_key>", "</arg_key>"],
+    "glm47": ["</tool_call>", "<tool_call>get_time</tool_call>", "<arg_key>k</arg_key>", "<arg_value>"],
+    "minimax_m2": ["</invoke>", "</minimax:tool_call>", '<invoke name="x">', "<minimax:tool_call>"],
+    "deepseek_v32": [f"</{DS}invoke>", f"</{DS}function_calls>", "</parameter>", "<invoke name=\"x\">"],
+}
+STRUCTURAL = {"qwen3_coder", "seed_oss", "minimax_m2", "deepseek_v32"}
+
+# ---------------------------------------------------------------- cases
+
+def code_file(n):
+    line = 'fn main() { let s = "a < b && c > d"; println!("{s} 😀 中文 &amp; \'q\'"); }\n'
+    s = ""
+    while len(s.encode()) < n:
+        s += line
+    return s
+
+BIG = code_file(24 * 1024)
+
+def call(fname, **kw):
+    return {"name": fname, "arguments": kw}
+
+def shared_cases(fmt):
+    """(name, segments or raw str, expectation) for every format."""
+    c = []
+    add = lambda name, seg, exp: c.append((name, seg, exp))
+    add("y_simple_call", ["Let me check the weather.\n", [("get_weather", [("city", "Paris")])]],
+        {"text": "Let me check the weather.\n", "calls": [call("get_weather", city="Paris")], "error": None})
+    add("y_typed_values", [[("get_weather", [("city", "Berlin"), ("days", "3"), ("unit", "celsius"), ("metric", "true")])]],
+        {"text": "", "calls": [call("get_weather", city="Berlin", days=3, unit="celsius", metric=True)], "error": None, "warnings": []})
+    add("y_no_arguments", [[("get_time", [])]],
+        {"text": "", "calls": [call("get_time")], "error": None})
+    add("y_parallel_calls", ["Checking both.\n", [("get_weather", [("city", "Oslo")]), ("get_time", []), ("search", [("query", "rust parsers"), ("limit", "5")])]],
+        {"text": "Checking both.\n", "calls": [call("get_weather", city="Oslo"), call("get_time"), call("search", query="rust parsers", limit=5)], "error": None})
+    add("y_text_before_between_after", ["First I look.\n", [("get_time", [])], "\nThen I search.\n", [("search", [("query", "x")])], "\nDone."],
+        {"text": "First I look.\n\nThen I search.\n\nDone.", "calls": [call("get_time"), call("search", query="x")], "error": None,
+         "warnings": ["text_after_calls"]})
+    add("y_whitespace_next_to_calls_dropped", ["\n\n", [("get_time", [])], "\n \n"],
+        {"text": "", "calls": [call("get_time")], "error": None, "warnings": []})
+    add("y_text_only", ["I can answer that without tools: 2 + 2 = 4.\n"],
+        {"text": "I can answer that without tools: 2 + 2 = 4.\n", "calls": [], "error": None})
+    code = 'if (a < b && c > d) { s = "&amp; &lt;x&gt;" + \'q\' + `t`; }'
+    add("y_markup_characters_no_entity_decoding", [[("write_file", [("path", "src/a.js"), ("content", code)])]],
+        {"calls": [call("write_file", path="src/a.js", content=code)], "error": None})
+    add("y_cjk_and_emoji", ["好的，我来查一下。😀\n", [("get_weather", [("city", "杭州 🌧️"), ("unit", "celsius")])]],
+        {"text": "好的，我来查一下。😀\n", "calls": [call("get_weather", city="杭州 🌧️", unit="celsius")], "error": None})
+    add("y_large_value_24kb", ["Writing the file.\n", [("write_file", [("path", "src/main.rs"), ("content", BIG)])]],
+        {"text": "Writing the file.\n", "calls": [call("write_file", path="src/main.rs", content=BIG)], "error": None})
+    add("y_strings_that_look_typed_stay_strings", [[("write_file", [("path", "null"), ("content", "123")])], [("get_weather", [("city", "true")])]],
+        {"calls": [call("write_file", path="null", content="123"), call("get_weather", city="true")], "error": None, "warnings": []})
+    add("y_values_failing_their_type_stay_strings", [[("get_weather", [("city", "Rome"), ("days", "next week"), ("metric", "yes")])]],
+        {"calls": [call("get_weather", city="Rome", days="next week", metric="yes")], "error": None,
+         "warnings": ["type_mismatch", "type_mismatch"]})
+    add("y_structured_values_json", [[("run_command", [("command", "cargo test"), ("timeout", "30.5"), ("env", '{"RUST_LOG": "debug", "CI": "1"}'), ("args", '["--lib", "tagged"]'), ("background", "false")])]],
+        {"calls": [call("run_command", command="cargo test", timeout=30.5, env={"RUST_LOG": "debug", "CI": "1"}, args=["--lib", "tagged"], background=False)], "error": None, "warnings": []})
+    add("y_nullable_and_union_values", [[("search", [("query", "q"), ("limit", "null"), ("filters", "null")]), ("search", [("query", "q"), ("limit", "10"), ("filters", '{"lang": "rust"}')])]],
+        {"calls": [call("search", query="q", limit=None, filters=None), call("search", query="q", limit=10, filters={"lang": "rust"})], "error": None})
+    add("y_number_identity", [[("update_record", [("id", "12345678901234567890"), ("ratio", "5.0"), ("level", "007", None)])]],
+        {"calls": [call("update_record", id=12345678901234567890, ratio=5.0, level=7)], "error": None})
+    add("y_nullable_string", [[("update_record", [("id", "1"), ("note", "null")])], [("update_record", [("id", "2"), ("note", "null value")])]],
+        {"calls": [call("update_record", id=1, note=None), call("update_record", id=2, note="null value")], "error": None})
+    add("y_unknown_tool_kept_raw", [[("launch_rocket", [("count", "5"), ("target", "moon")])]],
+        {"calls": [call("launch_rocket", count="5", target="moon")], "error": None, "warnings": ["unknown_tool"]})
+    add("y_unknown_parameter_kept_raw", [[("get_weather", [("city", "Lima"), ("zoom", "5")])]],
+        {"calls": [call("get_weather", city="Lima", zoom="5")], "error": None, "warnings": ["unknown_parameter"]})
+    add("y_unreadable_schema_named", [[("legacy_tool", [("count", "5", "true"), ("name", "x")])]],
+        {"calls": [call("legacy_tool", count="5", name="x")], "error": None, "warnings": ["unreadable_schema"]})
+    add("y_empty_string_value", [[("write_file", [("path", "empty.txt"), ("content", "")])]],
+        {"calls": [call("write_file", path="empty.txt", content="")], "error": None})
+    add("y_reasoning_kept_as_text", ["<think>The user wants the time; call get_time.</think>\n\n", [("get_time", [])]],
+        {"text": "<think>The user wants the time; call get_time.</think>\n\n", "calls": [call("get_time")], "error": None})
+    # Closing-tag look-alikes inside code.
+    outer = OUTER[fmt]
+    body = "x = 1\n" + "".join(f"s{i} = '{o}'\n" for i, o in enumerate(outer)) + "y = 2"
+    add("y_outer_tags_inside_code_are_content", [[("write_file", [("path", "t.py"), ("content", body)])]],
+        {"calls": [call("write_file", path="t.py", content=body)], "error": None, "warnings": []})
+    if fmt in STRUCTURAL:
+        vc = VALUE_CLOSE[fmt]
+        body2 = f"html = '{vc}' + tail\nprint(\"{vc}\")"
+        add("y_value_close_inside_code_is_content", [[("write_file", [("path", "t.py"), ("content", body2)])]],
+            {"calls": [call("write_file", path="t.py", content=body2)], "error": None,
+             "warnings": ["close_tag_in_value", "close_tag_in_value"]})
+    # Truncations and malformed names.
+    full = wire(fmt, [[("write_file", [("path", "a.txt"), ("content", "half of a file that")])]])
+    cut = full.index("half of a file") + len("half of a")
+    add("n_unterminated_inside_value", full[:cut], {"calls": [], "error": {"kind": "unterminated"}})
+    opener = {"qwen3_coder": "<tool_call>\n<function=get_wea", "seed_oss": "<seed:tool_call>\n<function=get_wea",
+              "glm45": "<tool_call>get_wea", "glm47": "<tool_call>get_wea",
+              "minimax_m2": '<minimax:tool_call>\n<invoke name="get_wea',
+              "deepseek_v32": f'<{DS}function_calls>\n<{DS}invoke name="get_wea'}[fmt]
+    add("n_unterminated_inside_name", "Calling now.\n" + opener, {"text": "Calling now.\n", "calls": [], "error": {"kind": "unterminated"}})
+    add("n_empty_name_then_good_call", [[("", [("city", "x")]), ("get_time", [])]] if fmt in ("minimax_m2", "deepseek_v32")
+        else [[("", [("city", "x")])], [("get_time", [])]],
+        {"calls": [call("get_time")], "error": {"kind": "missing_name"}, "errors": ["missing_name"]})
+    add("n_name_with_space", [[("get weather", [("city", "x")])]],
+        {"calls": [], "error": {"kind": "malformed_markup"}})
+    add("y_duplicate_parameter_last_wins", [[("get_weather", [("city", "Paris"), ("city", "Lyon")])]],
+        {"calls": [call("get_weather", city="Lyon")], "error": None, "warnings": ["duplicate_parameter"]})
+    if fmt not in ("glm45", "glm47"):
+        # A block holding text between its calls (GLM blocks are calls: no such place).
+        blk = wire(fmt, [[("get_time", [])]])
+        inner = {"qwen3_coder": "<tool_call>\n", "seed_oss": "<seed:tool_call>\n",
+                 "minimax_m2": "<minimax:tool_call>\n", "deepseek_v32": f"<{DS}function_calls>"}[fmt]
+        add("y_text_inside_block_kept", blk.replace(inner, inner + "(one moment)\n", 1),
+            {"text": "(one moment)\n\n" if fmt == "deepseek_v32" else "\n(one moment)\n",
+             "calls": [call("get_time")], "error": None, "warnings": ["text_in_block"]})
+    return c
+
+def typing_cases(fmt):
+    groups = {}
+    for r in ROWS:
+        n = r["rule"]
+        g = ("y_typing_strings" if n.startswith("string") else "y_typing_integers" if n.startswith("integer")
+             else "y_typing_numbers" if n.startswith("number")
+             else "y_typing_booleans_null" if n.startswith(("boolean", "null"))
+             else "y_typing_structured" if n.startswith(("object", "array")) else "y_typing_unions")
+        groups.setdefault(g, []).append(r)
+    out = []
+    for g, rows in groups.items():
+        # deepseek_v32: no string attribute, so the schema types every value (warning each).
+        params = [(r["rule"], r["raw"], None) for r in rows]
+        args = {r["rule"]: r["json"] for r in rows}
+        out.append((g, [[("typing", params)]], {"text": "", "calls": [{"name": "typing", "arguments": args}], "error": None}))
+    return out
+
+def specific_cases(fmt):
+    c = []
+    add = lambda name, seg, exp: c.append((name, seg, exp))
+    if fmt == "qwen3_coder":
+        add("y_value_padding_one_newline_each_side", "<tool_call>\n<function=write_file>\n<parameter=path>\na.py\n</parameter>\n<parameter=content>\n\n    indented()\n\n\n</parameter>\n</function>\n</tool_call>",
+            {"calls": [call("write_file", path="a.py", content="\n    indented()\n\n")], "error": None})
+        add("y_unpadded_values_accepted", "<tool_call><function=get_weather><parameter=city>Paris</parameter><parameter=days>2</parameter></function></tool_call>",
+            {"calls": [call("get_weather", city="Paris", days=2)], "error": None, "warnings": []})
+        add("y_missing_gt_after_parameter_name", "<tool_call>\n<function=get_weather>\n<parameter=city\nParis\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=get_time>\n</function>\n</tool_call>",
+            {"calls": [call("get_weather", city="Paris"), call("get_time")], "error": None, "warnings": ["missing_gt"]})
+        add("y_missing_wrapper", "Let me check.\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>",
+            {"text": "Let me check.\n", "calls": [call("get_weather", city="Paris")], "error": None, "warnings": ["missing_wrapper"]})
+        add("y_function_tag_of_unknown_name_in_prose", "Use <function=foo> tags to call tools.",
+            {"text": "Use <function=foo> tags to call tools.", "calls": [], "error": None})
+        add("y_several_functions_in_one_block", "<tool_call>\n<function=get_time>\n</function>\n<function=get_weather>\n<parameter=city>\nNice\n</parameter>\n</function>\n</tool_call>",
+            {"calls": [call("get_time"), call("get_weather", city="Nice")], "error": None})
+        add("y_python_repr_object", "<tool_call>\n<function=run_command>\n<parameter=command>\nls\n</parameter>\n<parameter=env>\n{'A': '1', 'B': None}\n</parameter>\n</function>\n</tool_call>",
+            {"calls": [call("run_command", command="ls", env={"A": "1", "B": None})], "error": None, "warnings": ["python_literal"]})
+        add("i_missing_block_end_after_complete_call", "<tool_call>\n<function=get_time>\n</function>\n",
+            {"calls": [call("get_time")], "error": None, "warnings": ["missing_call_end"]})
+        add("i_missing_function_end", "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</tool_call>",
+            {"calls": [call("get_weather", city="Paris")], "error": None, "warnings": ["missing_call_close"]})
+        add("n_unterminated_after_value_close", "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n",
+            {"calls": [], "error": {"kind": "unterminated"}})
+        add("n_parameter_tag_without_gt_or_newline", "<tool_call>\n<function=get_weather>\n<parameter=city<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>",
+            {"calls": [], "error": {"kind": "malformed_markup"}})
+    if fmt == "seed_oss":
+        add("y_seed_eos_is_not_text", "I'll check.\n<seed:tool_call>\n<function=get_time>\n</function>\n</seed:tool_call><seed:eos>",
+            {"text": "I'll check.\n", "calls": [call("get_time")], "error": None})
+        add("y_python_repr_values", "<seed:tool_call>\n<function=run_command>\n<parameter=command>ls</parameter>\n<parameter=args>['-l', 'src']</parameter>\n<parameter=background>True</parameter>\n<parameter=env>{'A': '1'}</parameter>\n</function>\n</seed:tool_call>",
+            {"calls": [call("run_command", command="ls", args=["-l", "src"], background=True, env={"A": "1"})], "error": None,
+             "warnings": ["python_literal", "python_literal"]})
+        add("y_think_tags_are_text", "<seed:think>Need the time.</seed:think>\n<seed:tool_call>\n<function=get_time>\n</function>\n</seed:tool_call>",
+            {"text": "<seed:think>Need the time.</seed:think>\n", "calls": [call("get_time")], "error": None})
+        add("y_missing_gt_after_parameter_name", "<seed:tool_call>\n<function=get_weather>\n<parameter=city\nParis</parameter>\n</function>\n</seed:tool_call>",
+            {"calls": [call("get_weather", city="Paris")], "error": None, "warnings": ["missing_gt"]})
+        add("i_value_edge_newlines_kept", "<seed:tool_call>\n<function=write_file>\n<parameter=path>a.txt</parameter>\n<parameter=content>\nline\n</parameter>\n</function>\n</seed:tool_call>",
+            {"calls": [call("write_file", path="a.txt", content="\nline\n")], "error": None})
+        add("i_missing_block_end_then_eos", "<seed:tool_call>\n<function=get_time>\n</function>\n<seed:eos>",
+            {"text": "", "calls": [call("get_time")], "error": None, "warnings": ["missing_call_end"]})
+        add("i_missing_block_end_after_complete_call", "<seed:tool_call>\n<function=get_time>\n</function>\n",
+            {"calls": [call("get_time")], "error": None, "warnings": ["missing_call_end"]})
+        add("n_function_without_wrapper_is_text_then_cut", "<function=get_time>\n</function>\n<seed:tool_call>\n<function=get_time>\n",
+            {"text": "<function=get_time>\n</function>\n", "calls": [], "error": {"kind": "unterminated"}})
+    if fmt in ("glm45", "glm47"):
+        add("y_escaped_newlines_between_tags", "<tool_call>get_weather\\n<arg_key>city</arg_key>\\n<arg_value>Paris</arg_value>\\n</tool_call>",
+            {"calls": [call("get_weather", city="Paris")], "error": None, "warnings": ["escaped_newline", "escaped_newline", "escaped_newline"]})
+        add("y_name_spacing_trimmed", "<tool_call> get_time \n</tool_call>",
+            {"calls": [call("get_time")], "error": None})
+        add("y_typed_values_trimmed_strings_not", "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>  New York  </arg_value>\n<arg_key>days</arg_key>\n<arg_value> 4\n</arg_value>\n</tool_call>",
+            {"calls": [call("get_weather", city="  New York  ", days=4)], "error": None})
+        add("y_quoted_string_not_unquoted", '<tool_call>write_file\n<arg_key>path</arg_key>\n<arg_value>"quoted.txt"</arg_value>\n<arg_key>content</arg_key>\n<arg_value>[1, 2]</arg_value>\n</tool_call>',
+            {"calls": [call("write_file", path='"quoted.txt"', content="[1, 2]")], "error": None})
+        add("n_missing_arg_value", "<tool_call>get_weather\n<arg_key>city</arg_key>\n</tool_call>\n<tool_call>get_time\n</tool_call>",
+            {"calls": [call("get_time")], "error": {"kind": "malformed_markup"}})
+        add("n_value_without_key", "<tool_call>get_weather\n<arg_value>Paris</arg_value>\n</tool_call>",
+            {"calls": [], "error": {"kind": "malformed_markup"}})
+        add("n_text_instead_of_pairs", "<tool_call>get_weather\ncity: Paris\n</tool_call>",
+            {"calls": [], "error": {"kind": "malformed_markup"}})
+        add("i_missing_call_end_at_eof", "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n",
+            {"calls": [], "error": {"kind": "unterminated"}})
+        add("i_value_edge_newlines_kept", "<tool_call>write_file\n<arg_key>content</arg_key>\n<arg_value>\nbody\n</arg_value>\n</tool_call>",
+            {"calls": [call("write_file", content="\nbody\n")], "error": None})
+    if fmt == "glm47":
+        add("y_calls_back_to_back_with_text", "see <tool_call>get_time</tool_call> and <tool_call>get_time</tool_call><tool_call>get_weather<arg_key>city</arg_key><arg_value>Oslo</arg_value></tool_call> end",
+            {"text": "see  and  end", "calls": [call("get_time"), call("get_time"), call("get_weather", city="Oslo")], "error": None})
+        add("y_glm45_newlines_accepted", "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Oslo</arg_value>\n</tool_call>",
+            {"calls": [call("get_weather", city="Oslo")], "error": None, "warnings": []})
+    if fmt == "glm45":
+        add("y_glm47_compact_form_accepted", "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Oslo</arg_value></tool_call>",
+            {"calls": [call("get_weather", city="Oslo")], "error": None, "warnings": []})
+    if fmt == "minimax_m2":
+        add("y_single_quoted_name", "<minimax:tool_call>\n<invoke name='get_weather'>\n<parameter name='city'>Paris</parameter>\n</invoke>\n</minimax:tool_call>",
+            {"calls": [call("get_weather", city="Paris")], "error": None, "warnings": ["single_quotes", "single_quotes"]})
+        add("y_nil_and_none_read_as_null_where_allowed", "<minimax:tool_call>\n<invoke name=\"search\">\n<parameter name=\"query\">none</parameter>\n<parameter name=\"limit\">nil</parameter>\n<parameter name=\"filters\">None</parameter>\n</invoke>\n</minimax:tool_call>",
+            {"calls": [call("search", query="none", limit=None, filters=None)], "error": None, "warnings": ["null_alias", "null_alias"]})
+        add("y_boolean_words_are_not_booleans", "<minimax:tool_call>\n<invoke name=\"run_command\">\n<parameter name=\"command\">ls</parameter>\n<parameter name=\"background\">on</parameter>\n</invoke>\n</minimax:tool_call>",
+            {"calls": [call("run_command", command="ls", background="on")], "error": None, "warnings": ["type_mismatch"]})
+        add("y_think_then_calls", "<think>\nWeather first.\n</think>\n\n<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>\n</invoke>\n</minimax:tool_call>",
+            {"text": "<think>\nWeather first.\n</think>\n\n", "calls": [call("get_weather", city="Paris")], "error": None})
+        add("i_missing_section_end", "<minimax:tool_call>\n<invoke name=\"get_time\">\n</invoke>\n",
+            {"calls": [call("get_time")], "error": None, "warnings": ["missing_section_end"]})
+        add("i_value_edge_whitespace_kept", "<minimax:tool_call>\n<invoke name=\"write_file\">\n<parameter name=\"content\">\n  body\n</parameter>\n</invoke>\n</minimax:tool_call>",
+            {"calls": [call("write_file", content="\n  body\n")], "error": None})
+        add("n_unquoted_name", "<minimax:tool_call>\n<invoke name=get_time>\n</invoke>\n</minimax:tool_call>",
+            {"calls": [], "error": {"kind": "malformed_markup"}})
+        add("n_missing_gt_in_parameter", "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\"Paris</parameter>\n</invoke>\n</minimax:tool_call>",
+            {"calls": [], "error": {"kind": "malformed_markup"}})
+        add("n_unterminated_invoke", "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>\n",
+            {"calls": [], "error": {"kind": "unterminated"}})
+    if fmt == "deepseek_v32":
+        inv = lambda name, body: f'\n<{DS}invoke name="{name}">\n{body}\n</{DS}invoke>'
+        blk = lambda *invs: f"<{DS}function_calls>" + "".join(invs) + f"\n</{DS}function_calls>"
+        P = lambda k, v, s=None: f'<{DS}parameter name="{k}"' + (f' string="{s}"' if s else "") + f">{v}</{DS}parameter>"
+        add("y_string_attribute_decides", blk(inv("get_weather", P("city", " 杭州 ", "true") + "\n" + P("days", "3", "false") + "\n" + P("metric", "true", "false"))),
+            {"calls": [call("get_weather", city=" 杭州 ", days=3, metric=True)], "error": None, "warnings": []})
+        add("y_string_false_json_values", blk(inv("run_command", P("command", "ls", "true") + "\n" + P("env", '{"A": "1"}', "false") + "\n" + P("args", '["-a"]', "false") + "\n" + P("timeout", "2.5", "false"))),
+            {"calls": [call("run_command", command="ls", env={"A": "1"}, args=["-a"], timeout=2.5)], "error": None, "warnings": []})
+        add("y_attribute_disagreeing_with_schema_wins", blk(inv("get_weather", P("city", "42", "false") + "\n" + P("days", "3", "true"))),
+            {"calls": [call("get_weather", city=42, days="3")], "error": None, "warnings": ["schema_type_mismatch", "schema_type_mismatch"]})
+        add("y_string_false_not_json_stays_string", blk(inv("run_command", P("command", "ls", "true") + "\n" + P("env", "{A: 1}", "false"))),
+            {"calls": [call("run_command", command="ls", env="{A: 1}")], "error": None, "warnings": ["type_mismatch"]})
+        add("y_missing_string_attribute_typed_by_schema", blk(inv("get_weather", P("city", "Oslo") + "\n" + P("days", "5"))),
+            {"calls": [call("get_weather", city="Oslo", days=5)], "error": None, "warnings": ["missing_string_attribute", "missing_string_attribute"]})
+        add("y_several_blocks_all_parsed", blk(inv("get_time", "")) + "\nand\n" + blk(inv("get_time", "")),
+            {"text": "\nand\n", "calls": [call("get_time"), call("get_time")], "error": None})
+        add("y_ascii_dialect_inside_value_is_content", blk(inv("write_file", P("content", "<function_calls><invoke name=\"x\"><parameter name=\"y\">z</parameter></invoke>", "true"))),
+            {"calls": [call("write_file", content="<function_calls><invoke name=\"x\"><parameter name=\"y\">z</parameter></invoke>")], "error": None, "warnings": []})
+        add("i_missing_section_end", f"<{DS}function_calls>" + inv("get_time", ""),
+            {"calls": [call("get_time")], "error": None, "warnings": ["missing_section_end"]})
+        add("i_ascii_dialect_is_text", '<function_calls>\n<invoke name="get_time">\n</invoke>\n</function_calls>',
+            {"text": '<function_calls>\n<invoke name="get_time">\n</invoke>\n</function_calls>', "calls": [], "error": None})
+        add("n_bad_string_attribute", blk(inv("get_weather", P("city", "x", "yes"))),
+            {"calls": [], "error": {"kind": "malformed_markup"}})
+        add("n_unterminated_inside_marker", f"<{DS}function_calls>" + inv("get_time", "")[:-6],
+            {"calls": [], "error": {"kind": "unterminated"}})
+    return c
+
+# ---------------------------------------------------------------- transcripts (.jsonl)
+
+def transcripts(fmt):
+    t = []
+    def add(id_, segs, expect=None):
+        line = {"id": id_, "transcript": segs if isinstance(segs, str) else wire(fmt, segs)}
+        if expect is not None:
+            line["expect"] = expect
+        t.append(line)
+    patch = "--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1,3 +1,4 @@\n+use std::fmt;\n fn main() {\n-    println!(\"hi\");\n+    println!(\"{}\", \"<b>hi</b>\");\n }\n"
+    add("agent_read_then_write", ["I'll look at the manifest first.\n", [("run_command", [("command", "cat Cargo.toml"), ("timeout", "10")])]],
+        {"calls": [call("run_command", command="cat Cargo.toml", timeout=10)], "error": None})
+    add("agent_apply_patch", ["Applying the fix.\n", [("write_file", [("path", "fix.patch"), ("content", patch)])]],
+        {"calls": [call("write_file", path="fix.patch", content=patch)], "error": None})
+    add("agent_parallel_lookups", ["Two lookups at once.\n", [("get_weather", [("city", "Tokyo"), ("unit", "celsius")]), ("get_weather", [("city", "東京")])]])
+    add("agent_search_with_filters", [[("search", [("query", "streaming json parser"), ("limit", "20"), ("filters", '{"language": "rust", "stars": 100}'), ("tags", '["parser", "json"]')])]])
+    add("agent_html_file", [[("write_file", [("path", "index.html"), ("content", "<!doctype html>\n<html><body><p class=\"x\">Tom &amp; Jerry &lt;3</p></body></html>\n")])]])
+    add("agent_answer_after_thinking", "<think>No tool needed.</think>\n\nThe answer is 42.")
+    return t
+
+# ---------------------------------------------------------------- write
+
+def main():
+    for fmt in FORMATS:
+        d = os.path.join(ROOT, "corpus", fmt)
+        os.makedirs(d, exist_ok=True)
+        for f in os.listdir(d):
+            os.remove(os.path.join(d, f))
+        with open(os.path.join(d, "tools.json"), "w") as f:
+            json.dump(TOOLS, f, indent=1, ensure_ascii=False)
+            f.write("\n")
+        shared = shared_cases(fmt)
+        if fmt == "deepseek_v32":
+            # The string attribute adds its own warnings; its cases pin them.
+            for _, _, exp in shared:
+                exp.pop("warnings", None)
+        cases = shared + typing_cases(fmt) + specific_cases(fmt)
+        names = set()
+        for name, seg, exp in cases:
+            assert name not in names, name
+            names.add(name)
+            text = seg if isinstance(seg, str) else wire(fmt, seg)
+            with open(os.path.join(d, name + ".txt"), "wb") as f:
+                f.write(text.encode())
+            with open(os.path.join(d, name + ".expect.json"), "w") as f:
+                json.dump(exp, f, ensure_ascii=False)
+                f.write("\n")
+        with open(os.path.join(d, "n_invalid_utf8_in_value.txt"), "wb") as f:
+            f.write(wire(fmt, [[("write_file", [("path", "a"), ("content", "XX")])]]).encode().replace(b"XX", b"a\xffb"))
+        with open(os.path.join(d, "n_invalid_utf8_in_value.expect.json"), "w") as f:
+            f.write('{"calls": [], "error": {"kind": "invalid_utf8"}}\n')
+        with open(os.path.join(d, "transcripts.jsonl"), "w") as f:
+            for line in transcripts(fmt):
+                f.write(json.dumps(line, ensure_ascii=False) + "\n")
+        labelled = len(cases) + 1
+        print(f"{fmt}: {labelled} labelled cases", file=sys.stderr)
+
+if __name__ == "__main__":
+    main()

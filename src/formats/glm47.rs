@@ -1,0 +1,148 @@
+//! `glm47`: GLM-4.7 / GLM-5 compact `<arg_key>`/`<arg_value>` tool calls: the `glm45` grammar
+//! written without newlines (`specs/glm47.md`).
+//!
+//! ```text
+//! text<tool_call>NAME<arg_key>KEY</arg_key><arg_value>VALUE</arg_value></tool_call>
+//! ```
+
+use super::glm45::{GRAMMAR, SPECIAL_TOKENS, markers};
+use super::tagged;
+use super::{Format, StreamParser, Typing};
+use crate::event::ToolCall;
+use crate::tools::Tools;
+
+pub use super::tagged::Config;
+
+/// The default options: every leniency of the family on.
+pub fn config() -> Config {
+    Config::default()
+}
+
+/// A parser with options `cfg` (the `glm45` grammar: newlines between tags are insignificant).
+pub fn parser(cfg: Config, tools: &Tools) -> tagged::Parser {
+    tagged::Parser::new(&GRAMMAR, cfg, tools)
+}
+
+fn write_calls(out: &mut String, calls: &[ToolCall]) {
+    for c in calls {
+        out.push_str("<tool_call>");
+        out.push_str(&c.name);
+        for (k, v) in c.arguments.as_object().into_iter().flatten() {
+            out.push_str("<arg_key>");
+            out.push_str(k);
+            out.push_str("</arg_key><arg_value>");
+            out.push_str(&tagged::value_text(v));
+            out.push_str("</arg_value>");
+        }
+        out.push_str("</tool_call>");
+    }
+}
+
+/// Renders text and calls as the GLM-4.7 template does (no newlines, calls back to back),
+/// refusing what would not parse back.
+pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, String> {
+    tagged::render_checked(&GRAMMAR, config(), text, calls, tools, &write_calls)
+}
+
+fn new_parser(tools: &Tools) -> Box<dyn StreamParser> {
+    Box::new(parser(config(), tools))
+}
+
+/// A call of `typing_probe` whose parameter `v` is written as exactly `raw`.
+fn typing_probe(raw: &str) -> Vec<u8> {
+    format!("<tool_call>typing_probe<arg_key>v</arg_key><arg_value>{raw}</arg_value></tool_call>")
+        .into_bytes()
+}
+
+/// The glm47 format.
+pub static FORMAT: Format = Format {
+    id: "glm47",
+    summary: "GLM-4.7/5: <tool_call>NAME<arg_key>K</arg_key><arg_value>raw value</arg_value></tool_call> without newlines, typed by the tool's schema",
+    new_parser,
+    render: Some(render),
+    markers,
+    cdata: None,
+    typing: Some(Typing {
+        table: include_str!("../../specs/typing.json"),
+        transcript: typing_probe,
+        key: "v",
+        schema_tool: Some("typing_probe"),
+    }),
+    special_tokens: SPECIAL_TOKENS,
+    reasoning: None,
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::ParseResult;
+    use crate::formats::testkit::every_cut;
+    use serde_json::json;
+
+    fn tools() -> Tools {
+        Tools::from_json(
+            r#"[{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"},"days":{"type":["integer","null"]}}}},{"name":"get_time","parameters":{}}]"#,
+        )
+        .unwrap()
+    }
+
+    fn parse(s: &str) -> ParseResult {
+        let t = tools();
+        every_cut(&|| Box::new(parser(config(), &t)), s.as_bytes()).0
+    }
+
+    #[test]
+    fn compact_calls_back_to_back_with_text_between() {
+        let r = parse(
+            "before <tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value><arg_key>days</arg_key><arg_value>null</arg_value></tool_call> and <tool_call>get_time</tool_call><tool_call>get_time</tool_call> after",
+        );
+        assert!(r.errors.is_empty());
+        assert_eq!(r.text, "before  and  after");
+        assert_eq!(r.calls.len(), 3);
+        assert_eq!(r.calls[0].arguments, json!({"city": "Paris", "days": null}));
+        assert_eq!(r.calls[2].arguments, json!({}));
+    }
+
+    #[test]
+    fn glm45_newlines_are_accepted_silently() {
+        let r = parse("<tool_call>get_time\n</tool_call>");
+        assert!(r.errors.is_empty() && r.warnings.is_empty());
+        assert_eq!(r.calls[0].name, "get_time");
+    }
+
+    #[test]
+    fn a_close_tag_and_a_call_inside_a_value_are_content() {
+        let r = parse(
+            "<tool_call>get_weather<arg_key>city</arg_key><arg_value>before </tool_call><tool_call>get_time</tool_call> after</arg_value></tool_call>",
+        );
+        assert_eq!(r.calls.len(), 1);
+        assert_eq!(
+            r.calls[0].arguments,
+            json!({"city": "before </tool_call><tool_call>get_time</tool_call> after"})
+        );
+    }
+
+    #[test]
+    fn renderer_writes_no_newlines() {
+        let calls = vec![
+            ToolCall {
+                name: "get_weather".into(),
+                id: None,
+                server: None,
+                arguments: json!({"city": "Paris", "days": 3}),
+            },
+            ToolCall {
+                name: "get_time".into(),
+                id: None,
+                server: None,
+                arguments: json!({}),
+            },
+        ];
+        let out = String::from_utf8(render("", &calls, &tools()).unwrap()).unwrap();
+        assert_eq!(
+            out,
+            "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value><arg_key>days</arg_key><arg_value>3</arg_value></tool_call><tool_call>get_time</tool_call>"
+        );
+        assert_eq!(parse(&out).calls, calls);
+    }
+}

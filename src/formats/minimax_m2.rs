@@ -1,0 +1,216 @@
+//! `minimax_m2`: MiniMax-M2 `<minimax:tool_call>`/`<invoke>` tool calls, typed by the tool's
+//! schema (`specs/minimax_m2.md`).
+//!
+//! ```text
+//! text⏎<minimax:tool_call>⏎<invoke name="NAME">⏎<parameter name="KEY">VALUE</parameter>⏎</invoke>⏎</minimax:tool_call>
+//! ```
+
+use super::tagged::{self, CallForm, Grammar, ParamForm, Role};
+use super::{Format, SpecialToken, StreamParser, Typing};
+use crate::event::ToolCall;
+use crate::tools::Tools;
+
+pub use super::tagged::Config;
+
+/// The grammar: `<invoke name="…">` calls inside one `<minimax:tool_call>` block, quoted
+/// attribute names, values verbatim, `</parameter>` closing only before the next parameter or
+/// `</invoke>`.
+pub static GRAMMAR: Grammar = Grammar {
+    markers: &[
+        ("<minimax:tool_call>", Role::BlockOpen),
+        ("</minimax:tool_call>", Role::BlockClose),
+        ("<invoke name=", Role::CallOpen),
+        ("</invoke>", Role::CallClose),
+        ("<parameter name=", Role::ParamOpen),
+        ("</parameter>", Role::ValueClose),
+    ],
+    call: CallForm::Attr,
+    param: ParamForm::Attr,
+    structural: true,
+    follow_block_close: false,
+    pad: false,
+    string_attr: false,
+    block_end_warning: "missing_section_end",
+};
+
+/// The default options: every leniency of the family on.
+pub fn config() -> Config {
+    Config::default()
+}
+
+/// A parser with options `cfg`.
+pub fn parser(cfg: Config, tools: &Tools) -> tagged::Parser {
+    tagged::Parser::new(&GRAMMAR, cfg, tools)
+}
+
+fn write_calls(out: &mut String, calls: &[ToolCall]) {
+    out.push_str("<minimax:tool_call>\n");
+    for c in calls {
+        out.push_str("<invoke name=\"");
+        out.push_str(&c.name);
+        out.push_str("\">\n");
+        for (k, v) in c.arguments.as_object().into_iter().flatten() {
+            out.push_str("<parameter name=\"");
+            out.push_str(k);
+            out.push_str("\">");
+            out.push_str(&tagged::value_text(v));
+            out.push_str("</parameter>\n");
+        }
+        out.push_str("</invoke>\n");
+    }
+    out.push_str("</minimax:tool_call>");
+}
+
+/// Renders text and calls as the chat template does (one block, strings verbatim, other
+/// values as JSON), refusing what would not parse back.
+pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, String> {
+    tagged::render_checked(&GRAMMAR, config(), text, calls, tools, &write_calls)
+}
+
+fn new_parser(tools: &Tools) -> Box<dyn StreamParser> {
+    Box::new(parser(config(), tools))
+}
+
+fn markers(_tools: &Tools) -> Vec<String> {
+    GRAMMAR.markers.iter().map(|m| m.0.to_string()).collect()
+}
+
+/// A call of `typing_probe` whose parameter `v` is written as exactly `raw`.
+fn typing_probe(raw: &str) -> Vec<u8> {
+    format!("<minimax:tool_call>\n<invoke name=\"typing_probe\">\n<parameter name=\"v\">{raw}</parameter>\n</invoke>\n</minimax:tool_call>")
+        .into_bytes()
+}
+
+/// The minimax_m2 format.
+pub static FORMAT: Format = Format {
+    id: "minimax_m2",
+    summary: "MiniMax-M2: <minimax:tool_call><invoke name=\"f\"><parameter name=\"p\">raw value</parameter></invoke></minimax:tool_call>, typed by the tool's schema",
+    new_parser,
+    render: Some(render),
+    markers,
+    cdata: None,
+    typing: Some(Typing {
+        table: include_str!("../../specs/typing.json"),
+        transcript: typing_probe,
+        key: "v",
+        schema_tool: Some("typing_probe"),
+    }),
+    special_tokens: SPECIAL_TOKENS,
+    reasoning: None,
+};
+
+/// MiniMax-M2 vocabulary tokens that can appear in its output (ids not verified; `<invoke`
+/// and `<parameter` are ordinary text).
+const SPECIAL_TOKENS: &[SpecialToken] = &[
+    SpecialToken {
+        text: "<minimax:tool_call>",
+        id: None,
+    },
+    SpecialToken {
+        text: "</minimax:tool_call>",
+        id: None,
+    },
+    SpecialToken {
+        text: "<think>",
+        id: None,
+    },
+    SpecialToken {
+        text: "</think>",
+        id: None,
+    },
+    SpecialToken {
+        text: "[e~[",
+        id: None,
+    },
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{ErrorKind, ParseResult};
+    use crate::formats::testkit::every_cut;
+    use serde_json::json;
+
+    fn tools() -> Tools {
+        Tools::from_json(
+            r#"[{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer"},"metric":{"type":"boolean"},"note":{"type":["string","null"]}}}},{"name":"get_time","parameters":{}}]"#,
+        )
+        .unwrap()
+    }
+
+    fn parse(s: &str) -> ParseResult {
+        let t = tools();
+        every_cut(&|| Box::new(parser(config(), &t)), s.as_bytes()).0
+    }
+
+    fn warnings(r: &ParseResult) -> Vec<&str> {
+        r.warnings.iter().map(|w| w.kind.as_str()).collect()
+    }
+
+    #[test]
+    fn parallel_invokes_in_one_block() {
+        let r = parse(
+            "</think>\n\nLet me check.\n<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">  San Francisco</parameter>\n<parameter name=\"days\">3</parameter>\n</invoke>\n<invoke name=\"get_time\">\n</invoke>\n</minimax:tool_call>",
+        );
+        assert!(r.errors.is_empty());
+        assert_eq!(r.text, "</think>\n\nLet me check.\n");
+        assert_eq!(
+            r.calls[0].arguments,
+            json!({"city": "  San Francisco", "days": 3})
+        );
+        assert_eq!(r.calls[1].arguments, json!({}));
+    }
+
+    #[test]
+    fn booleans_and_nulls_follow_the_table() {
+        let r = parse(
+            "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"metric\">yes</parameter>\n<parameter name=\"note\">nil</parameter>\n<parameter name=\"city\">null</parameter>\n</invoke>\n</minimax:tool_call>",
+        );
+        assert_eq!(
+            r.calls[0].arguments,
+            json!({"metric": "yes", "note": null, "city": "null"})
+        );
+        assert_eq!(warnings(&r), ["type_mismatch", "null_alias"]);
+    }
+
+    #[test]
+    fn outer_closers_inside_a_value_are_content() {
+        let r = parse(
+            "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">a</invoke></minimax:tool_call></parameter>b</parameter>\n</invoke>\n</minimax:tool_call>",
+        );
+        assert_eq!(
+            r.calls[0].arguments,
+            json!({"city": "a</invoke></minimax:tool_call></parameter>b"})
+        );
+    }
+
+    #[test]
+    fn single_quotes_and_missing_section_end_are_warnings() {
+        let r = parse("<minimax:tool_call>\n<invoke name='get_time'>\n</invoke>\n");
+        assert_eq!(r.calls.len(), 1);
+        assert_eq!(warnings(&r), ["single_quotes", "missing_section_end"]);
+        let r = parse("<minimax:tool_call>\n<invoke name=\"\">\n</invoke>\n</minimax:tool_call>");
+        assert_eq!(r.errors[0].kind, ErrorKind::MissingName);
+        let r =
+            parse("<minimax:tool_call>\n<invoke name=get_time>\n</invoke>\n</minimax:tool_call>");
+        assert_eq!(r.errors[0].kind, ErrorKind::MalformedMarkup);
+        let r = parse("<minimax:tool_call>\n<invoke name=\"get_time\">\n");
+        assert_eq!(r.errors[0].kind, ErrorKind::Unterminated);
+    }
+
+    #[test]
+    fn renderer_round_trips() {
+        let calls = vec![ToolCall {
+            name: "get_weather".into(),
+            id: None,
+            server: None,
+            arguments: json!({"city": "Zürich 🌧", "days": 1}),
+        }];
+        let out = String::from_utf8(render("", &calls, &tools()).unwrap()).unwrap();
+        assert_eq!(
+            out,
+            "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Zürich 🌧</parameter>\n<parameter name=\"days\">1</parameter>\n</invoke>\n</minimax:tool_call>"
+        );
+        assert_eq!(parse(&out).calls, calls);
+    }
+}

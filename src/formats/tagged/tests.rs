@@ -1,0 +1,191 @@
+use super::*;
+use crate::formats::REGISTRY;
+use serde_json::json;
+
+#[test]
+fn json_escaping_round_trips() {
+    for s in ["", "plain", "q\"b\\s", "\n\r\t\u{1}\u{1f}", "é😀</x>&"] {
+        let mut out = String::from("\"");
+        escape_json_into(&mut out, s);
+        out.push('"');
+        assert_eq!(serde_json::from_str::<Value>(&out).unwrap(), json!(s));
+    }
+}
+
+#[test]
+fn tag_ends_respect_quotes_and_newlines() {
+    let mut q = None;
+    assert_eq!(
+        tag_end("\"a>b\" string=\"true\">x", &mut q, false),
+        Some((19, false))
+    );
+    let mut q = None;
+    assert_eq!(tag_end("\"a", &mut q, false), None);
+    assert_eq!(q, Some('"'));
+    assert_eq!(tag_end(">\">", &mut q, false), Some((2, false)));
+    let mut q = None;
+    assert_eq!(tag_end("city\nParis>", &mut q, true), Some((4, true)));
+    let mut single = false;
+    assert_eq!(quoted("'f' x", &mut single), Some(("f".into(), " x")));
+    assert!(single);
+    assert_eq!(quoted("f", &mut single), None);
+}
+
+/// The scanner holds a partial delimiter only from a `<`; a delimiter with a second `<` or
+/// one that is a prefix of another of its grammar would make roles ambiguous.
+#[test]
+fn every_grammar_delimiter_starts_with_lt_and_no_role_is_ambiguous() {
+    for f in REGISTRY {
+        let Some(_) = f.typing.as_ref().and_then(|t| t.schema_tool) else {
+            continue;
+        };
+        let ms = (f.markers)(&Tools::default());
+        assert!(!ms.is_empty(), "{}", f.id);
+        for m in &ms {
+            assert!(m.starts_with('<'), "{}: {m}", f.id);
+            for n in &ms {
+                assert!(m == n || !n.starts_with(m.as_str()), "{}: {m} / {n}", f.id);
+            }
+        }
+    }
+}
+
+use crate::event::{ErrorKind, ParseResult, ToolCall};
+use crate::formats::testkit::{check_delta_contract, fold_cut, pieces_at};
+use crate::formats::{Format, run_chunks};
+use proptest::prelude::*;
+
+/// The six formats of the family, by their registered entries.
+fn family() -> Vec<&'static Format> {
+    REGISTRY
+        .iter()
+        .copied()
+        .filter(|f| f.typing.as_ref().is_some_and(|t| t.schema_tool.is_some()))
+        .collect()
+}
+
+fn family_tools() -> Tools {
+    Tools::from_json(
+        r#"[{"name":"f","parameters":{"type":"object","properties":{"s":{"type":"string"},"n":{"type":"integer"},"o":{"type":["object","null"]}}}}]"#,
+    )
+    .unwrap()
+}
+
+#[test]
+fn the_family_is_six_formats() {
+    let ids: Vec<&str> = family().iter().map(|f| f.id).collect();
+    assert_eq!(
+        ids,
+        [
+            "qwen3_coder",
+            "seed_oss",
+            "glm45",
+            "glm47",
+            "minimax_m2",
+            "deepseek_v32"
+        ]
+    );
+}
+
+#[test]
+fn a_delimiter_cut_off_by_the_end_inside_markup_is_not_text() {
+    let t = Tools::default();
+    let f = crate::formats::deepseek_v32::FORMAT.new_parser;
+    let r = ParseResult::fold(&run_chunks(
+        f(&t).as_mut(),
+        ["<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"g\">\n</｜DSML｜inv".as_bytes()],
+    ));
+    assert_eq!(r.text, "");
+    assert_eq!(r.errors[0].kind, ErrorKind::Unterminated);
+    // In prose the same bytes are text.
+    let r = ParseResult::fold(&run_chunks(
+        f(&t).as_mut(),
+        ["see </｜DSML｜inv".as_bytes()],
+    ));
+    assert_eq!(r.text, "see </｜DSML｜inv");
+}
+
+#[test]
+fn close_tag_look_alikes_cost_linear_time_under_byte_chunks() {
+    // Each look-alike is decided once: 20k of them, fed byte by byte.
+    let body = "</parameter> x\n".repeat(20_000);
+    let input = format!(
+        "<tool_call>\n<function=f>\n<parameter=s>\n{body}\n</parameter>\n</function>\n</tool_call>"
+    );
+    let t = family_tools();
+    let mut p = crate::formats::qwen3_coder::parser(crate::formats::qwen3_coder::config(), &t);
+    let r = ParseResult::fold(&run_chunks(&mut p, input.as_bytes().chunks(1)));
+    assert_eq!(r.calls[0].arguments["s"], serde_json::json!(body));
+    assert_eq!(r.warnings.len(), 20_000);
+}
+
+/// Pieces of each grammar's wire, for tag soup.
+fn soup(f: &Format) -> Vec<String> {
+    let mut v: Vec<String> = (f.markers)(&Tools::default());
+    v.extend(
+        [
+            "\"f\">",
+            "f>",
+            "f",
+            "\"s\">",
+            "s>",
+            "\"n\" string=\"false\">",
+            "\n",
+            " ",
+            "7",
+            "é",
+            "<",
+            ">",
+            "\\n",
+            "'",
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
+    v
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn every_family_format_is_split_invariant_on_tag_soup(
+        which in 0usize..6,
+        picks in proptest::collection::vec(any::<usize>(), 0..30),
+        cuts in proptest::collection::vec(any::<usize>(), 0..10),
+    ) {
+        let f = family()[which];
+        let parts = soup(f);
+        let s: String = picks.iter().map(|i| parts[i % parts.len()].as_str()).collect();
+        let t = family_tools();
+        let whole = fold_cut((f.new_parser)(&t).as_mut(), s.as_bytes(), &[]);
+        let evs = run_chunks((f.new_parser)(&t).as_mut(), pieces_at(s.as_bytes(), &cuts));
+        check_delta_contract(&evs);
+        prop_assert_eq!(whole, ParseResult::fold(&evs), "{}: {:?}", f.id, s);
+    }
+
+    #[test]
+    fn every_family_renderer_parses_back(
+        which in 0usize..6,
+        s in "[a-z<>/&\"' \n中😀]{0,24}",
+        n in any::<i64>(),
+        o in crate::formats::testkit::arb_json("[a-z ]{0,6}"),
+        cuts in proptest::collection::vec(any::<usize>(), 0..6),
+    ) {
+        let f = family()[which];
+        let t = family_tools();
+        let o = if o.is_object() || o.is_null() { o } else { serde_json::json!({"v": o}) };
+        let calls = vec![ToolCall {
+            name: "f".into(),
+            id: None,
+            server: None,
+            arguments: serde_json::json!({"s": s, "n": n, "o": o}),
+        }];
+        if let Ok(bytes) = (f.render.unwrap())("Hi.", &calls, &t) {
+            let r = fold_cut((f.new_parser)(&t).as_mut(), &bytes, &cuts);
+            prop_assert!(r.errors.is_empty(), "{}: {:?}", f.id, r.errors);
+            prop_assert_eq!(r.calls, calls);
+            prop_assert_eq!(r.text, "Hi.");
+        }
+    }
+}
