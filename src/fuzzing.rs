@@ -17,7 +17,7 @@ pub mod checks;
 pub mod layout;
 
 use clap::{Args, Subcommand};
-use conform::backends::builtin::capture_panics;
+use conform::backends::builtin::{capture_panics, catching};
 use conform::event::ParseResult;
 use conform::formats::{self, Format};
 use conform::harness::corpus::{self, Label, LoadOptions};
@@ -25,7 +25,6 @@ use conform::harness::minimize::minimize;
 use conform::tools::Tools;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
 /// The fuzzing subcommands.
@@ -387,12 +386,10 @@ fn write_dict(path: &Path, words: &BTreeSet<String>) -> Result<(), String> {
 
 /// Whether a parse input fails the target's oracle (a panic counts), with the reason.
 fn parse_failure(format: &Format, tools: &Tools, data: &[u8], cuts: &[usize]) -> Option<String> {
-    match catch_unwind(AssertUnwindSafe(|| {
-        checks::check_parse(format, tools, data, cuts)
-    })) {
+    match catching(|| checks::check_parse(format, tools, data, cuts)) {
         Ok(Ok(())) => None,
         Ok(Err(e)) => Some(e),
-        Err(_) => Some("panic".into()),
+        Err(m) => Some(format!("panic: {m}")),
     }
 }
 
@@ -468,10 +465,7 @@ fn case(a: CaseArgs) -> Result<u8, String> {
     };
     let tools = tools_in(&a.out, format.id)?;
     // A parser that still panics on the case gets an `i_` case: the harness reports the panic.
-    let whole = catch_unwind(AssertUnwindSafe(|| {
-        checks::feed(format, &tools, [&data[..]]).0
-    }))
-    .unwrap_or_else(|_| {
+    let whole = catching(|| checks::feed(format, &tools, [&data[..]]).0).unwrap_or_else(|_| {
         println!("the parser panics on the whole input");
         ParseResult::default()
     });

@@ -27,13 +27,24 @@ impl Backend for Builtin {
 
 thread_local! {
     static LAST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
+    static IN_REPLAY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Routes panic messages to the replay that caused them instead of stderr; call once per run.
+/// Routes the panic messages of replays to the replay that caused them instead of stderr;
+/// any other panic (a bug of conform's, an adapter's reader thread) still prints, through the
+/// hook that was there before. Call once per run.
 pub fn capture_panics() {
-    std::panic::set_hook(Box::new(|info| {
-        LAST_PANIC.with(|p| *p.borrow_mut() = Some(info.to_string()));
-    }));
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if IN_REPLAY.with(std::cell::Cell::get) {
+                LAST_PANIC.with(|p| *p.borrow_mut() = Some(info.to_string()));
+            } else {
+                previous(info);
+            }
+        }));
+    });
 }
 
 /// Feeds every turn, cut as given (a missing entry means the turn is fed whole), to one
@@ -51,17 +62,25 @@ pub fn replay(format: &Format, tools: &Tools, turns: &[Vec<u8>], cuts: &[Cuts]) 
             })
             .collect::<Vec<_>>()
     };
-    match catch_unwind(AssertUnwindSafe(run)) {
+    match catching(run) {
         Ok(turns) => Outcome::Done(turns),
-        Err(payload) => {
-            let msg = LAST_PANIC
-                .with(|p| p.borrow_mut().take())
-                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "panic".to_string());
-            Outcome::Panicked(msg)
-        }
+        Err(msg) => Outcome::Panicked(msg),
     }
+}
+
+/// Runs `f`, turning a panic into its message (with its place, once [`capture_panics`] ran):
+/// every in-process replay is run this way, so a parser's panic costs only its replay.
+pub fn catching<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    let outer = IN_REPLAY.with(|r| r.replace(true));
+    let result = catch_unwind(AssertUnwindSafe(f));
+    IN_REPLAY.with(|r| r.set(outer));
+    result.map_err(|payload| {
+        LAST_PANIC
+            .with(|p| p.borrow_mut().take())
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "panic".to_string())
+    })
 }
 
 fn run_turn(parser: &mut dyn StreamParser, data: &[u8], cuts: &Cuts) -> TurnOutcome {
@@ -101,4 +120,22 @@ pub fn events_of(parser: &mut dyn StreamParser, data: &[u8], cuts: &Cuts) -> Vec
     }
     parser.finish(&mut out);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replay_panic_is_caught_with_its_place_and_the_hook_stays_installed_once() {
+        capture_panics();
+        capture_panics();
+        let msg = catching(|| -> u8 { panic!("boom in a parser") }).unwrap_err();
+        assert!(msg.contains("boom in a parser"), "{msg}");
+        assert!(msg.contains("builtin.rs"), "the hook kept the place: {msg}");
+        assert_eq!(catching(|| 7), Ok(7));
+        // Outside a replay, a panic is not kept for a replay's report.
+        let _ = std::panic::catch_unwind(|| panic!("outside"));
+        assert!(LAST_PANIC.with(|p| p.borrow().is_none()));
+    }
 }

@@ -10,12 +10,12 @@
 use super::chunking::Cuts;
 use super::invariants::{Compare, result_difference};
 use crate::backends::TurnOutcome;
+use crate::backends::builtin::catching;
 use crate::event::{COMPLETION_TOOL, Event, Folder, ParseResult, Sink, ToolCall, excerpt};
 use crate::formats::Format;
 use crate::tools::Tools;
 use serde_json::Value;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::panic::{AssertUnwindSafe, catch_unwind};
 
 /// Cases of at least this many bytes are replayed lean (by the built-in parsers).
 pub const LARGE_CASE_BYTES: usize = 4 << 20;
@@ -414,13 +414,7 @@ pub fn replay_keeping(
             })
             .collect::<Vec<_>>()
     };
-    catch_unwind(AssertUnwindSafe(run)).map_err(|payload| {
-        payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "panic".to_string())
-    })
+    catching(run)
 }
 
 /// A lean replay: [`replay_keeping`] without the calls.

@@ -186,9 +186,7 @@ impl Tokenizer {
             Engine::Tiktoken { bpe, .. } => {
                 // fancy-regex can give up on pathological input (its backtracking limit), and
                 // tiktoken-rs then panics: such text is encoded in smaller pieces instead.
-                let encoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    bpe.encode_ordinary(s)
-                }));
+                let encoded = crate::backends::builtin::catching(|| bpe.encode_ordinary(s));
                 match encoded {
                     Ok(ranks) => {
                         let mut end = 0;
