@@ -219,8 +219,6 @@ def shared_cases(fmt):
         {"calls": [call("legacy_tool", count="5", name="x")], "error": None, "warnings": ["unreadable_schema"]})
     add("y_empty_string_value", [[("write_file", [("path", "empty.txt"), ("content", "")])]],
         {"calls": [call("write_file", path="empty.txt", content="")], "error": None})
-    add("y_reasoning_kept_as_text", ["<think>The user wants the time; call get_time.</think>\n\n", [("get_time", [])]],
-        {"text": "<think>The user wants the time; call get_time.</think>\n\n", "calls": [call("get_time")], "error": None})
     # Closing-tag look-alikes inside code.
     outer = OUTER[fmt]
     body = "x = 1\n" + "".join(f"s{i} = '{o}'\n" for i, o in enumerate(outer)) + "y = 2"
@@ -256,6 +254,38 @@ def shared_cases(fmt):
         add("y_text_inside_block_kept", blk.replace(inner, inner + "(one moment)\n", 1),
             {"text": "(one moment)\n\n" if fmt == "deepseek_v32" else "\n(one moment)\n",
              "calls": [call("get_time")], "error": None, "warnings": ["text_in_block"]})
+    return c
+
+# Each format's reasoning tags (its `REASONING` syntax; the shared layer splits them).
+THINK = {f: ("<think>", "</think>") for f in FORMATS}
+THINK["seed_oss"] = ("<seed:think>", "</seed:think>")
+
+def reasoning_cases(fmt):
+    """The reasoning layer's rules (specs/streaming.md "Reasoning") in each format's tags.
+    Kept apart from the shared cases: their warnings are pinned for every format."""
+    c = []
+    add = lambda name, seg, exp: c.append((name, seg, exp))
+    o, e = THINK[fmt]
+    # What is left after the block is the format's text: here whitespace before a call, dropped.
+    add("y_reasoning_then_call", [f"{o}The user wants the time; call get_time.{e}\n\n", [("get_time", [])]],
+        {"text": "", "reasoning": "The user wants the time; call get_time.", "calls": [call("get_time")],
+         "error": None, "warnings": []})
+    # A call written inside reasoning was only considered: it stays reasoning and never runs.
+    blk = wire(fmt, [[("get_time", [])]])
+    add("y_reasoning_call_inside_reasoning", f"{o}Maybe {blk} no: I know it.{e}\nIt is noon.",
+        {"text": "\nIt is noon.", "reasoning": f"Maybe {blk} no: I know it.", "calls": [],
+         "error": None, "warnings": ["call_in_reasoning"]})
+    add("y_reasoning_unterminated_at_end", f"Hmm.\n{o}Still weighing the options",
+        {"text": "Hmm.\n", "reasoning": "Still weighing the options", "calls": [],
+         "error": None, "warnings": ["unterminated_reasoning"]})
+    # The template put the open tag in the prompt; `starts_inside` is off by default (a server
+    # that knows its template turns it on), so the close tag is stray and the reasoning text.
+    add("y_reasoning_open_tag_in_prompt_close_is_stray", [f"Weather first.{e}\n\n", [("get_weather", [("city", "Paris")])]],
+        {"text": "Weather first.\n\n", "reasoning": "", "calls": [call("get_weather", city="Paris")],
+         "error": None, "warnings": ["stray_reasoning_end"]})
+    # Inside a value a tag is content.
+    add("y_reasoning_tags_inside_value_are_content", [[("write_file", [("path", "t.md"), ("content", f"say {o}hi{e}")])]],
+        {"text": "", "calls": [call("write_file", path="t.md", content=f"say {o}hi{e}")], "error": None})
     return c
 
 def typing_cases(fmt):
@@ -307,8 +337,10 @@ def specific_cases(fmt):
         add("y_python_repr_values", "<seed:tool_call>\n<function=run_command>\n<parameter=command>ls</parameter>\n<parameter=args>['-l', 'src']</parameter>\n<parameter=background>True</parameter>\n<parameter=env>{'A': '1'}</parameter>\n</function>\n</seed:tool_call>",
             {"calls": [call("run_command", command="ls", args=["-l", "src"], background=True, env={"A": "1"})], "error": None,
              "warnings": ["python_literal", "python_literal"]})
-        add("y_think_tags_are_text", "<seed:think>Need the time.</seed:think>\n<seed:tool_call>\n<function=get_time>\n</function>\n</seed:tool_call>",
-            {"text": "<seed:think>Need the time.</seed:think>\n", "calls": [call("get_time")], "error": None})
+        add("y_seed_think_is_reasoning", "<seed:think>Need the time.</seed:think>\n<seed:tool_call>\n<function=get_time>\n</function>\n</seed:tool_call>",
+            {"text": "", "reasoning": "Need the time.", "calls": [call("get_time")], "error": None, "warnings": []})
+        add("y_plain_think_tags_are_text", "<think>Need the time.</think>\n<seed:tool_call>\n<function=get_time>\n</function>\n</seed:tool_call>",
+            {"text": "<think>Need the time.</think>\n", "reasoning": "", "calls": [call("get_time")], "error": None})
         add("y_missing_gt_after_parameter_name", "<seed:tool_call>\n<function=get_weather>\n<parameter=city\nParis</parameter>\n</function>\n</seed:tool_call>",
             {"calls": [call("get_weather", city="Paris")], "error": None, "warnings": ["missing_gt"]})
         add("i_value_edge_newlines_kept", "<seed:tool_call>\n<function=write_file>\n<parameter=path>a.txt</parameter>\n<parameter=content>\nline\n</parameter>\n</function>\n</seed:tool_call>",
@@ -354,7 +386,7 @@ def specific_cases(fmt):
         add("y_boolean_words_are_not_booleans", "<minimax:tool_call>\n<invoke name=\"run_command\">\n<parameter name=\"command\">ls</parameter>\n<parameter name=\"background\">on</parameter>\n</invoke>\n</minimax:tool_call>",
             {"calls": [call("run_command", command="ls", background="on")], "error": None, "warnings": ["type_mismatch"]})
         add("y_think_then_calls", "<think>\nWeather first.\n</think>\n\n<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>\n</invoke>\n</minimax:tool_call>",
-            {"text": "<think>\nWeather first.\n</think>\n\n", "calls": [call("get_weather", city="Paris")], "error": None})
+            {"text": "", "reasoning": "\nWeather first.\n", "calls": [call("get_weather", city="Paris")], "error": None})
         add("i_missing_section_end", "<minimax:tool_call>\n<invoke name=\"get_time\">\n</invoke>\n",
             {"calls": [call("get_time")], "error": None, "warnings": ["missing_section_end"]})
         add("i_value_edge_whitespace_kept", "<minimax:tool_call>\n<invoke name=\"write_file\">\n<parameter name=\"content\">\n  body\n</parameter>\n</invoke>\n</minimax:tool_call>",
@@ -410,7 +442,8 @@ def transcripts(fmt):
     add("agent_parallel_lookups", ["Two lookups at once.\n", [("get_weather", [("city", "Tokyo"), ("unit", "celsius")]), ("get_weather", [("city", "東京")])]])
     add("agent_search_with_filters", [[("search", [("query", "streaming json parser"), ("limit", "20"), ("filters", '{"language": "rust", "stars": 100}'), ("tags", '["parser", "json"]')])]])
     add("agent_html_file", [[("write_file", [("path", "index.html"), ("content", "<!doctype html>\n<html><body><p class=\"x\">Tom &amp; Jerry &lt;3</p></body></html>\n")])]])
-    add("agent_answer_after_thinking", "<think>No tool needed.</think>\n\nThe answer is 42.")
+    o, e = THINK[fmt]
+    add("agent_answer_after_thinking", f"{o}No tool needed.{e}\n\nThe answer is 42.")
     return t
 
 # ---------------------------------------------------------------- write
@@ -429,7 +462,7 @@ def main():
             # The string attribute adds its own warnings; its cases pin them.
             for _, _, exp in shared:
                 exp.pop("warnings", None)
-        cases = shared + typing_cases(fmt) + specific_cases(fmt)
+        cases = shared + reasoning_cases(fmt) + typing_cases(fmt) + specific_cases(fmt)
         names = set()
         for name, seg, exp in cases:
             assert name not in names, name

@@ -10,7 +10,9 @@
 //!
 //! The section grammar, markers and options are `deepseek_v31`'s; only the call body differs.
 
-use super::deepseek_v31::{Deepseek, MARKERS, SPECIAL_TOKENS, Shape, markers, render_shape};
+use super::deepseek_v31::{
+    Deepseek, MARKERS, REASONING, SPECIAL_TOKENS, Shape, markers, reasoned, render_shape,
+};
 use super::delimited::Driver;
 use super::{Format, StreamParser};
 use crate::event::ToolCall;
@@ -31,7 +33,7 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
 }
 
 fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
-    Box::new(parser(Config::default()))
+    reasoned(Shape::V3, Config::default())
 }
 
 /// The deepseek_v3 format.
@@ -44,7 +46,7 @@ pub static FORMAT: Format = Format {
     cdata: None,
     typing: None,
     special_tokens: SPECIAL_TOKENS,
-    reasoning: None,
+    reasoning: Some(&REASONING),
 };
 
 #[cfg(test)]
@@ -56,6 +58,19 @@ mod tests {
 
     fn all_ways(s: &str) -> ParseResult {
         every_cut(&|| Box::new(parser(Config::default())), s.as_bytes()).0
+    }
+
+    #[test]
+    fn think_blocks_are_reasoning_before_the_section() {
+        let mk = || reasoned(Shape::V3, Config::default());
+        let r = every_cut(
+            &mk,
+            "<think>plan</think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{\"a\": \"</think>\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>".as_bytes(),
+        )
+        .0;
+        assert_eq!(r.reasoning_text(), "plan");
+        assert_eq!(r.text, "");
+        assert_eq!(r.calls[0].arguments, json!({"a": "</think>"}));
     }
 
     #[test]

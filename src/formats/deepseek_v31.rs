@@ -5,6 +5,7 @@
 //! body instead ([`Shape`]); both are grammars over the family driver.
 
 use super::delimited::{Cx, Driver, Grammar, Limits, ObjectReader, TextStep, ValueEnd, is_ws};
+use super::reasoning::{self, Reasoned, Syntax};
 use super::{Format, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Sink, ToolCall};
 use crate::tools::Tools;
@@ -46,6 +47,11 @@ pub struct Config {
     pub stray_section_end: bool,
     /// Size and nesting limits.
     pub limits: Limits,
+    /// The reasoning layer's options ([`REASONING`]). `starts_inside` is off by default: the
+    /// V3.1 template's default mode is non-thinking (the prompt ends `<｜Assistant｜></think>`,
+    /// the output has no tags); in thinking mode the prompt ends inside `<think>`, and a server
+    /// that uses it turns `starts_inside` on (`specs/deepseek_v31.md`, Reasoning).
+    pub reasoning: reasoning::Config,
 }
 
 impl Default for Config {
@@ -57,6 +63,7 @@ impl Default for Config {
             text_in_section: true,
             stray_section_end: true,
             limits: Limits::default(),
+            reasoning: REASONING.config(),
         }
     }
 }
@@ -458,6 +465,10 @@ impl Grammar for Deepseek {
         };
     }
 
+    fn at_text(&self) -> bool {
+        matches!(self.state, State::Text)
+    }
+
     fn finish(&mut self, cx: &mut Cx, out: &mut dyn Sink) {
         let mut complete = true;
         match std::mem::replace(&mut self.state, State::Text) {
@@ -513,6 +524,20 @@ pub fn parser(cfg: Config) -> impl StreamParser {
     Driver::new(Deepseek::new(Shape::V31, cfg), &MARKERS, cfg.limits)
 }
 
+/// DeepSeek's reasoning blocks, `<think>…</think>` (R1, V3.1 thinking mode); section or call
+/// markup written inside one is reasoning, never a call (`specs/deepseek_v31.md`, Reasoning).
+pub static REASONING: Syntax = Syntax {
+    pairs: &[("<think>", "</think>")],
+    call_markers: &[CALLS_BEGIN, CALL_BEGIN],
+    on_by_default: true,
+};
+
+/// A parser of the body shape `shape` behind the reasoning layer with `cfg.reasoning`.
+pub(crate) fn reasoned(shape: Shape, cfg: Config) -> Box<dyn StreamParser> {
+    let inner = Driver::new(Deepseek::new(shape, cfg), &MARKERS, cfg.limits);
+    Box::new(Reasoned::new(inner, &REASONING, cfg.reasoning))
+}
+
 /// Renders calls in the body shape `shape` inside one section, after the text.
 pub(crate) fn render_shape(
     shape: Shape,
@@ -521,6 +546,9 @@ pub(crate) fn render_shape(
 ) -> Result<Vec<u8>, String> {
     if let Some(m) = MARKERS.iter().find(|m| text.contains(*m)) {
         return Err(format!("the text contains the marker {m}"));
+    }
+    if let Some(t) = REASONING.tag_in(text) {
+        return Err(format!("the text contains the reasoning tag {t}"));
     }
     let mut out = String::from(text);
     if calls.is_empty() {
@@ -569,7 +597,7 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
 }
 
 fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
-    Box::new(parser(Config::default()))
+    reasoned(Shape::V31, Config::default())
 }
 
 pub(crate) fn markers(_tools: &Tools) -> Vec<String> {
@@ -586,7 +614,7 @@ pub static FORMAT: Format = Format {
     cdata: None,
     typing: None,
     special_tokens: SPECIAL_TOKENS,
-    reasoning: None,
+    reasoning: Some(&REASONING),
 };
 
 /// DeepSeek V3 / V3.1 special tokens that can appear in output, with their ids.
@@ -618,6 +646,35 @@ mod tests {
     }
 
     const TWO: &str = "Sure.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>foo<｜tool▁sep｜>{\"x\":1}<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>bar<｜tool▁sep｜>\n{\"y\": \"<｜tool▁call▁end｜>｜▁\"}\n<｜tool▁call▁end｜><｜tool▁calls▁end｜> after";
+
+    #[test]
+    fn reasoning_split_inside_calls_and_the_thinking_mode_prompt() {
+        let call = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+        let mk = || reasoned(Shape::V31, Config::default());
+        let r = every_cut(&mk, format!("<think>{call}</think>ok").as_bytes()).0;
+        assert!(r.calls.is_empty());
+        assert_eq!(r.text, "ok");
+        assert_eq!(warnings(&r), ["call_in_reasoning"]);
+        // Thinking mode: the prompt ends inside `<think>`; off by default, the tag is stray.
+        let r = every_cut(&mk, format!("plan</think>{call}").as_bytes()).0;
+        assert_eq!((r.text.as_str(), r.calls.len()), ("plan", 1));
+        assert_eq!(warnings(&r), ["stray_reasoning_end"]);
+        let cfg = Config {
+            reasoning: reasoning::Config {
+                starts_inside: true,
+                ..REASONING.config()
+            },
+            ..Config::default()
+        };
+        let r = every_cut(
+            &|| reasoned(Shape::V31, cfg),
+            format!("plan</think>{call}").as_bytes(),
+        )
+        .0;
+        assert_eq!(r.reasoning_text(), "plan");
+        assert_eq!((r.text.as_str(), r.calls.len()), ("", 1));
+        assert!(r.warnings.is_empty());
+    }
 
     #[test]
     fn section_with_two_calls_and_text_around() {

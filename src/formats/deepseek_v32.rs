@@ -5,12 +5,20 @@
 //! text⏎⏎<｜DSML｜function_calls>⏎<｜DSML｜invoke name="NAME">⏎<｜DSML｜parameter name="KEY" string="true">VALUE</｜DSML｜parameter>⏎</｜DSML｜invoke>⏎</｜DSML｜function_calls>
 //! ```
 
+use super::reasoning::Syntax;
 use super::tagged::{self, CallForm, Grammar, ParamForm, Role};
 use super::{Format, SpecialToken, StreamParser, Typing};
 use crate::event::ToolCall;
 use crate::tools::Tools;
 
 pub use super::tagged::Config;
+
+/// DeepSeek-V3.2's reasoning blocks, `<think>…</think>`; `specs/deepseek_v32.md`.
+pub static REASONING: Syntax = Syntax {
+    pairs: &[("<think>", "</think>")],
+    call_markers: &["<｜DSML｜function_calls>", "<｜DSML｜invoke name="],
+    on_by_default: true,
+};
 
 /// The grammar: the fullwidth DSML dialect only (`｜` is U+FF5C); `string="true"` values
 /// verbatim, `string="false"` values JSON.
@@ -30,6 +38,7 @@ pub static GRAMMAR: Grammar = Grammar {
     pad: false,
     string_attr: true,
     block_end_warning: "missing_section_end",
+    reasoning: Some(&REASONING),
 };
 
 /// The default options: every leniency of the family on.
@@ -74,7 +83,7 @@ pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, 
 }
 
 fn new_parser(tools: &Tools) -> Box<dyn StreamParser> {
-    Box::new(parser(config(), tools))
+    tagged::boxed(&GRAMMAR, config(), tools)
 }
 
 fn markers(_tools: &Tools) -> Vec<String> {
@@ -103,7 +112,7 @@ pub static FORMAT: Format = Format {
         schema_tool: Some("typing_probe"),
     }),
     special_tokens: SPECIAL_TOKENS,
-    reasoning: None,
+    reasoning: Some(&REASONING),
 };
 
 /// DeepSeek-V3 special tokens that can appear in output; no DSML marker is one token.

@@ -97,6 +97,12 @@ pub(crate) trait Grammar: Send {
     fn value_end(&mut self, cx: &mut Cx, end: ValueEnd, out: &mut dyn Sink);
     /// The turn ended (after any open value reported `Cut`); the grammar resets itself.
     fn finish(&mut self, cx: &mut Cx, out: &mut dyn Sink);
+    /// True in the state where the grammar reads plain text (outside any call): the driver's
+    /// [`StreamParser::at_text`], for the reasoning layer. The default keeps a grammar that
+    /// does not say so out of its reach.
+    fn at_text(&self) -> bool {
+        false
+    }
 }
 
 /// The driver's state a grammar works with: offsets, call indices, visible text, the value to open.
@@ -398,6 +404,11 @@ impl<G: Grammar> StreamParser for Driver<G> {
         self.scan.reset();
         self.value = None;
         self.cx = Cx::new(self.cx.limits);
+    }
+
+    fn at_text(&self) -> bool {
+        // An open value (a call's arguments) is never text, whatever the grammar's state.
+        self.value.is_none() && self.cx.opened.is_none() && self.g.at_text()
     }
 }
 

@@ -5,12 +5,21 @@
 //! text⏎<tool_call>NAME⏎<arg_key>KEY</arg_key>⏎<arg_value>VALUE</arg_value>⏎</tool_call>
 //! ```
 
+use super::reasoning::Syntax;
 use super::tagged::{self, CallForm, Grammar, ParamForm, Role};
 use super::{Format, SpecialToken, StreamParser, Typing};
 use crate::event::ToolCall;
 use crate::tools::Tools;
 
 pub use super::tagged::Config;
+
+/// GLM's reasoning blocks, `<think>…</think>` (GLM-4.5 and later think by default; shared by
+/// glm47); `specs/glm45.md`.
+pub static REASONING: Syntax = Syntax {
+    pairs: &[("<think>", "</think>")],
+    call_markers: &["<tool_call>"],
+    on_by_default: true,
+};
 
 /// The grammar shared by `glm45` and `glm47`: the block is the call, its name is the text
 /// up to the first newline or key, and only `</arg_value>` ends a value.
@@ -30,6 +39,7 @@ pub static GRAMMAR: Grammar = Grammar {
     pad: false,
     string_attr: false,
     block_end_warning: "missing_call_end",
+    reasoning: Some(&REASONING),
 };
 
 /// The default options: every leniency of the family on.
@@ -68,7 +78,7 @@ pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, 
 }
 
 fn new_parser(tools: &Tools) -> Box<dyn StreamParser> {
-    Box::new(parser(config(), tools))
+    tagged::boxed(&GRAMMAR, config(), tools)
 }
 
 /// The delimiters of both GLM formats.
@@ -99,7 +109,7 @@ pub static FORMAT: Format = Format {
         schema_tool: Some("typing_probe"),
     }),
     special_tokens: SPECIAL_TOKENS,
-    reasoning: None,
+    reasoning: Some(&REASONING),
 };
 
 /// GLM-4.5/4.6/4.7 added tokens that can appear in output: each tag is one token (ids as

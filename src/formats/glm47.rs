@@ -5,7 +5,7 @@
 //! text<tool_call>NAME<arg_key>KEY</arg_key><arg_value>VALUE</arg_value></tool_call>
 //! ```
 
-use super::glm45::{GRAMMAR, SPECIAL_TOKENS, markers};
+use super::glm45::{GRAMMAR, REASONING, SPECIAL_TOKENS, markers};
 use super::tagged;
 use super::{Format, StreamParser, Typing};
 use crate::event::ToolCall;
@@ -45,7 +45,7 @@ pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, 
 }
 
 fn new_parser(tools: &Tools) -> Box<dyn StreamParser> {
-    Box::new(parser(config(), tools))
+    tagged::boxed(&GRAMMAR, config(), tools)
 }
 
 /// A call of `typing_probe` whose parameter `v` is written as exactly `raw`.
@@ -69,7 +69,7 @@ pub static FORMAT: Format = Format {
         schema_tool: Some("typing_probe"),
     }),
     special_tokens: SPECIAL_TOKENS,
-    reasoning: None,
+    reasoning: Some(&REASONING),
 };
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 use super::delimited::{
     Cx, Driver, EnvelopeOptions, EnvelopeReader, Grammar, Limits, TextStep, ValueEnd,
 };
+use super::reasoning::{self, Syntax};
 use super::{Format, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Sink, ToolCall};
 use crate::tools::Tools;
@@ -202,6 +203,10 @@ impl Grammar for Hermes {
         };
     }
 
+    fn at_text(&self) -> bool {
+        matches!(self.state, State::Text)
+    }
+
     fn finish(&mut self, cx: &mut Cx, out: &mut dyn Sink) {
         if let State::AfterBody(index) = self.state {
             if self.cfg.missing_call_end {
@@ -236,6 +241,9 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
     if let Some(m) = MARKERS.iter().find(|m| text.contains(*m)) {
         return Err(format!("the text contains the marker {m}"));
     }
+    if let Some(t) = REASONING.tag_in(text) {
+        return Err(format!("the text contains the reasoning tag {t}"));
+    }
     let mut out = String::from(text);
     for (k, c) in calls.iter().enumerate() {
         if c.id.is_some() || c.server.is_some() {
@@ -261,8 +269,16 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
 }
 
 fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
-    Box::new(parser(Config::default()))
+    reasoning::wrap(parser(Config::default()), &REASONING)
 }
+
+/// Qwen3's reasoning blocks, `<think>…</think>` (its thinking mode is the default); a call
+/// written inside one is reasoning, never a call (`specs/hermes.md`, Reasoning).
+pub static REASONING: Syntax = Syntax {
+    pairs: &[("<think>", "</think>")],
+    call_markers: &[OPEN],
+    on_by_default: true,
+};
 
 fn markers(_tools: &Tools) -> Vec<String> {
     MARKERS.iter().map(|m| m.to_string()).collect()
@@ -278,7 +294,7 @@ pub static FORMAT: Format = Format {
     cdata: None,
     typing: None,
     special_tokens: SPECIAL_TOKENS,
-    reasoning: None,
+    reasoning: Some(&REASONING),
 };
 
 /// Qwen2.5 / Qwen3 special tokens that can appear in output, with their ids.
@@ -306,6 +322,27 @@ mod tests {
 
     fn warnings(r: &ParseResult) -> Vec<&str> {
         r.warnings.iter().map(|w| w.kind.as_str()).collect()
+    }
+
+    #[test]
+    fn reasoning_is_split_and_a_call_inside_it_does_not_run() {
+        let mk = || reasoning::wrap(parser(Config::default()), &REASONING);
+        let r = every_cut(
+            &mk,
+            b"<think>plan</think>\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": \"<think>\"}}\n</tool_call>",
+        )
+        .0;
+        assert_eq!(r.reasoning_text(), "plan");
+        assert_eq!(r.text, "\n");
+        assert_eq!(r.calls[0].arguments, json!({"a": "<think>"}));
+        let r = every_cut(
+            &mk,
+            b"<think><tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call></think>ok",
+        )
+        .0;
+        assert!(r.calls.is_empty());
+        assert_eq!(r.text, "ok");
+        assert_eq!(warnings(&r), ["call_in_reasoning"]);
     }
 
     #[test]

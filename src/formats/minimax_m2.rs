@@ -5,12 +5,21 @@
 //! text⏎<minimax:tool_call>⏎<invoke name="NAME">⏎<parameter name="KEY">VALUE</parameter>⏎</invoke>⏎</minimax:tool_call>
 //! ```
 
+use super::reasoning::Syntax;
 use super::tagged::{self, CallForm, Grammar, ParamForm, Role};
 use super::{Format, SpecialToken, StreamParser, Typing};
 use crate::event::ToolCall;
 use crate::tools::Tools;
 
 pub use super::tagged::Config;
+
+/// MiniMax-M2's reasoning blocks, `<think>…</think>` (the model always thinks);
+/// `specs/minimax_m2.md`.
+pub static REASONING: Syntax = Syntax {
+    pairs: &[("<think>", "</think>")],
+    call_markers: &["<minimax:tool_call>", "<invoke name="],
+    on_by_default: true,
+};
 
 /// The grammar: `<invoke name="…">` calls inside one `<minimax:tool_call>` block, quoted
 /// attribute names, values verbatim, `</parameter>` closing only before the next parameter or
@@ -31,6 +40,7 @@ pub static GRAMMAR: Grammar = Grammar {
     pad: false,
     string_attr: false,
     block_end_warning: "missing_section_end",
+    reasoning: Some(&REASONING),
 };
 
 /// The default options: every leniency of the family on.
@@ -68,7 +78,7 @@ pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, 
 }
 
 fn new_parser(tools: &Tools) -> Box<dyn StreamParser> {
-    Box::new(parser(config(), tools))
+    tagged::boxed(&GRAMMAR, config(), tools)
 }
 
 fn markers(_tools: &Tools) -> Vec<String> {
@@ -96,7 +106,7 @@ pub static FORMAT: Format = Format {
         schema_tool: Some("typing_probe"),
     }),
     special_tokens: SPECIAL_TOKENS,
-    reasoning: None,
+    reasoning: Some(&REASONING),
 };
 
 /// MiniMax-M2 vocabulary tokens that can appear in its output (ids not verified; `<invoke`

@@ -7,6 +7,7 @@
 use super::delimited::{
     Cx, Driver, EnvelopeOptions, EnvelopeReader, Grammar, Limits, TextStep, ValueEnd, is_ws,
 };
+use super::reasoning::{self, Syntax};
 use super::{Format, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Sink, ToolCall};
 use crate::tools::Tools;
@@ -197,6 +198,10 @@ impl Grammar for Mistral {
         };
     }
 
+    fn at_text(&self) -> bool {
+        matches!(self.state, State::Text)
+    }
+
     fn finish(&mut self, cx: &mut Cx, out: &mut dyn Sink) {
         if matches!(
             self.state,
@@ -230,6 +235,9 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
     if text.contains(TOOL_CALLS) {
         return Err(format!("the text contains the marker {TOOL_CALLS}"));
     }
+    if let Some(t) = REASONING.tag_in(text) {
+        return Err(format!("the text contains the reasoning tag {t}"));
+    }
     let mut out = String::from(text);
     if calls.is_empty() {
         return Ok(out.into_bytes());
@@ -257,8 +265,17 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
 }
 
 fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
-    Box::new(parser(Config::default()))
+    reasoning::wrap(parser(Config::default()), &REASONING)
 }
+
+/// Magistral's reasoning blocks, `[THINK]…[/THINK]` (control tokens: no plain text spells
+/// them, so the layer is on); a call written inside one is reasoning, never a call
+/// (`specs/mistral.md`, Reasoning).
+pub static REASONING: Syntax = Syntax {
+    pairs: &[("[THINK]", "[/THINK]")],
+    call_markers: &[TOOL_CALLS],
+    on_by_default: true,
+};
 
 fn markers(_tools: &Tools) -> Vec<String> {
     MARKERS.iter().map(|m| m.to_string()).collect()
@@ -274,7 +291,7 @@ pub static FORMAT: Format = Format {
     cdata: None,
     typing: None,
     special_tokens: SPECIAL_TOKENS,
-    reasoning: None,
+    reasoning: Some(&REASONING),
 };
 
 /// Control tokens of the v3 SentencePiece vocabulary that can appear in output.
@@ -293,6 +310,20 @@ mod tests {
 
     fn all_ways(s: &str) -> ParseResult {
         every_cut(&|| Box::new(parser(Config::default())), s.as_bytes()).0
+    }
+
+    #[test]
+    fn think_blocks_are_reasoning_and_a_call_inside_one_does_not_run() {
+        let mk = || reasoning::wrap(parser(Config::default()), &REASONING);
+        let call = "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": \"[THINK]\"}}]";
+        let r = every_cut(&mk, format!("[THINK]plan[/THINK]{call}").as_bytes()).0;
+        assert_eq!(r.reasoning_text(), "plan");
+        assert_eq!(r.text, "");
+        assert_eq!(r.calls[0].arguments, json!({"a": "[THINK]"}));
+        let r = every_cut(&mk, format!("[THINK]{call}[/THINK]ok").as_bytes()).0;
+        assert!(r.calls.is_empty());
+        assert_eq!(r.text, "ok");
+        assert_eq!(r.warnings[0].kind, "call_in_reasoning");
     }
 
     #[test]

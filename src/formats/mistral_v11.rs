@@ -5,6 +5,7 @@
 //! object reader finds string-aware, so `[TOOL_CALLS]` inside an argument string is content.
 
 use super::delimited::{Cx, Driver, Grammar, Limits, ObjectReader, TextStep, ValueEnd};
+use super::reasoning::{self, Syntax};
 use super::{Format, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Sink, ToolCall};
 use crate::tools::Tools;
@@ -265,6 +266,10 @@ impl Grammar for MistralV11 {
         };
     }
 
+    fn at_text(&self) -> bool {
+        matches!(self.state, State::Text)
+    }
+
     fn finish(&mut self, cx: &mut Cx, out: &mut dyn Sink) {
         match std::mem::replace(&mut self.state, State::Text) {
             State::Name(_) | State::Id(..) => cx.error(
@@ -309,6 +314,9 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
     if let Some(m) = MARKERS.iter().find(|m| text.contains(*m)) {
         return Err(format!("the text contains the marker {m}"));
     }
+    if let Some(t) = REASONING.tag_in(text) {
+        return Err(format!("the text contains the reasoning tag {t}"));
+    }
     let mut out = String::from(text);
     for c in calls {
         if c.server.is_some() {
@@ -336,8 +344,17 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
 }
 
 fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
-    Box::new(parser(Config::default()))
+    reasoning::wrap(parser(Config::default()), &REASONING)
 }
+
+/// Magistral's reasoning blocks, `[THINK]…[/THINK]` (control tokens: no plain text spells
+/// them, so the layer is on); a call written inside one is reasoning, never a call
+/// (`specs/mistral_v11.md`, Reasoning).
+pub static REASONING: Syntax = Syntax {
+    pairs: &[("[THINK]", "[/THINK]")],
+    call_markers: &[TOOL_CALLS],
+    on_by_default: true,
+};
 
 fn markers(_tools: &Tools) -> Vec<String> {
     MARKERS.iter().map(|m| m.to_string()).collect()
@@ -353,7 +370,7 @@ pub static FORMAT: Format = Format {
     cdata: None,
     typing: None,
     special_tokens: SPECIAL_TOKENS,
-    reasoning: None,
+    reasoning: Some(&REASONING),
 };
 
 /// Tekken control tokens that can appear in v11+ output (ids from mistral-common's tests).
@@ -382,6 +399,21 @@ mod tests {
 
     fn all_ways(s: &str) -> ParseResult {
         every_cut(&|| Box::new(parser(Config::default())), s.as_bytes()).0
+    }
+
+    #[test]
+    fn think_blocks_are_reasoning_and_a_call_inside_one_does_not_run() {
+        let mk = || reasoning::wrap(parser(Config::default()), &REASONING);
+        let call = "[TOOL_CALLS]f[ARGS]{\"a\": \"[/THINK]\"}";
+        let r = every_cut(&mk, format!("[THINK]plan[/THINK]{call}").as_bytes()).0;
+        assert_eq!(r.reasoning_text(), "plan");
+        assert_eq!(r.calls[0].arguments, json!({"a": "[/THINK]"}));
+        // Inside reasoning nothing is JSON: the first close tag ends the block.
+        let r = every_cut(&mk, b"[THINK][TOOL_CALLS]f[ARGS]{}[/THINK]ok").0;
+        assert_eq!(r.reasoning_text(), "[TOOL_CALLS]f[ARGS]{}");
+        assert!(r.calls.is_empty());
+        assert_eq!(r.text, "ok");
+        assert_eq!(r.warnings[0].kind, "call_in_reasoning");
     }
 
     #[test]

@@ -5,12 +5,21 @@
 //! text<tool_call>⏎<function=NAME>⏎<parameter=KEY>⏎VALUE⏎</parameter>⏎</function>⏎</tool_call>
 //! ```
 
+use super::reasoning::Syntax;
 use super::tagged::{self, CallForm, Grammar, ParamForm, Role};
 use super::{Format, SpecialToken, StreamParser, Typing};
 use crate::event::ToolCall;
 use crate::tools::Tools;
 
 pub use super::tagged::Config;
+
+/// Qwen3's reasoning blocks, `<think>…</think>` (vocabulary tokens of the thinking variants;
+/// Qwen3.5/3.6, which think by default, reuse this call format); `specs/qwen3_coder.md`.
+pub static REASONING: Syntax = Syntax {
+    pairs: &[("<think>", "</think>")],
+    call_markers: &["<tool_call>", "<function="],
+    on_by_default: true,
+};
 
 /// The grammar: `<function=…>` calls in `<tool_call>` blocks, values padded with one newline.
 pub static GRAMMAR: Grammar = Grammar {
@@ -29,6 +38,7 @@ pub static GRAMMAR: Grammar = Grammar {
     pad: true,
     string_attr: false,
     block_end_warning: "missing_call_end",
+    reasoning: Some(&REASONING),
 };
 
 /// The default options: every leniency of the family on, calls without `<tool_call>` too.
@@ -70,7 +80,7 @@ pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, 
 }
 
 fn new_parser(tools: &Tools) -> Box<dyn StreamParser> {
-    Box::new(parser(config(), tools))
+    tagged::boxed(&GRAMMAR, config(), tools)
 }
 
 fn markers(_tools: &Tools) -> Vec<String> {
@@ -98,7 +108,7 @@ pub static FORMAT: Format = Format {
         schema_tool: Some("typing_probe"),
     }),
     special_tokens: SPECIAL_TOKENS,
-    reasoning: None,
+    reasoning: Some(&REASONING),
 };
 
 /// Qwen3's added tokens that can appear in a Qwen3-Coder answer (`<function=` and

@@ -33,6 +33,15 @@ impl Syntax {
             .collect()
     }
 
+    /// The first tag `text` contains: a renderer must refuse such text, the layer would read
+    /// the tag as reasoning.
+    pub fn tag_in(&self, text: &str) -> Option<&'static str> {
+        self.pairs
+            .iter()
+            .flat_map(|(o, c)| [*o, *c])
+            .find(|t| text.contains(t))
+    }
+
     /// The default configuration for this syntax.
     pub fn config(&self) -> Config {
         Config {

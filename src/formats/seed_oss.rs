@@ -5,12 +5,21 @@
 //! text<seed:tool_call>⏎<function=NAME>⏎<parameter=KEY>VALUE</parameter>⏎</function>⏎</seed:tool_call>
 //! ```
 
+use super::reasoning::Syntax;
 use super::tagged::{self, CallForm, Grammar, ParamForm, Role};
 use super::{Format, SpecialToken, StreamParser, Typing};
 use crate::event::ToolCall;
 use crate::tools::Tools;
 
 pub use super::tagged::Config;
+
+/// Seed-OSS's reasoning blocks, `<seed:think>…</seed:think>` (vocabulary tokens; the model
+/// thinks by default); `specs/seed_oss.md`.
+pub static REASONING: Syntax = Syntax {
+    pairs: &[("<seed:think>", "</seed:think>")],
+    call_markers: &["<seed:tool_call>", "<function="],
+    on_by_default: true,
+};
 
 /// The grammar: Qwen3-Coder's tags in `<seed:tool_call>` blocks, values written verbatim;
 /// `<seed:eos>` outside calls ends the turn and is not text.
@@ -31,6 +40,7 @@ pub static GRAMMAR: Grammar = Grammar {
     pad: false,
     string_attr: false,
     block_end_warning: "missing_call_end",
+    reasoning: Some(&REASONING),
 };
 
 /// The default options: every leniency of the family on (calls need their wrapper).
@@ -69,7 +79,7 @@ pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, 
 }
 
 fn new_parser(tools: &Tools) -> Box<dyn StreamParser> {
-    Box::new(parser(config(), tools))
+    tagged::boxed(&GRAMMAR, config(), tools)
 }
 
 fn markers(_tools: &Tools) -> Vec<String> {
@@ -97,7 +107,7 @@ pub static FORMAT: Format = Format {
         schema_tool: Some("typing_probe"),
     }),
     special_tokens: SPECIAL_TOKENS,
-    reasoning: None,
+    reasoning: Some(&REASONING),
 };
 
 /// Seed-OSS vocabulary tokens that can appear in its output (ids not published in the

@@ -17,6 +17,7 @@
 //! `close_tag_in_value`. The held whitespace is the only look-ahead, kept once, never rescanned.
 
 use super::StreamParser;
+use super::reasoning::{self, Reasoned, Syntax};
 use super::typing::{Lookup, ParamType, SchemaTypes, TypingOptions, read_json, type_value};
 use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall, excerpt};
 use crate::lexers::marker::{MarkerScanner, Token};
@@ -91,6 +92,9 @@ pub struct Grammar {
     /// The warning (or, option off, the error) when the stream ends inside a block after
     /// complete calls.
     pub block_end_warning: &'static str,
+    /// The reasoning wrapper the format's models write, split by the shared layer in front of
+    /// the parser ([`boxed`]); `None`: no reasoning.
+    pub reasoning: Option<&'static Syntax>,
 }
 
 impl Grammar {
@@ -141,6 +145,10 @@ pub struct Config {
     pub max_value_bytes: usize,
     /// Longest name, key or tag attribute text in bytes (`limit_exceeded` beyond).
     pub max_tag_bytes: usize,
+    /// The reasoning layer's options, for a grammar that declares a wrapper. `starts_inside`
+    /// is off: a server knows whether its template put the open tag in the prompt (GLM-4.7,
+    /// MiniMax-M2 and DeepSeek-V3.2 thinking prompts do), the parser does not.
+    pub reasoning: reasoning::Config,
 }
 
 impl Default for Config {
@@ -159,6 +167,7 @@ impl Default for Config {
             typing: TypingOptions::default(),
             max_value_bytes: 64 << 20,
             max_tag_bytes: 4096,
+            reasoning: reasoning::Config::default(),
         }
     }
 }
@@ -1374,6 +1383,16 @@ fn quoted<'a>(s: &'a str, single: &mut bool) -> Option<(String, &'a str)> {
     Some((s[1..end].to_string(), &s[end + 1..]))
 }
 
+/// The parser of `g` behind the reasoning layer when `g` declares a wrapper (options
+/// `cfg.reasoning`): what a format registers.
+pub fn boxed(g: &'static Grammar, cfg: Config, tools: &Tools) -> Box<dyn StreamParser> {
+    let p = Parser::new(g, cfg, tools);
+    match g.reasoning {
+        Some(syntax) => Box::new(Reasoned::new(p, syntax, cfg.reasoning)),
+        None => Box::new(p),
+    }
+}
+
 impl StreamParser for Parser {
     fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
         match self.utf8.ascii(chunk) {
@@ -1414,6 +1433,11 @@ impl StreamParser for Parser {
         self.scan.reset();
         self.vscan.reset();
         self.end_turn(out);
+    }
+
+    fn at_text(&self) -> bool {
+        // Outside blocks, and between a block's calls, where text is kept as text.
+        matches!(self.st, St::Text | St::Block)
     }
 }
 
@@ -1508,6 +1532,9 @@ pub fn render_checked(
     if let Some((m, _)) = g.markers.iter().find(|(m, _)| text.contains(m)) {
         return Err(format!("the text contains the delimiter {m}"));
     }
+    if let Some(t) = g.reasoning.and_then(|r| r.tag_in(text)) {
+        return Err(format!("the text contains the reasoning tag {t}"));
+    }
     for c in calls {
         if c.id.is_some() || c.server.is_some() {
             return Err("the format carries no call ids and no servers".into());
@@ -1529,8 +1556,8 @@ pub fn render_checked(
     if !calls.is_empty() {
         write_calls(&mut out, calls);
     }
-    let mut p = Parser::new(g, cfg, tools);
-    let r = ParseResult::fold(&super::run_chunks(&mut p, [out.as_bytes()]));
+    let mut p = boxed(g, cfg, tools);
+    let r = ParseResult::fold(&super::run_chunks(&mut *p, [out.as_bytes()]));
     if !r.is_success() || r.text != text || r.calls != calls {
         return Err("the rendering does not parse back to the same text and calls".into());
     }

@@ -119,9 +119,52 @@ fn close_tag_look_alikes_cost_linear_time_under_byte_chunks() {
     assert_eq!(r.warnings.len(), 20_000);
 }
 
+#[test]
+fn reasoning_is_split_where_the_family_reads_text_and_nowhere_else() {
+    let t = family_tools();
+    for f in family() {
+        let (o, c) = f
+            .reasoning
+            .expect("every tagged format declares reasoning")
+            .pairs[0];
+        let call = ToolCall {
+            name: "f".into(),
+            id: None,
+            server: None,
+            arguments: json!({"s": format!("{o}x{c}")}),
+        };
+        let wire =
+            String::from_utf8((f.render.unwrap())("", std::slice::from_ref(&call), &t).unwrap())
+                .unwrap();
+        let mk = || (f.new_parser)(&t);
+        // Before a call: reasoning; inside a value: content.
+        let r = crate::formats::testkit::every_cut(&mk, format!("{o}plan{c}{wire}").as_bytes()).0;
+        assert_eq!(r.reasoning_text(), "plan", "{}", f.id);
+        assert_eq!(r.calls, std::slice::from_ref(&call), "{}", f.id);
+        // A call inside reasoning is reasoning, reported once, never run.
+        let plain = ToolCall {
+            arguments: json!({"s": "x"}),
+            ..call
+        };
+        let wire = String::from_utf8((f.render.unwrap())("", &[plain], &t).unwrap()).unwrap();
+        let r = crate::formats::testkit::every_cut(&mk, format!("{o}{wire}{c}ok").as_bytes()).0;
+        assert!(r.calls.is_empty(), "{}", f.id);
+        assert_eq!(r.text, "ok", "{}", f.id);
+        let kinds: Vec<&str> = r.warnings.iter().map(|w| w.kind.as_str()).collect();
+        assert_eq!(kinds, ["call_in_reasoning"], "{}", f.id);
+        // Text that holds a tag cannot be rendered: the layer would read it as reasoning.
+        assert!(
+            (f.render.unwrap())(&format!("a{o}b"), &[], &t).is_err(),
+            "{}",
+            f.id
+        );
+    }
+}
+
 /// Pieces of each grammar's wire, for tag soup.
 fn soup(f: &Format) -> Vec<String> {
     let mut v: Vec<String> = (f.markers)(&Tools::default());
+    v.extend(f.reasoning.map(|r| r.tags()).unwrap_or_default());
     v.extend(
         [
             "\"f\">",
