@@ -221,13 +221,25 @@ impl<P: StreamParser> Reasoned<P> {
     /// Processes bytes with nothing held back, holding back a trailing tag prefix.
     fn run(&mut self, mut s: &[u8], out: &mut dyn Sink) {
         while !s.is_empty() {
-            let k = self.find(s).unwrap_or(s.len());
+            // The next place a tag (or a prefix of one, at the end) starts: candidate bytes that
+            // start no tag stay in the same feed, so code full of `<` is not cut at each one.
+            let mut from = 0;
+            let next = loop {
+                let Some(i) = self.find(&s[from..]) else {
+                    break None;
+                };
+                match self.classify(&s[from + i..]) {
+                    Tag::Not => from += i + 1,
+                    tag => break Some((from + i, tag)),
+                }
+            };
+            let Some((k, tag)) = next else {
+                self.pass(s, out);
+                return;
+            };
             if k > 0 {
                 self.pass(&s[..k], out);
                 s = &s[k..];
-                if s.is_empty() {
-                    return;
-                }
             }
             if self.state == State::Outside && !self.inner.at_text() {
                 // Inside the format's markup (a call's arguments): not a tag.
@@ -235,11 +247,12 @@ impl<P: StreamParser> Reasoned<P> {
                 s = &s[1..];
                 continue;
             }
-            match self.classify(s) {
+            match tag {
                 Tag::NeedMore => {
                     self.held.extend_from_slice(s);
                     return;
                 }
+                // Not found above (such candidates were skipped); kept total without a panic.
                 Tag::Not => {
                     self.pass(&s[..1], out);
                     s = &s[1..];
