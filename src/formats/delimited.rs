@@ -43,6 +43,20 @@ impl Default for Limits {
     }
 }
 
+/// Whether a name or id, written as a JSON string, fits the call-object reader's header limit
+/// (counted on the escaped text, as the reader counts it): a renderer refuses what its parser
+/// would answer with `limit_exceeded`.
+pub(crate) fn json_header_fits(s: &str, what: &str) -> Result<(), String> {
+    let written = serde_json::to_string(s).map_or(usize::MAX, |j| j.len() - 2);
+    let limit = Limits::default().max_header_bytes;
+    if written > limit {
+        return Err(format!(
+            "the {what} is {written} bytes as a JSON string, longer than the parser's {limit}-byte limit"
+        ));
+    }
+    Ok(())
+}
+
 /// Whitespace held after a call beyond this many bytes is shown as text (memory stays bounded).
 const MAX_HELD_WHITESPACE: usize = 64 << 10;
 

@@ -252,6 +252,7 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
         if c.name.is_empty() {
             return Err("a call needs a name".into());
         }
+        super::delimited::json_header_fits(&c.name, "name")?;
         if !c.arguments.is_object() {
             return Err("arguments must be a JSON object".into());
         }

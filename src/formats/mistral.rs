@@ -250,6 +250,10 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
         if c.name.is_empty() {
             return Err("a call needs a name".into());
         }
+        super::delimited::json_header_fits(&c.name, "name")?;
+        if let Some(id) = &c.id {
+            super::delimited::json_header_fits(id, "id")?;
+        }
         if !c.arguments.is_object() {
             return Err("arguments must be a JSON object".into());
         }
@@ -310,6 +314,31 @@ mod tests {
 
     fn all_ways(s: &str) -> ParseResult {
         every_cut(&|| Box::new(parser(Config::default())), s.as_bytes()).0
+    }
+
+    #[test]
+    fn the_renderer_refuses_a_name_whose_json_form_is_over_the_header_limit() {
+        // Found by the roundtrip fuzz target: 600 quotes are 1 200 bytes once escaped, which
+        // the reader (counting escaped bytes) refuses with limit_exceeded.
+        let call = |name: String| ToolCall {
+            name,
+            id: None,
+            server: None,
+            arguments: json!({}),
+        };
+        let quotes = "\"".repeat(600);
+        let err = render("", &[call(quotes)], &Tools::default()).unwrap_err();
+        assert!(
+            err.contains("longer than the parser's 1024-byte limit"),
+            "{err}"
+        );
+        let plain = "n".repeat(1000);
+        let bytes = render("", &[call(plain.clone())], &Tools::default()).unwrap();
+        let back = ParseResult::fold(&crate::formats::run_chunks(
+            &mut parser(Config::default()),
+            [&bytes[..]],
+        ));
+        assert_eq!(back.calls[0].name, plain, "{back:?}");
     }
 
     #[test]

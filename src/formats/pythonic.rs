@@ -242,9 +242,11 @@ const KEYWORDS: [&str; 35] = [
     "with", "yield",
 ];
 
+/// A Python name the call-list reader accepts (within its token limit).
 fn is_identifier(s: &str) -> bool {
     let mut cs = s.chars();
-    cs.next().is_some_and(|c| c == '_' || c.is_alphabetic())
+    s.len() <= crate::lexers::python::MAX_TOKEN
+        && cs.next().is_some_and(|c| c == '_' || c.is_alphabetic())
         && cs.all(|c| c == '_' || c.is_alphanumeric())
         && !KEYWORDS.contains(&s)
 }

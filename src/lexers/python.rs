@@ -63,7 +63,7 @@ pub struct PyLimits {
 }
 
 /// Longest identifier or number token.
-const MAX_TOKEN: usize = 1024;
+pub const MAX_TOKEN: usize = 1024;
 
 #[derive(Debug, Clone, PartialEq)]
 enum Tok {
