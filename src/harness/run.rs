@@ -421,7 +421,6 @@ pub fn run_case_with(
                 (case, format, backend),
                 (&markers, cmp),
                 &whole,
-                lean,
                 strategy,
                 cuts,
             ))
@@ -543,7 +542,7 @@ pub fn run_case_with(
                     shrink(
                         (case, format, backend),
                         (&markers, cmp),
-                        (&whole, lean),
+                        &whole,
                         f.invariant,
                         &f.cuts,
                         budget,
@@ -640,17 +639,16 @@ fn plan_replays(
     plan
 }
 
-/// Replays one chunking (lean for a large case) and judges it against the whole input.
-#[allow(clippy::too_many_arguments)]
+/// Replays one chunking and judges it against the whole input; a large case, whose whole
+/// input is kept lean, is replayed lean too.
 fn replay_judged(
     (case, format, backend): (&Case, &Format, &dyn Backend),
     (markers, cmp): (&[String], Compare),
     whole: &Baseline,
-    lean: bool,
     strategy: Strategy,
     cuts: Vec<Cuts>,
 ) -> Verdict {
-    let outcome = if lean {
+    let outcome = if matches!(whole, Baseline::Lean(_)) {
         match digest::replay(format, &case.tools, &case.turns, &cuts) {
             LeanOutcome::Done(turns) => {
                 return judge((case, markers, cmp), whole, &turns, strategy, cuts);
@@ -796,11 +794,10 @@ fn judge<T: Judged>(
 }
 
 /// Minimizes the cuts of a failing replay for one invariant.
-#[allow(clippy::too_many_arguments)]
 fn shrink(
     (case, format, backend): (&Case, &Format, &dyn Backend),
     (markers, cmp): (&[String], Compare),
-    (whole, lean): (&Baseline, bool),
+    whole: &Baseline,
     inv: Invariant,
     cuts: &[Cuts],
     budget: usize,
@@ -834,7 +831,6 @@ fn shrink(
             (case, format, backend),
             (markers, cmp),
             whole,
-            lean,
             Strategy::Random,
             to_cuts(f),
         );
