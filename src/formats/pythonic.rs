@@ -441,7 +441,7 @@ mod tests {
         #[test]
         fn rendered_calls_parse_back_under_cuts(
             text in "( [a-z.]{1,10})?",
-            calls in proptest::collection::vec(("[a-z_]{1,8}", proptest::collection::btree_map("[a-z]{1,5}", crate::formats::testkit::arb_json("[a-z'\"\\\\()\\[\\], \n]{0,8}"), 0..3)), 1..3),
+            calls in proptest::collection::vec(("[a-z_]{1,8}".prop_filter("a Python name, not a keyword", |n| is_identifier(n)), proptest::collection::btree_map("[a-z]{1,5}", crate::formats::testkit::arb_json("[a-z'\"\\\\()\\[\\], \n]{0,8}"), 0..3)), 1..3),
             cuts in proptest::collection::vec(any::<usize>(), 0..8),
         ) {
             let calls: Vec<ToolCall> = calls.into_iter().map(|(name, args)| ToolCall {
