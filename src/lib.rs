@@ -3,10 +3,13 @@
 //!
 //! Data flows one way: [`lexers`] → [`formats`] → [`backends`] → [`harness`] → [`outputs`]; the CLI sits on top.
 
+#[cfg(feature = "cli")]
 pub mod backends;
 pub mod event;
 pub mod formats;
+#[cfg(feature = "cli")]
 pub mod harness;
 pub mod lexers;
+#[cfg(feature = "cli")]
 pub mod outputs;
 pub mod tools;
