@@ -3,6 +3,8 @@
 //!
 //! Data flows one way: [`lexers`] → [`formats`] → [`backends`] → [`harness`] → [`outputs`]; the CLI sits on top.
 
+#![deny(missing_docs)]
+
 #[cfg(feature = "cli")]
 pub mod backends;
 pub mod event;
