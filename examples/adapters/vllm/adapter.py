@@ -11,6 +11,10 @@ unstreamed rest of the arguments, and `finish_streaming` of engine parsers). Run
 """
 
 import os
+
+# Structural tags (constrained decoding of the calls) need xgrammar, which is not installed: a
+# decoding feature, not a parsing one. The server has this switch for turning them off.
+os.environ.setdefault("VLLM_ENFORCE_STRICT_TOOL_CALLING", "0")
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -46,8 +50,8 @@ PARSERS = {
 STUBBED = [
     "torch", "transformers", "numpy", "cbor2", "psutil", "zmq", "urllib3", "fastapi", "PIL",
     "pybase64", "aiohttp", "requests", "huggingface_hub", "safetensors", "prometheus_client",
-    "openai_harmony", "cloudpickle", "uvloop", "cpuinfo", "xgrammar", "mistral_common",
-    "vllm.config", "vllm.model_executor", "vllm.distributed",
+    "openai_harmony", "cloudpickle", "uvloop", "cpuinfo", "xgrammar",
+    "jsonschema", "pydantic_extra_types", "vllm.config", "vllm.model_executor", "vllm.distributed",
 ]  # fmt: skip
 
 
