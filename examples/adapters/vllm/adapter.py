@@ -56,7 +56,7 @@ STUBBED = [
 
 
 class Vllm:
-    def __init__(self):
+    def __init__(self, overrides):
         if not os.path.isdir(os.path.join(SRC, "vllm")):
             sys.exit(f"vLLM {VERSION} is not unpacked in {SRC}: run {HERE}/setup")
         stubs.install(STUBBED, {"torch": "2.14.0", "transformers": "5.16.1"})
@@ -73,14 +73,17 @@ class Vllm:
             ChatCompletionToolsParam,
             ChatStreamProcessor,
         )
+        self.parsers = dict(PARSERS, **overrides)
         self.classes = {
             fmt: ParserManager.get_parser(tool_parser_name=name, enable_auto_tools=True)
-            for fmt, name in PARSERS.items()
+            for fmt, name in self.parsers.items()
         }
-        self.tokenizers = {fmt: conform_adapter.MiniTokenizer(fmt) for fmt in PARSERS}
+        self.tokenizers = {fmt: conform_adapter.MiniTokenizer(fmt) for fmt in self.parsers}
         import importlib.metadata
 
-        self.name = f"vllm {importlib.metadata.version('vllm')} tool parsers"
+        version = importlib.metadata.version("vllm")
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(overrides.items()))
+        self.name = f"vllm {version} tool parsers" + (f" ({shown})" if shown else "")
 
     def run(self, fmt, tools, turns, clock):
         tools = [self.ToolParam.model_validate(t) for t in tools]
@@ -121,8 +124,19 @@ class Vllm:
 
 
 def main():
-    engine = Vllm()
-    conform_adapter.serve(engine.name, list(PARSERS), engine.run)
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument(
+        "--parser",
+        action="append",
+        default=[],
+        metavar="FORMAT=NAME",
+        help="use vLLM's tool parser NAME for the conform format FORMAT (e.g. pythonic=pythonic)",
+    )
+    args = ap.parse_args()
+    engine = Vllm(dict(p.split("=", 1) for p in args.parser))
+    conform_adapter.serve(engine.name, list(engine.parsers), engine.run)
 
 
 if __name__ == "__main__":
