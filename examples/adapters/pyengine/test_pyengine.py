@@ -48,6 +48,18 @@ class DeltasTest(unittest.TestCase):
         self.assertEqual([t for t, _ in ca.deltas(chunks, ca.MiniTokenizer(""))], ["\ufffd"])
 
 
+class CheckTokenIdsTest(unittest.TestCase):
+    def test_ids_conform_sends_must_cover_the_tables_special_tokens(self):
+        tok = ca.MiniTokenizer("hermes")
+        ok = {"chunks": ["a", "<tool_call>"], "token_ids": [[64], [151657]]}
+        ca.check_token_ids(ok, tok)
+        ca.check_token_ids({"chunks": ["<tool_call>"]}, tok)  # a byte-cut turn: nothing to check
+        # An ordinary o200k id that equals a special id is no mismatch.
+        ca.check_token_ids({"chunks": ["ab"], "token_ids": [[151657]]}, tok)
+        with self.assertRaises(ValueError):
+            ca.check_token_ids({"chunks": ["<tool_call>"], "token_ids": [[99]]}, tok)
+
+
 class ToolCallEventsTest(unittest.TestCase):
     def test_calls_start_with_their_name_and_end_with_the_stream(self):
         ev = ca.ToolCallEvents()
