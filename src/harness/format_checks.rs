@@ -360,6 +360,7 @@ mod tests {
             }),
             special_tokens: &[],
             reasoning: None,
+            options: FORGE.options,
         };
         let r = check_format(&bad, &Builtin);
         assert_eq!(r.len(), 2);

@@ -1005,6 +1005,7 @@ mod tests {
         typing: None,
         special_tokens: &[],
         reasoning: None,
+        options: &crate::formats::options::NoOptions,
     };
 
     fn case(text: &str, expect: Option<Expectation>) -> Case {
@@ -1125,6 +1126,7 @@ mod tests {
         typing: None,
         special_tokens: &[SpecialToken::new("<|x|>", 1)],
         reasoning: None,
+        options: &crate::formats::options::NoOptions,
     };
 
     /// The built-in parsers, presented as an external one.
@@ -1204,6 +1206,7 @@ mod tests {
         let plain = Format {
             special_tokens: &[],
             reasoning: None,
+            options: &crate::formats::options::NoOptions,
             cdata: None,
             typing: None,
             ..TOKENS
