@@ -8,7 +8,7 @@ pub mod options;
 mod registry;
 
 pub use contract::{CdataProbe, Format, RenderFn, SpecialToken, StreamParser, Typing, run_chunks};
-pub use options::{FormatOptions, OptionInfo};
+pub use options::{FormatOptions, OptionInfo, OptionValues, OptionsByFormat};
 pub use registry::{REGISTRY, by_id};
 
 pub mod anthropic_sse;

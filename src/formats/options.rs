@@ -40,6 +40,9 @@ pub struct OptionInfo {
 /// Option values set over a format's defaults, by full name (sorted, so reports are stable).
 pub type OptionValues = BTreeMap<String, bool>;
 
+/// Option values of several formats, by format id.
+pub type OptionsByFormat = BTreeMap<String, OptionValues>;
+
 /// A format's options, whatever its configuration type: listed and applied uniformly.
 pub trait FormatOptions: Sync {
     /// Every option with its default and reason, in declaration order.
@@ -220,6 +223,18 @@ pub fn parse_assignment(s: &str) -> Result<(String, String, bool), String> {
         v => return Err(format!("{s:?}: the value {v:?} is not true or false")),
     };
     Ok((format.to_string(), name.to_string(), on))
+}
+
+/// Reads `--option` arguments (`FORMAT.NAME=true|false`, repeatable; a later one wins),
+/// checking every format and option.
+pub fn from_assignments<S: AsRef<str>>(args: &[S]) -> Result<OptionsByFormat, String> {
+    let mut out = OptionsByFormat::new();
+    for a in args {
+        let (format, name, on) = parse_assignment(a.as_ref())?;
+        check(&format, &name)?;
+        out.entry(format).or_default().insert(name, on);
+    }
+    Ok(out)
 }
 
 /// Checks that `format` is a registered format with an option `name`; the error lists the
