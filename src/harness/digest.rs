@@ -495,12 +495,23 @@ mod tests {
         let turns = vec![t.into_bytes()];
         let tools = Tools::default();
         for cuts in [Cuts::At(vec![]), Cuts::EveryByte, Cuts::At(vec![40, 41])] {
-            let full = match builtin_replay(f, &tools, &OptionValues::new(), &turns, std::slice::from_ref(&cuts)) {
+            let full = match builtin_replay(
+                f,
+                &tools,
+                &OptionValues::new(),
+                &turns,
+                std::slice::from_ref(&cuts),
+            ) {
                 replay::Outcome::Done(t) => t,
                 _ => unreachable!(),
             };
-            let LeanOutcome::Done(lean) = replay(f, &tools, &OptionValues::new(), &turns, std::slice::from_ref(&cuts))
-            else {
+            let LeanOutcome::Done(lean) = replay(
+                f,
+                &tools,
+                &OptionValues::new(),
+                &turns,
+                std::slice::from_ref(&cuts),
+            ) else {
                 unreachable!()
             };
             let want = LeanTurn::of(&full[0]);
@@ -509,7 +520,14 @@ mod tests {
             assert_eq!(lean[0].outcome.events_hash, full[0].events_hash);
             assert_eq!(lean[0].outcome.result, want.outcome.result);
             assert_eq!(want.difference(&lean[0]), None);
-            let kept = replay_full(f, &tools, &OptionValues::new(), &turns, std::slice::from_ref(&cuts)).unwrap();
+            let kept = replay_full(
+                f,
+                &tools,
+                &OptionValues::new(),
+                &turns,
+                std::slice::from_ref(&cuts),
+            )
+            .unwrap();
             assert_eq!(kept[0].result, full[0].result);
             assert_eq!(kept[0].events_hash, full[0].events_hash);
         }
