@@ -432,7 +432,7 @@ fn cmd_run(a: RunArgs) -> u8 {
     {
         return usage_error(e);
     }
-    let options = match formats::options::from_assignments(&a.options) {
+    let options = match formats::registry::from_assignments(&a.options) {
         Ok(o) => o,
         Err(e) => return usage_error(e),
     };
@@ -770,7 +770,7 @@ fn parse_cuts(spec: &str) -> Result<Vec<Vec<usize>>, String> {
 }
 
 fn cmd_parse(a: ParseArgs) -> u8 {
-    let options = match formats::options::from_assignments(&a.options) {
+    let options = match formats::registry::from_assignments(&a.options) {
         Ok(o) => o,
         Err(e) => return usage_error(e),
     };

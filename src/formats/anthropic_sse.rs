@@ -6,9 +6,9 @@
 //! Rules and deviations:
 //! `specs/anthropic_sse.md`.
 
+use super::config::config;
 use super::openai_sse::{Args, pieces};
 use super::options::Table;
-use super::options::config;
 use super::{Format, StreamParser};
 use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};
 use crate::lexers::sse::{SseConfig, SseEvent, SseItem, SseParser};

@@ -1,10 +1,10 @@
 //! The contract every format fulfils: the push parser, what the harness knows of a format,
 //! and the one way a parser is driven.
 
-use super::options::{FormatOptions, OptionValues};
 use super::reasoning;
 use crate::event::{Event, Sink, ToolCall};
 use crate::tools::Tools;
+use std::collections::BTreeMap;
 
 /// A push parser for one turn (or one session) of a format's stream.
 ///
@@ -136,4 +136,31 @@ pub fn run_chunks<'a>(
     }
     parser.finish(&mut out);
     out
+}
+
+/// An option as listed: its full name, the format's default and why it exists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OptionInfo {
+    /// `name`, or `prefix.name` for an option of a nested configuration.
+    pub name: String,
+    /// The value in the format's default configuration.
+    pub default: bool,
+    /// The option's documentation, one paragraph.
+    pub reason: String,
+}
+
+/// Option values set over a format's defaults, by full name (sorted, so reports are stable).
+pub type OptionValues = BTreeMap<String, bool>;
+
+/// Option values of several formats, by format id.
+pub type OptionsByFormat = BTreeMap<String, OptionValues>;
+
+/// A format's options, whatever its configuration type: listed and applied uniformly.
+pub trait FormatOptions: Sync {
+    /// Every option with its default and reason, in declaration order.
+    fn list(&self) -> Vec<OptionInfo>;
+    /// A parser for `tools` with `values` set over the defaults; an unknown name is an error
+    /// naming the known ones.
+    fn parser(&self, tools: &Tools, values: &OptionValues)
+    -> Result<Box<dyn StreamParser>, String>;
 }

@@ -4,8 +4,8 @@
 //! The section grammar is shared with `deepseek_v3`, whose calls carry a type and a fenced
 //! body instead ([`Shape`]); both are grammars over the family driver.
 
+use super::config::config;
 use super::delimited::{Cx, Driver, Grammar, Limits, ObjectReader, TextStep, ValueEnd, is_ws};
-use super::options::config;
 use super::options::{Nest, Nested, Table};
 use super::reasoning::{self, Reasoned, Syntax};
 use super::{Format, SpecialToken, StreamParser};

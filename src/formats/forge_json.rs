@@ -6,8 +6,8 @@
 //! content. The call is announced (`CallStart` + one `ArgsDelta`) when the JSON body is
 //! complete, since `tool_name` may follow `arguments` in the object, and ends at `</tool>`.
 
+use super::config::config;
 use super::options::Table;
-use super::options::config;
 use super::{Format, StreamParser};
 use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall};
 use crate::lexers::json::{Feed, JsonConfig, JsonErrorKind, JsonParser};

@@ -7,8 +7,8 @@
 //! as one `ArgsDelta` when `</arguments>` closes (a later repeated element can still turn a
 //! scalar into an array, so nothing earlier is final).
 
+use super::config::config;
 use super::options::Table;
-use super::options::config;
 use super::{Format, StreamParser, Typing};
 use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall, WarningKind};
 use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};

@@ -9,8 +9,8 @@
 //! buffered (bounded) until `<|message|>`, then its content streams as text, reasoning or a
 //! call's arguments, validated by the incremental JSON parser as they arrive.
 
+use super::config::config;
 use super::options::Table;
-use super::options::config;
 use super::{Format, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};
 use crate::lexers::json::{JsonConfig, JsonErrorKind, JsonParser, SERDE_JSON_MAX_DEPTH};

@@ -9,11 +9,11 @@
 //! A grammar over the family driver ([`super::delimited`]): the call object is read by the
 //! envelope reader, so `</tool_call>` inside a JSON string is content.
 
+use super::config::config;
 use super::delimited::{
     Cx, Driver, EnvelopeOptions, EnvelopeReader, Grammar, Limits, TextStep, ValueEnd,
 };
 use super::options::Table;
-use super::options::config;
 use super::reasoning::{self, Syntax};
 use super::{Format, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Sink, ToolCall, WarningKind};

@@ -9,8 +9,8 @@
 //! validated by the incremental JSON parser as they stream, which also tells whether a `<|`
 //! sits inside a JSON string (content) or outside one (a marker).
 
+use super::config::config;
 use super::options::Table;
-use super::options::config;
 use super::reasoning::{self, Syntax};
 use super::{Format, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};

@@ -4,11 +4,11 @@
 //! No delimiter marks a call's end: the call object ends where its JSON ends. An object that
 //! has no `name` key is an answer written in JSON, not a call: it is text.
 
+use super::config::config;
 use super::delimited::{
     Cx, Driver, EnvelopeOptions, EnvelopeReader, Grammar, Limits, TextStep, ValueEnd, is_ws,
 };
 use super::options::Table;
-use super::options::config;
 use super::{Format, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Sink, ToolCall};
 use crate::tools::Tools;

@@ -4,11 +4,11 @@
 //! The array's brackets and commas are read by the grammar; each element by the call-object
 //! reader, so brackets inside strings or nested arrays never end the array.
 
+use super::config::config;
 use super::delimited::{
     Cx, Driver, EnvelopeOptions, EnvelopeReader, Grammar, Limits, TextStep, ValueEnd, is_ws,
 };
 use super::options::Table;
-use super::options::config;
 use super::reasoning::{self, Syntax};
 use super::{Format, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Sink, ToolCall, WarningKind};

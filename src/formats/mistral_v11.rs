@@ -4,9 +4,9 @@
 //! No delimiter ends a call: its arguments end where their JSON object ends, which the
 //! object reader finds string-aware, so `[TOOL_CALLS]` inside an argument string is content.
 
+use super::config::config;
 use super::delimited::{Cx, Driver, Grammar, Limits, ObjectReader, TextStep, ValueEnd};
 use super::options::Table;
-use super::options::config;
 use super::reasoning::{self, Syntax};
 use super::{Format, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Sink, ToolCall, WarningKind};

@@ -1,14 +1,18 @@
 //! One module per wire format, each registered once in [`REGISTRY`] (`registry.rs`); the
-//! contract a format fulfils is in `contract.rs`, its settable options in `options.rs`.
+//! contract a format fulfils is in `contract.rs`; a `Config`'s options are declared with
+//! `config.rs`'s macro and gathered into a format's settable options by `options.rs`.
 //!
 //! A format knows the lexers and the event model; it never knows the harness.
 
+pub mod config;
 mod contract;
 pub mod options;
-mod registry;
+pub mod registry;
 
-pub use contract::{CdataProbe, Format, RenderFn, SpecialToken, StreamParser, Typing, run_chunks};
-pub use options::{FormatOptions, OptionInfo, OptionValues, OptionsByFormat};
+pub use contract::{
+    CdataProbe, Format, FormatOptions, OptionInfo, OptionValues, OptionsByFormat, RenderFn,
+    SpecialToken, StreamParser, Typing, run_chunks,
+};
 pub use registry::{REGISTRY, by_id};
 
 pub mod anthropic_sse;

@@ -5,8 +5,8 @@
 //! the id and name, later ones argument fragments, which are validated incrementally (one
 //! [`JsonParser`] per call, each fragment fed once). Rules and every deviation: `specs/openai_sse.md`.
 
+use super::config::config;
 use super::options::Table;
-use super::options::config;
 use super::{Format, StreamParser};
 use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};
 use crate::lexers::json::{JsonConfig, JsonErrorKind, JsonParser};

@@ -6,9 +6,9 @@
 //! the end-of-turn tokens. Calls are emitted when the list closes: a syntax error anywhere in
 //! the list voids all of its calls, so none can be known good before the end.
 
+use super::config::config;
 use super::delimited::{Cx, Driver, Grammar, Limits, TextStep, ValueEnd, ValueReader, is_ws};
 use super::options::Table;
-use super::options::config;
 use super::{Format, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Sink, ToolCall};
 use crate::lexers::python::{PyLimits, PyListReader, PyStep};

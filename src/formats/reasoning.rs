@@ -8,7 +8,7 @@
 //! of the arguments stays argument text. The rules are in `specs/streaming.md` ("Reasoning").
 
 use super::StreamParser;
-use super::options::config;
+use super::config::config;
 use crate::event::{ErrorKind, Event, Sink, WarningKind};
 use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
 

@@ -5,8 +5,8 @@
 //! is text. Built on the shared XML tokenizer: parameter values are read in its raw-until mode,
 //! and the `</content>` rescue is a look-ahead over the tokens that follow a close tag.
 
+use super::config::config;
 use super::options::Table;
-use super::options::config;
 use super::xml_prose::{
     TokenHandler, XmlDriver, is_bare_end, is_bare_start, is_cut_tool_tag, is_xml_ws, raw_of,
     raw_until, section_open,

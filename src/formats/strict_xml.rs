@@ -7,8 +7,8 @@
 //! read in raw-until mode, and a `</NAME>` met while the JSON parser is inside a string is
 //! string content.
 
+use super::config::config;
 use super::options::Table;
-use super::options::config;
 use super::xml_prose::{
     TokenHandler, XmlDriver, is_bare_end, is_bare_start, is_cut_tool_tag, is_xml_ws, raw_of,
     raw_until,

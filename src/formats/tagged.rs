@@ -17,7 +17,7 @@
 //! `close_tag_in_value`. The held whitespace is the only look-ahead, kept once, never rescanned.
 
 use super::StreamParser;
-use super::options::config;
+use super::config::config;
 use super::options::{Nest, Nested};
 use super::reasoning::{self, Reasoned, Syntax};
 use super::typing::{Lookup, ParamType, SchemaTypes, TypingOptions, read_json, type_value};

@@ -7,7 +7,7 @@
 //! it wins. Text that none reads stays the string it was, with a `type_mismatch` note: a value
 //! is never silently turned into `false` or `null`.
 
-use super::options::config;
+use super::config::config;
 use crate::event::WarningKind;
 use crate::tools::Tools;
 use serde_json::{Map, Number, Value};

@@ -343,7 +343,7 @@ pub fn parse_options_file(text: &str) -> Result<OptionsByFormat, String> {
         let (format, name) = key
             .split_once('.')
             .ok_or_else(|| format!("option {key:?}: expected \"FORMAT.NAME\" = true|false"))?;
-        formats::options::check(format, name)?;
+        formats::registry::check(format, name)?;
         out.entry(format.to_string())
             .or_default()
             .insert(name.to_string(), on);
@@ -392,7 +392,7 @@ fn options_of(dir: &OptionsByFormat, cli: &OptionsByFormat, format: &str) -> Arc
     if v.is_empty() {
         return Arc::default();
     }
-    Arc::new(formats::options::differing(format, &v))
+    Arc::new(formats::registry::differing(format, &v))
 }
 
 /// Loads every case under `paths` (directories, files or glob patterns).
