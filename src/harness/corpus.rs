@@ -351,37 +351,6 @@ pub fn parse_options_file(text: &str) -> Result<OptionsByFormat, String> {
     Ok(out)
 }
 
-/// The options of the nearest `conform.toml`, each file read once; an unusable one is
-/// returned by path (its error is in the cache).
-fn options_for(
-    file: &Path,
-    cache: &mut BTreeMap<PathBuf, Result<Arc<OptionsByFormat>, CorpusError>>,
-) -> Result<Arc<OptionsByFormat>, PathBuf> {
-    for dir in file.ancestors().skip(1) {
-        let candidate = dir.join(OPTIONS_FILE);
-        if let Some(hit) = cache.get(&candidate) {
-            return hit.clone().map_err(|_| candidate);
-        }
-        let Ok(meta) = std::fs::metadata(&candidate) else {
-            continue;
-        };
-        let loaded = match not_regular(&meta) {
-            Some(what) => Err(format!("{what}, not a regular file")),
-            None => std::fs::read_to_string(&candidate)
-                .map_err(|e| format!("cannot read: {e}"))
-                .and_then(|t| parse_options_file(&t)),
-        }
-        .map(Arc::new)
-        .map_err(|message| CorpusError {
-            path: candidate.display().to_string(),
-            message,
-        });
-        cache.insert(candidate.clone(), loaded.clone());
-        return loaded.map_err(|_| candidate);
-    }
-    Ok(Arc::new(OptionsByFormat::new()))
-}
-
 /// The options in force for a case of `format`: the directory's, overridden by the command
 /// line's, without those equal to the format's defaults.
 fn options_of(dir: &OptionsByFormat, cli: &OptionsByFormat, format: &str) -> Arc<OptionValues> {
@@ -703,14 +672,17 @@ fn format_of_path(p: &Path) -> Option<&'static str> {
         .find_map(|n| formats::by_id(n).map(|f| f.id))
 }
 
-/// The tools of the nearest `tools.json`, each file read and compiled once; an unusable one is
-/// returned by path (its error is in the cache).
-fn tools_for(
+/// The nearest file `name` up from `file` (`tools.json`, `conform.toml`), each read once and
+/// made a `T` by `read`; an unusable one is returned by path (its error is in the cache). No
+/// such file: `T::default()`.
+fn nearest<T: Default>(
     file: &Path,
-    cache: &mut BTreeMap<PathBuf, Result<Arc<Tools>, CorpusError>>,
-) -> Result<Arc<Tools>, PathBuf> {
+    name: &str,
+    cache: &mut BTreeMap<PathBuf, Result<Arc<T>, CorpusError>>,
+    read: fn(&str) -> Result<T, String>,
+) -> Result<Arc<T>, PathBuf> {
     for dir in file.ancestors().skip(1) {
-        let candidate = dir.join("tools.json");
+        let candidate = dir.join(name);
         if let Some(hit) = cache.get(&candidate) {
             return hit.clone().map_err(|_| candidate);
         }
@@ -721,7 +693,7 @@ fn tools_for(
             Some(what) => Err(format!("{what}, not a regular file")),
             None => std::fs::read_to_string(&candidate)
                 .map_err(|e| format!("cannot read: {e}"))
-                .and_then(|t| Tools::from_json(&t)),
+                .and_then(|t| read(&t)),
         }
         .map(Arc::new)
         .map_err(|message| CorpusError {
@@ -731,7 +703,7 @@ fn tools_for(
         cache.insert(candidate.clone(), loaded.clone());
         return loaded.map_err(|_| candidate);
     }
-    Ok(Arc::new(Tools::default()))
+    Ok(Arc::new(T::default()))
 }
 
 fn resolve_format(
@@ -783,14 +755,14 @@ fn load_file(
         path: display.clone(),
         message,
     };
-    let tools = match tools_for(file, &mut caches.tools) {
+    let tools = match nearest(file, "tools.json", &mut caches.tools, Tools::from_json) {
         Ok(t) => t,
         Err(tools_json) => {
             *unusable.entry(tools_json).or_default() += 1;
             return;
         }
     };
-    let dir_options = match options_for(file, &mut caches.options) {
+    let dir_options = match nearest(file, OPTIONS_FILE, &mut caches.options, parse_options_file) {
         Ok(o) => o,
         Err(toml) => {
             *unusable.entry(toml).or_default() += 1;
