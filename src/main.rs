@@ -545,6 +545,29 @@ fn cmd_run(a: RunArgs) -> u8 {
             a.seed,
             started.elapsed()
         );
+        // Options change verdicts: a run under non-default ones says so.
+        let with_options = rep
+            .runs
+            .iter()
+            .flat_map(|r| &r.cases)
+            .filter(|c| !c.options.is_empty())
+            .count();
+        if with_options > 0 {
+            let set: std::collections::BTreeSet<String> = rep
+                .runs
+                .iter()
+                .flat_map(|r| &r.cases)
+                .flat_map(|c| {
+                    c.options
+                        .iter()
+                        .map(|(n, v)| format!("{}.{n}={v}", c.format))
+                })
+                .collect();
+            eprintln!(
+                "{with_options} case(s) judged under options other than the defaults: {}",
+                set.into_iter().collect::<Vec<_>>().join(", ")
+            );
+        }
     }
     if let Some(why) = &run.judged_nothing {
         eprintln!("error: {why}");

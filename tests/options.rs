@@ -123,6 +123,15 @@ fn a_conform_toml_sets_options_for_its_directory_and_the_command_line_overrides_
         report(d.path())["runs"][0]["cases"][0]["options"],
         serde_json::json!({"missing_call_end": false})
     );
+    // Without --quiet, the run says which options it judged under.
+    let told = conform(&["run", "kimi_k2", "--strategies", "whole"], d.path());
+    assert!(
+        text(&told).contains(
+            "1 case(s) judged under options other than the defaults: kimi_k2.missing_call_end=false"
+        ),
+        "{}",
+        text(&told)
+    );
     let overridden = run(d.path(), &["--option", "kimi_k2.missing_call_end=true"]);
     assert_eq!(overridden.status.code(), Some(0), "{}", text(&overridden));
 

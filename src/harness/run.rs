@@ -267,7 +267,10 @@ pub fn run_case_with(
     markers.extend(format.reasoning.map(|r| r.tags()).unwrap_or_default());
     let cmp = cfg.compare_for(backend);
     let mut report = CaseReport::new(case.id.clone(), format.id, case.label);
-    report.options = case.options.as_ref().clone();
+    // Options configure conform's parsers; an adapter is configured by its own command.
+    if backend.is_builtin() {
+        report.options = case.options.as_ref().clone();
+    }
     // Special tokens reach a server's parser whole: for an external parser, a replay that
     // splits one is judged apart (DESIGN §5).
     let special: Vec<String> = format
