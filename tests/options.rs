@@ -1,5 +1,6 @@
 //! End-to-end tests of format options: `--option` on `run` and `parse`, a corpus directory's
 //! `conform.toml`, `conform formats --options`, and the options recorded in report.json.
+#![cfg(feature = "cli")] // drives the `conform` binary
 
 use std::path::Path;
 use std::process::{Command, Output};

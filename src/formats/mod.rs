@@ -37,6 +37,7 @@ pub mod qwen3_coder;
 pub mod reasoning;
 pub mod roo_xml;
 pub mod seed_oss;
+#[cfg(feature = "schema")]
 pub mod strict_xml;
 pub mod tagged;
 #[cfg(test)]

@@ -2,10 +2,12 @@
 //! options.
 
 use super::options::{parse_assignment, unknown};
+#[cfg(feature = "schema")]
+use super::strict_xml;
 use super::{
     Format, OptionValues, OptionsByFormat, anthropic_sse, deepseek_v3, deepseek_v31, deepseek_v32,
     forge_json, forge_xml, glm45, glm47, harmony, hermes, kimi_k2, llama3_json, minimax_m2,
-    mistral, mistral_v11, openai_sse, pythonic, qwen3_coder, roo_xml, seed_oss, strict_xml,
+    mistral, mistral_v11, openai_sse, pythonic, qwen3_coder, roo_xml, seed_oss,
 };
 
 /// Every format, in a fixed order. Adding a format is one module and one line here.
@@ -14,6 +16,7 @@ pub static REGISTRY: &[&Format] = &[
     &openai_sse::FORMAT,
     &anthropic_sse::FORMAT,
     &roo_xml::FORMAT,
+    #[cfg(feature = "schema")]
     &strict_xml::FORMAT,
     &forge_xml::FORMAT,
     &forge_json::FORMAT,
