@@ -1107,6 +1107,7 @@ mod tests {
             completion: None,
             token_split_replays: 0,
             token_split_violations: Vec::new(),
+            options: Default::default(),
         }
     }
 
