@@ -197,7 +197,7 @@ fn has_lt(b: &[u8]) -> bool {
     if b.len() <= 16 {
         b.contains(&b'<')
     } else {
-        memchr::memchr(b'<', b).is_some()
+        crate::lexers::find_byte(b'<', b).is_some()
     }
 }
 
@@ -1135,7 +1135,9 @@ impl Parser {
             }
         }
         let hold = std::mem::take(&mut p.hold);
-        self.emit(hold, out);
+        if !hold.is_empty() {
+            self.emit(hold, out);
+        }
         let (body, tail) = if let Some(b) = t.strip_suffix("\r\n") {
             (b, "\r\n")
         } else if let Some(b) = t.strip_suffix('\n') {
@@ -1145,7 +1147,9 @@ impl Parser {
         } else {
             (t, "")
         };
-        self.emit(body, out);
+        if !body.is_empty() {
+            self.emit(body, out);
+        }
         if let Some(p) = &mut self.param {
             p.hold = tail;
         }
