@@ -240,31 +240,39 @@ impl JsonParser {
             // Longer pieces with escapes are faster through `feed`, which scans by the word.
             return false;
         }
-        let was_esc = esc;
-        for &b in input.as_bytes() {
-            if esc {
-                if unescape(b).is_none() {
+        if !self.cfg.build_value {
+            for &b in input.as_bytes() {
+                if esc {
+                    if unescape(b).is_none() {
+                        return false;
+                    }
+                    esc = false;
+                } else if b == b'\\' {
+                    esc = true;
+                } else if b == b'"' || b < 0x20 {
                     return false;
                 }
-                esc = false;
-            } else if b == b'\\' {
-                esc = true;
-            } else if b == b'"' || b < 0x20 {
-                return false;
             }
-        }
-        if self.cfg.build_value {
-            // Checked above: now decode, a plain run at a time.
-            let mut esc = was_esc;
+        } else {
+            // One pass that checks and decodes together; a refusal truncates what it decoded,
+            // so it changes nothing.
+            let mark = self.sbuf.len();
             let mut run = 0;
             for (i, &b) in input.as_bytes().iter().enumerate() {
                 if esc {
-                    self.sbuf.extend(unescape(b));
+                    let Some(c) = unescape(b) else {
+                        self.sbuf.truncate(mark);
+                        return false;
+                    };
+                    self.sbuf.push(c);
                     esc = false;
                     run = i + 1;
                 } else if b == b'\\' {
                     self.sbuf.push_str(&input[run..i]);
                     esc = true;
+                } else if b == b'"' || b < 0x20 {
+                    self.sbuf.truncate(mark);
+                    return false;
                 }
             }
             if !esc {
