@@ -804,12 +804,21 @@ impl XmlTokenizer {
                                 return None;
                             }
                         }
-                        let cl = self.held.chars().next().map_or(1, char::len_utf8);
-                        let piece: String = self.held[..cl].to_string();
-                        self.held.drain(..cl);
+                        // Not the close: content up to the next place the close may begin
+                        // again, in one piece (no copy: `held` is lent to the token).
+                        let first = self.held.chars().next().map_or(1, char::len_utf8);
+                        let cl = (first..self.held.len())
+                            .find(|&k| {
+                                self.held.is_char_boundary(k)
+                                    && self.close.starts_with(&self.held[k..])
+                            })
+                            .unwrap_or(self.held.len());
+                        let held = std::mem::take(&mut self.held);
                         let at = self.cstart;
                         self.cstart += cl as u64;
-                        let c = sink(self.content_token(sec, &piece), at);
+                        let c = sink(self.content_token(sec, &held[..cl]), at);
+                        self.held = held;
+                        self.held.drain(..cl);
                         self.apply(c);
                     }
                     if self.st != St::Until(sec) || i >= n {
