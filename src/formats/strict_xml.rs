@@ -449,7 +449,28 @@ impl Core {
     }
 
     /// Feeds a piece of a JSON body; streams it as a delta when it parses so far.
+    /// A piece of a JSON-form body. The common case (plain string body within the limit) is
+    /// taken here, small enough to inline into the token loop; the rest by
+    /// [`Core::json_text_slow`], which does the same checks in full.
+    #[inline]
     fn json_text(&mut self, s: &str, at: u64, out: &mut dyn Sink) {
+        if let (St::Json { json, over: false }, Some(c)) = (&mut self.st, &mut self.call)
+            && c.size.saturating_add(s.len()) <= self.cfg.max_call_bytes
+            && json.continue_string(s)
+        {
+            c.size += s.len();
+            c.pending.push_str(s);
+            if c.pending.len() >= DELTA_BATCH {
+                out.args_delta(c.index, &c.pending);
+                c.pending.clear();
+            }
+            return;
+        }
+        self.json_text_slow(s, at, out);
+    }
+
+    #[inline(never)]
+    fn json_text_slow(&mut self, s: &str, at: u64, out: &mut dyn Sink) {
         let ok = self.grow(s.len(), at, out);
         let St::Json { json, over } = &mut self.st else {
             return;
