@@ -25,6 +25,15 @@ pub(crate) fn short_word(bytes: &[u8]) -> u64 {
     half(0) | half(bytes.len() - 4) << 32
 }
 
+/// Whether any byte of `w` is `b` (the classic zero-byte test on `w ^ b…b`, exact for
+/// "is there one").
+#[inline]
+pub(crate) fn word_has_byte(w: u64, b: u8) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let x = w ^ (ONES * u64::from(b));
+    x.wrapping_sub(ONES) & !x & (ONES << 7) != 0
+}
+
 /// Below this length a byte loop finds a byte faster than `memchr`, whose vector set-up costs
 /// more than the search itself on the 4-byte pieces a stream is often cut into.
 const SHORT: usize = 16;
@@ -105,6 +114,32 @@ impl ByteSet {
             [a, b] => memchr::memchr2(a, b, s),
             [a, b, c] => memchr::memchr3(a, b, c, s),
             _ => s.iter().position(|&b| self.contains(b)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod word_tests {
+    use super::*;
+
+    #[test]
+    fn word_has_byte_finds_every_position_and_nothing_else() {
+        for n in 4..=8 {
+            for b in [b'<', 0u8, 0x80, 0xff, b'a'] {
+                let other = if b == b'a' { b'b' } else { b'a' };
+                assert!(
+                    !word_has_byte(short_word(&vec![other; n]), b),
+                    "{b} in none of {n}"
+                );
+                for at in 0..n {
+                    let mut v = vec![other; n];
+                    v[at] = b;
+                    assert!(word_has_byte(short_word(&v), b), "{b} at {at} of {n}");
+                    // Neighbours one above/below the byte must not count.
+                    v[at] = b.wrapping_add(1);
+                    assert!(!word_has_byte(short_word(&v), b), "{b}+1 at {at} of {n}");
+                }
+            }
         }
     }
 }

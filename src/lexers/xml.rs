@@ -258,7 +258,9 @@ const MAX_REF: usize = 32;
 /// setting up memchr's vectorised search costs more than it saves.
 #[inline]
 fn has_byte(s: &[u8], b: u8) -> bool {
-    if s.len() < 16 {
+    if (4..=8).contains(&s.len()) {
+        super::word_has_byte(super::short_word(s), b)
+    } else if s.len() < 16 {
         s.contains(&b)
     } else {
         super::find_byte(b, s).is_some()
