@@ -11,7 +11,7 @@ use super::invariants::{
 };
 use super::minimize::minimize;
 use super::tokens::Tokenizer;
-use crate::backends::{Backend, Breakdown, Builtin, Outcome, TurnOutcome};
+use crate::backends::{Backend, Breakdown, Outcome, TurnOutcome};
 use crate::formats::{self, Format};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -120,11 +120,6 @@ impl Status {
             Status::CorpusError => "corpus_error",
         }
     }
-
-    /// True for every status but `pass`.
-    pub fn is_failure(self) -> bool {
-        self != Status::Pass
-    }
 }
 
 impl From<Breakdown> for Status {
@@ -189,16 +184,6 @@ impl CaseReport {
             elapsed: Duration::ZERO,
         }
     }
-
-    /// True when the case counts toward the parse success rate (y_ and unlabelled).
-    pub fn counts_for_parse_rate(&self) -> bool {
-        matches!(self.label, Label::Accept | Label::Unlabelled)
-    }
-
-    /// True when the case counts toward the match rate (y_).
-    pub fn counts_for_match_rate(&self) -> bool {
-        self.label == Label::Accept
-    }
 }
 
 /// The first replay that broke an invariant, and how many did.
@@ -224,11 +209,6 @@ struct Verdict {
     broken: Vec<(Invariant, String)>,
     /// An external parser that did not answer this replay.
     breakdown: Option<(Breakdown, String)>,
-}
-
-/// Replays every case (in parallel) with the built-in parsers; one report per case, in order.
-pub fn run_cases(cases: &[Case], cfg: &RunConfig) -> Vec<CaseReport> {
-    run_cases_on(cases, &Builtin, cfg, &|| {})
 }
 
 /// Replays every case the backend supports (in parallel), calling `progress` as each case
@@ -969,6 +949,7 @@ pub fn shell_quote(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backends::Builtin;
     use crate::event::{Sink, ToolCall};
     use crate::formats::{SpecialToken, StreamParser};
     use crate::harness::corpus::Expectation;

@@ -90,6 +90,7 @@ impl MarkerScanner {
     }
 
     /// The same scanner with JSON-string awareness set (see [`set_json_strings`](Self::set_json_strings)).
+    #[cfg(test)]
     pub fn with_json_strings(mut self, on: bool) -> MarkerScanner {
         self.set_json_strings(on);
         self
@@ -106,16 +107,6 @@ impl MarkerScanner {
         self.json = on;
         self.in_str = false;
         self.esc = false;
-    }
-
-    /// Whether JSON-string awareness is on.
-    pub fn json_strings(&self) -> bool {
-        self.json
-    }
-
-    /// In JSON mode: the text so far ends inside a JSON string.
-    pub fn in_json_string(&self) -> bool {
-        self.in_str
     }
 
     /// The delimiter with index `i`.
