@@ -1,10 +1,9 @@
-//! One run of the corpus per `--parser`: the backend started, every case judged, and what an
-//! adapter left behind (its hello, counters and stderr) kept for the report.
+//! What one `--parser` left behind after `session::execute` judged the corpus with it: its
+//! case reports and its adapter's hello, counters and stderr, kept for the report.
 
-use super::corpus::Case;
-use super::run::{CaseReport, RunConfig, run_cases_on};
+use super::run::CaseReport;
 use crate::backends::AnyBackend;
-use crate::backends::adapter::{Adapter, AdapterOptions, AdapterStats, Hello, parse_parser_spec};
+use crate::backends::adapter::{Adapter, AdapterStats, Hello};
 
 /// One parser's run over a corpus, with what its adapter left behind.
 #[derive(Debug)]
@@ -45,24 +44,4 @@ impl ParserRun {
                 .any(|n| n.starts_with("delta_contract:"))
         })
     }
-}
-
-/// Runs every `--parser` over the same cases, one after the other (each adapter is stopped
-/// before the next starts). `Err` names a parser that is not understood or does not start.
-pub fn run_parsers(
-    specs: &[String],
-    cases: &[Case],
-    cfg: &RunConfig,
-    opts: &AdapterOptions,
-) -> Result<Vec<ParserRun>, String> {
-    for s in specs {
-        parse_parser_spec(s)?;
-    }
-    let mut runs = Vec::new();
-    for s in specs {
-        let backend = AnyBackend::start(s, opts)?;
-        let reports = run_cases_on(cases, backend.backend(), cfg, &|| {});
-        runs.push(ParserRun::new(s, &backend, reports));
-    }
-    Ok(runs)
 }
