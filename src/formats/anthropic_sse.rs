@@ -6,7 +6,7 @@
 //! Rules and deviations:
 //! `specs/anthropic_sse.md`.
 
-use super::openai_sse::{Args, pieces};
+use super::provider::{Args, pieces};
 use super::{Format, StreamParser};
 use crate::event::{ErrorKind, Event, Sink, ToolCall};
 use crate::lexers::sse::{SseConfig, SseEvent, SseItem, SseParser};

@@ -5,9 +5,9 @@
 //! the id and name, later ones argument fragments, which are validated incrementally (one
 //! [`JsonParser`] per call, each fragment fed once). Rules and every deviation: `specs/openai_sse.md`.
 
+use super::provider::{Args, pieces};
 use super::{Format, StreamParser};
 use crate::event::{ErrorKind, Event, Sink, ToolCall};
-use crate::lexers::json::{JsonConfig, JsonErrorKind, JsonParser};
 use crate::lexers::sse::{SseConfig, SseEvent, SseItem, SseParser};
 use crate::tools::Tools;
 use serde::Deserialize;
@@ -84,77 +84,6 @@ impl Default for Config {
             max_depth: 128,
             sse: SseConfig::default(),
         }
-    }
-}
-
-/// Incremental check that one call's arguments form a single JSON object; each fragment is fed
-/// once, so the cost is linear in the arguments whatever the number of deltas.
-pub(crate) struct Args {
-    json: JsonParser,
-    started: bool,
-    bytes: usize,
-    max_bytes: usize,
-}
-
-impl Args {
-    /// A validator for one call.
-    pub(crate) fn new(max_depth: usize, max_bytes: usize) -> Args {
-        Args {
-            json: JsonParser::new(JsonConfig {
-                max_depth,
-                stop_byte: None,
-                build_value: false,
-            }),
-            started: false,
-            bytes: 0,
-            max_bytes,
-        }
-    }
-
-    /// Feeds the next fragment; an `Err` fails the call for good.
-    pub(crate) fn feed(&mut self, frag: &str) -> Result<(), (ErrorKind, String)> {
-        self.bytes += frag.len();
-        if self.bytes > self.max_bytes {
-            return Err((
-                ErrorKind::LimitExceeded,
-                format!("arguments exceed {} bytes", self.max_bytes),
-            ));
-        }
-        if !self.started {
-            let rest = frag.trim_start_matches([' ', '\t', '\n', '\r']);
-            if let Some(c) = rest.chars().next() {
-                self.started = true;
-                if c != '{' {
-                    return Err((
-                        ErrorKind::InvalidJson,
-                        format!("arguments are not a JSON object (start with {c:?})"),
-                    ));
-                }
-            }
-        }
-        match self.json.feed(frag) {
-            Ok(_) => Ok(()),
-            Err(e) if e.kind == JsonErrorKind::DepthLimit => Err((
-                ErrorKind::LimitExceeded,
-                format!("arguments: {}", e.message),
-            )),
-            Err(e) => Err((ErrorKind::InvalidJson, format!("arguments: {}", e.message))),
-        }
-    }
-
-    /// True while only whitespace (or nothing) has been fed.
-    pub(crate) fn is_empty(&self) -> bool {
-        !self.started
-    }
-
-    /// True once the object is complete.
-    pub(crate) fn is_complete(&self) -> bool {
-        self.json.is_complete()
-    }
-
-    /// Ends the arguments; `Err` carries the JSON parser's message.
-    pub(crate) fn finish(&mut self) -> Result<(), String> {
-        self.json.finish().map(|_| ()).map_err(|e| e.message)
     }
 }
 
@@ -287,7 +216,7 @@ impl Parser {
     /// A parser for one session.
     pub fn new(config: Config) -> Parser {
         let sse = SseParser::new(config.sse.clone());
-        let kimi = config.kimi_markers.then(new_kimi);
+        let kimi = config.kimi_markers.then(new_kimi).flatten();
         Parser {
             config,
             sse,
@@ -307,7 +236,7 @@ impl Parser {
     }
 
     fn reset_turn(&mut self) {
-        self.kimi = self.config.kimi_markers.then(new_kimi);
+        self.kimi = self.config.kimi_markers.then(new_kimi).flatten();
         self.kimi_map.clear();
         self.slots.clear();
         self.by_wire.clear();
@@ -940,10 +869,25 @@ impl Parser {
     }
 }
 
-fn new_kimi() -> Box<dyn StreamParser> {
-    Box::new(super::kimi_k2::Parser::new(
-        super::kimi_k2::Config::default(),
-    ))
+/// The format whose markup `content` may carry (seed 001), reached through the registry so
+/// that this module knows nothing of its internals.
+const CONTENT_FORMAT: &str = "kimi_k2";
+
+/// A parser for the markup in `content`: the registered format's, reasoning layer included.
+fn new_kimi() -> Option<Box<dyn StreamParser>> {
+    super::by_id(CONTENT_FORMAT).map(|f| (f.new_parser)(&Tools::default()))
+}
+
+/// The markup of the format in `content`: its markers and reasoning tags, which rendered
+/// text must not contain (they would parse as markup).
+fn content_markup() -> Vec<String> {
+    super::by_id(CONTENT_FORMAT)
+        .map(|f| {
+            let mut m = (f.markers)(&Tools::default());
+            m.extend(f.reasoning.map(|r| r.tags()).unwrap_or_default());
+            m
+        })
+        .unwrap_or_default()
 }
 
 impl StreamParser for Parser {
@@ -993,21 +937,6 @@ const TEXT_PIECE: usize = 16;
 /// Bytes of arguments per delta in rendered streams: small, so a roundtrip exercises reassembly.
 const ARGS_PIECE: usize = 8;
 
-/// Splits `s` into pieces of about `n` bytes, at character boundaries.
-pub(crate) fn pieces(s: &str, n: usize) -> Vec<&str> {
-    let mut v = Vec::new();
-    let mut start = 0;
-    while start < s.len() {
-        let mut end = (start + n).min(s.len());
-        while !s.is_char_boundary(end) {
-            end += 1;
-        }
-        v.push(&s[start..end]);
-        start = end;
-    }
-    v
-}
-
 fn chunk_line(out: &mut Vec<u8>, delta: Value, finish: Option<&str>) {
     let chunk = json!({
         "id": "chatcmpl-conform",
@@ -1021,28 +950,17 @@ fn chunk_line(out: &mut Vec<u8>, delta: Value, finish: Option<&str>) {
     out.extend_from_slice(b"\n\n");
 }
 
-/// The Kimi delimiters, which `content` must not contain when rendered (they would parse as calls).
-const KIMI_MARKERS: [&str; 5] = [
-    "<|tool_calls_section_begin|>",
-    "<|tool_calls_section_end|>",
-    "<|tool_call_begin|>",
-    "<|tool_call_argument_begin|>",
-    "<|tool_call_end|>",
-];
-
 /// Renders text and calls as a canonical gpt-4o-like stream: role chunk, content deltas, per call
 /// a first delta with id/name/`arguments: ""` then ~8-byte argument fragments, a finish chunk,
 /// and `data: [DONE]`.
 pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>, String> {
-    if let Some(m) = super::kimi_k2::MARKERS.iter().find(|m| text.contains(*m)) {
-        // Content is fed to the kimi_k2 parser, so a marker in it is markup, not text (found by
-        // the `roundtrip` fuzz target).
-        return Err(format!("the text contains the kimi_k2 marker {m}"));
-    }
-    if let Some(m) = KIMI_MARKERS.iter().find(|m| text.contains(*m)) {
-        return Err(format!(
-            "text contains the Kimi marker {m}, which would parse as markup"
-        ));
+    if let Some(m) = content_markup()
+        .into_iter()
+        .find(|m| text.contains(m.as_str()))
+    {
+        // Content is fed to the kimi_k2 parser, so its markup in it is not text (found by the
+        // `roundtrip` fuzz target).
+        return Err(format!("the text contains the {CONTENT_FORMAT} markup {m}"));
     }
     let mut out = Vec::new();
     chunk_line(
@@ -1102,7 +1020,7 @@ fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
 
 fn markers(_tools: &Tools) -> Vec<String> {
     let mut m: Vec<String> = vec!["data: ".into(), "[DONE]".into()];
-    m.extend(KIMI_MARKERS.iter().map(|s| s.to_string()));
+    m.extend(content_markup());
     m
 }
 
@@ -1177,6 +1095,22 @@ mod tests {
 
     fn warnings(r: &ParseResult) -> Vec<&str> {
         r.warnings.iter().map(|w| w.kind.as_str()).collect()
+    }
+
+    #[test]
+    fn kimi_reasoning_in_content_is_reasoning_and_refused_by_render() {
+        let s = chunk(json!({"content": "<think>plan</th"}), None)
+            + &chunk(json!({"content": "ink>shown"}), None)
+            + &fin("stop")
+            + DONE;
+        let r = parse(&s);
+        assert_eq!((r.reasoning_text(), r.text.as_str()), ("plan", "shown"));
+        assert!(render("a <think> b", &[], &Tools::default()).is_err());
+        let off = Config {
+            kimi_markers: false,
+            ..Config::default()
+        };
+        assert_eq!(parse_with(&s, off).text, "<think>plan</think>shown");
     }
 
     #[test]
