@@ -1031,6 +1031,7 @@ pub static FORMAT: Format = Format {
         schema_tool: None,
     }),
     special_tokens: &[],
+    vocabulary: None,
     reasoning: None,
 };
 

@@ -911,6 +911,7 @@ pub static FORMAT: Format = Format {
     cdata: None,
     typing: None,
     special_tokens: SPECIAL_TOKENS,
+    vocabulary: Some("o200k_harmony"),
     reasoning: None,
 };
 

@@ -359,6 +359,7 @@ mod tests {
                 schema_tool: None,
             }),
             special_tokens: &[],
+            vocabulary: None,
             reasoning: None,
         };
         let r = check_format(&bad, &Builtin);

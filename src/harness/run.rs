@@ -47,11 +47,21 @@ impl RunConfig {
         })
     }
 
-    /// The tokenizer of the token-aligned strategies, loaded once per run.
-    pub fn tokenizer(&self) -> Arc<Tokenizer> {
+    /// The tokenizer of the token-aligned strategies for `format`: the one given, else the
+    /// format's declared vocabulary, else the default (each loaded once per process).
+    pub fn tokenizer_for(&self, format: &Format) -> Arc<Tokenizer> {
         self.tokenizer
             .clone()
-            .unwrap_or_else(Tokenizer::default_shared)
+            .unwrap_or_else(|| Tokenizer::for_vocabulary(format.vocabulary))
+    }
+
+    /// The name reports give the tokenizer: the one given, or the default's (formats that
+    /// declare a vocabulary use theirs).
+    pub fn tokenizer_name(&self) -> String {
+        self.tokenizer
+            .as_deref()
+            .map_or(super::tokens::DEFAULT_TOKENIZER, Tokenizer::name)
+            .to_string()
     }
 }
 
@@ -430,7 +440,7 @@ pub fn run_case_with(
     let tokenized: std::sync::OnceLock<Vec<TurnTokens>> = std::sync::OnceLock::new();
     let class_of = |cuts: &[Cuts]| -> CutClass {
         let turns = tokenized.get_or_init(|| {
-            let tokenizer = cfg.tokenizer();
+            let tokenizer = cfg.tokenizer_for(format);
             case.turns
                 .iter()
                 .map(|d| {
@@ -596,6 +606,7 @@ fn plan_replays(
                 format.special_tokens,
                 case.recorded_cuts(t),
             )
+            .with_vocabulary(format.vocabulary)
         })
         .collect();
     for &s in &cfg.strategies {
@@ -985,6 +996,7 @@ mod tests {
         cdata: None,
         typing: None,
         special_tokens: &[],
+        vocabulary: None,
         reasoning: None,
     };
 
@@ -1105,6 +1117,7 @@ mod tests {
         cdata: None,
         typing: None,
         special_tokens: &[SpecialToken::new("<|x|>", 1)],
+        vocabulary: None,
         reasoning: None,
     };
 

@@ -174,7 +174,7 @@ pub fn execute(plan: &RunPlan, progress: &dyn Progress) -> Result<RunOutput, Str
             .iter()
             .map(|s| Strategy::as_str(*s).to_string())
             .collect(),
-        chunking: report::Chunking::new(&plan.cfg.params, plan.cfg.tokenizer().name()),
+        chunking: report::Chunking::new(&plan.cfg.params, &plan.cfg.tokenizer_name()),
         shard: plan.shard,
         corpus: report::corpus_info(&digests, &corpus.errors),
         runs,
