@@ -1,4 +1,4 @@
-//! The marker-delimited JSON family's shared machinery (DESIGN §3): one driver that turns bytes
+//! The marker-delimited JSON family's shared machinery (`specs/delimited.md`): one driver that turns bytes
 //! into text, delimiters and JSON values, and the readers of those values.
 //!
 //! A format of the family is a [`Grammar`]: what each delimiter means in its current state,

@@ -868,7 +868,7 @@ struct Header<'a> {
 }
 
 /// Splits a header: the id is after the last `:`, the name is the last dot-separated segment
-/// before it (DESIGN §3).
+/// before it (`specs/kimi_k2.md` §4.3).
 fn split_header(h: &str) -> Header<'_> {
     let t = h.trim();
     let mut trimmed = t.len() != h.len();

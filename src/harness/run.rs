@@ -255,7 +255,7 @@ pub fn run_case_with(
     let cmp = cfg.compare_for(backend);
     let mut report = CaseReport::new(case.id.clone(), format.id, case.label);
     // Special tokens reach a server's parser whole: for an external parser, a replay that
-    // splits one is judged apart (DESIGN §5).
+    // splits one is judged apart (`specs/adapter.md` §5).
     let special: Vec<String> = format
         .special_tokens
         .iter()
