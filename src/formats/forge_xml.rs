@@ -390,9 +390,9 @@ impl Host {
             Token::Start { raw, .. } | Token::End { raw, .. } | Token::Error { raw, .. } => {
                 out.text(raw)
             }
-            Token::SectionStart(s) => out.text(open_delim(s)),
+            Token::SectionStart(s) => out.text(s.open()),
             Token::SectionText(_, s) => out.text(s),
-            Token::SectionEnd(s) => out.text(close_delim(s)),
+            Token::SectionEnd(s) => out.text(s.close()),
             Token::Eof { .. } => {}
         }
         prose_ctl()
@@ -760,26 +760,6 @@ fn cdata_chars(call: &mut Call, s: &str) {
         f.push_str(s);
     } else if let Some(top) = call.stack.last_mut() {
         top.text.push_str(s);
-    }
-}
-
-fn open_delim(s: Section) -> &'static str {
-    match s {
-        Section::CData => "<![CDATA[",
-        Section::Comment => "<!--",
-        Section::Pi => "<?",
-        Section::Decl => "<!",
-        Section::Raw => "",
-    }
-}
-
-fn close_delim(s: Section) -> &'static str {
-    match s {
-        Section::CData => "]]>",
-        Section::Comment => "-->",
-        Section::Pi => "?>",
-        Section::Decl => ">",
-        Section::Raw => "",
     }
 }
 
