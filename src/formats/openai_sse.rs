@@ -1050,25 +1050,10 @@ mod tests {
         testkit::fold_cut(&mut Parser::new(config.clone()), input, cuts)
     }
 
-    fn assert_same(a: &ParseResult, b: &ParseResult, what: &str) {
-        assert_eq!(a, b, "{what}");
-        assert_eq!(a.completion, b.completion, "{what}");
-    }
-
     /// Parses whole, byte by byte and at every single cut (in the first `limit` bytes), and
     /// checks the results agree.
     pub(crate) fn parse_all_cuts(input: &[u8], config: &Config, limit: usize) -> ParseResult {
-        let whole = run_cfg(input, config, &[]);
-        let bytes: Vec<usize> = (1..input.len()).collect();
-        assert_same(&run_cfg(input, config, &bytes), &whole, "byte by byte");
-        for c in 0..=input.len().min(limit) {
-            assert_same(
-                &run_cfg(input, config, &[c]),
-                &whole,
-                &format!("cut at {c}"),
-            );
-        }
-        whole
+        testkit::agree_under_cuts(&|b, c| run_cfg(b, config, c), input, limit)
     }
 
     fn parse(input: &str) -> ParseResult {
@@ -1834,58 +1819,13 @@ mod tests {
         assert_eq!(with_text, 8);
     }
 
-    fn arb_call() -> impl Strategy<Value = ToolCall> {
-        (
-            "[a-z_]{1,10}",
+    testkit::stream_properties!(
+        |b: &[u8], c: &[usize]| run_cfg(b, &Config::default(), c),
+        |text: &str, calls: &[ToolCall]| render(text, calls, &Tools::default()),
+        testkit::arb_call(
             proptest::option::of("call_[A-Za-z0-9]{1,8}"),
-            proptest::collection::btree_map(
-                "[a-z]{1,5}",
-                testkit::arb_json("[a-zé\"\\\\ \n{}<|€😀]{0,8}"),
-                0..4,
-            ),
-        )
-            .prop_map(|(name, id, args)| ToolCall {
-                name,
-                id,
-                server: None,
-                arguments: Value::Object(args.into_iter().collect()),
-            })
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
-
-        #[test]
-        fn roundtrip_under_random_cuts(text in "[a-zé \n€😀<|]{0,24}", calls in proptest::collection::vec(arb_call(), 0..3),
-                                       cuts in proptest::collection::vec(any::<usize>(), 0..8)) {
-            let bytes = render(&text, &calls, &Tools::default()).unwrap();
-            let r = run_cfg(&bytes, &Config::default(), &cuts);
-            prop_assert!(r.errors.is_empty(), "{:?}", r.errors);
-            prop_assert_eq!(r.text, text);
-            prop_assert_eq!(r.calls, calls);
-        }
-
-        #[test]
-        fn arbitrary_bytes_never_panic_and_are_split_invariant(
-            bytes in proptest::collection::vec(prop_oneof![
-                Just(b'\n'), Just(b'{'), Just(b'}'), Just(b'"'), Just(b':'), any::<u8>()], 0..80),
-            cuts in proptest::collection::vec(any::<usize>(), 0..6)) {
-            let whole = run_cfg(&bytes, &Config::default(), &[]);
-            prop_assert_eq!(run_cfg(&bytes, &Config::default(), &cuts), whole);
-        }
-
-        #[test]
-        fn mutated_streams_never_panic_and_are_split_invariant(
-            calls in proptest::collection::vec(arb_call(), 1..3),
-            edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..4),
-            cuts in proptest::collection::vec(any::<usize>(), 0..6)) {
-            let mut bytes = render("hi", &calls, &Tools::default()).unwrap();
-            for (at, b) in edits {
-                let i = at % bytes.len();
-                bytes[i] = b;
-            }
-            let whole = run_cfg(&bytes, &Config::default(), &[]);
-            prop_assert_eq!(run_cfg(&bytes, &Config::default(), &cuts), whole);
-        }
-    }
+            "[a-zé\"\\\\ \n{}<|€😀]{0,8}"
+        ),
+        "[a-zé \n€😀<|]{0,24}"
+    );
 }
