@@ -6,7 +6,7 @@
 //! Rules and deviations:
 //! `specs/anthropic_sse.md`.
 
-use super::provider::{Args, pieces};
+use super::provider::{Args, payload, pieces};
 use super::{Format, StreamParser};
 use crate::event::{ErrorKind, Event, Sink, ToolCall};
 use crate::lexers::sse::{SseConfig, SseEvent, SseItem, SseParser};
@@ -179,22 +179,8 @@ impl Parser {
     fn on_event(&mut self, ev: SseEvent, out: &mut dyn Sink) {
         self.saw_event = true;
         let at = ev.offset;
-        let value: Value = match serde_json::from_str(&ev.data) {
-            Ok(v) => v,
-            Err(e) => {
-                if !ev.terminated && e.is_eof() {
-                    out.push(Event::error(
-                        ErrorKind::Unterminated,
-                        format!("stream cut inside the payload of the event at byte {at}"),
-                    ));
-                } else {
-                    out.push(Event::error(
-                        ErrorKind::InvalidStream,
-                        format!("malformed JSON payload in the event at byte {at}: {e}"),
-                    ));
-                }
-                return;
-            }
+        let Some(value) = payload::<Value>(&ev, out) else {
+            return;
         };
         if !ev.terminated
             && !self.lenient(

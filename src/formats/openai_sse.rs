@@ -5,7 +5,7 @@
 //! the id and name, later ones argument fragments, which are validated incrementally (one
 //! [`JsonParser`] per call, each fragment fed once). Rules and every deviation: `specs/openai_sse.md`.
 
-use super::provider::{Args, pieces};
+use super::provider::{Args, payload, pieces};
 use super::{Format, StreamParser};
 use crate::event::{ErrorKind, Event, Sink, ToolCall};
 use crate::lexers::sse::{SseConfig, SseEvent, SseItem, SseParser};
@@ -315,22 +315,8 @@ impl Parser {
             self.on_done(out);
             return;
         }
-        let chunk: WireChunk = match serde_json::from_str(&ev.data) {
-            Ok(v) => v,
-            Err(e) => {
-                if !ev.terminated && e.is_eof() {
-                    out.push(Event::error(
-                        ErrorKind::Unterminated,
-                        format!("stream cut inside the payload of the event at byte {at}"),
-                    ));
-                } else {
-                    out.push(Event::error(
-                        ErrorKind::InvalidStream,
-                        format!("malformed payload in the event at byte {at}: {e}"),
-                    ));
-                }
-                return;
-            }
+        let Some(chunk) = payload::<WireChunk>(&ev, out) else {
+            return;
         };
         if !ev.terminated
             && !self.lenient(

@@ -1,8 +1,34 @@
-//! Machinery shared by the provider streams (`openai_sse`, `anthropic_sse`): the incremental
-//! check of a call's argument fragments, and how renderers cut text into deltas.
+//! Machinery shared by the provider streams (`openai_sse`, `anthropic_sse`): reading an
+//! event's JSON payload, the incremental check of a call's argument fragments, and how
+//! renderers cut text into deltas.
 
-use crate::event::ErrorKind;
+use crate::event::{ErrorKind, Event, Sink};
 use crate::lexers::json::{JsonConfig, JsonErrorKind, JsonParser};
+use crate::lexers::sse::SseEvent;
+use serde::de::DeserializeOwned;
+
+/// The event's payload as `T`; `None` after reporting why not: `unterminated` when the stream
+/// ends inside it, `invalid_stream` when it is not such JSON.
+pub(crate) fn payload<T: DeserializeOwned>(ev: &SseEvent, out: &mut dyn Sink) -> Option<T> {
+    match serde_json::from_str(&ev.data) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            let at = ev.offset;
+            out.push(if !ev.terminated && e.is_eof() {
+                Event::error(
+                    ErrorKind::Unterminated,
+                    format!("stream cut inside the payload of the event at byte {at}"),
+                )
+            } else {
+                Event::error(
+                    ErrorKind::InvalidStream,
+                    format!("malformed JSON payload in the event at byte {at}: {e}"),
+                )
+            });
+            None
+        }
+    }
+}
 
 /// Incremental check that one call's arguments form a single JSON object; each fragment is fed
 /// once, so the cost is linear in the arguments whatever the number of deltas.
