@@ -7,6 +7,7 @@
 //! as one `ArgsDelta` when `</arguments>` closes (a later repeated element can still turn a
 //! scalar into an array, so nothing earlier is final).
 
+use super::typing::is_float_syntax;
 use super::{Format, StreamParser, Typing};
 use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall};
 use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
@@ -103,36 +104,6 @@ pub fn infer_scalar(text: &str) -> Value {
         return Value::Number(n);
     }
     Value::String(text.to_string())
-}
-
-/// `(d+ '.' d* | '.' d+) exp? | d+ exp`, exp = `[eE][+-]?d+` (sign already stripped).
-fn is_float_syntax(b: &[u8]) -> bool {
-    let int = b.iter().take_while(|c| c.is_ascii_digit()).count();
-    let mut i = int;
-    let mut frac = 0;
-    let dot = b.get(i) == Some(&b'.');
-    if dot {
-        i += 1;
-        frac = b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
-        i += frac;
-    }
-    if int + frac == 0 {
-        return false;
-    }
-    let mut exp = false;
-    if matches!(b.get(i), Some(b'e' | b'E')) {
-        i += 1;
-        if matches!(b.get(i), Some(b'+' | b'-')) {
-            i += 1;
-        }
-        let e = b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
-        if e == 0 {
-            return false;
-        }
-        i += e;
-        exp = true;
-    }
-    i == b.len() && (dot || exp)
 }
 
 fn is_array_schema(s: &Value) -> bool {
