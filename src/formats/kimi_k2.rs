@@ -15,6 +15,7 @@ use crate::event::{ErrorKind, Event, Sink, ToolCall};
 use crate::lexers::json::{
     Feed, JsonConfig, JsonError, JsonErrorKind, JsonParser, SERDE_JSON_MAX_DEPTH,
 };
+use crate::lexers::marker::{Window, classify_window};
 use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
 use crate::tools::Tools;
 use serde_json::Value;
@@ -73,30 +74,10 @@ fn marker_of(i: usize) -> Marker {
     }
 }
 
-enum Match {
-    Marker(Marker, usize),
-    NotMarker,
-    NeedMore,
-}
-
 /// Classifies bytes starting with `<`: a whole marker, a prefix of one, or neither.
-fn match_marker(s: &[u8]) -> Match {
-    let mut need_more = false;
-    for (i, m) in MARKERS.iter().enumerate() {
-        let m = m.as_bytes();
-        if s.len() >= m.len() {
-            if &s[..m.len()] == m {
-                return Match::Marker(marker_of(i), m.len());
-            }
-        } else if m.starts_with(s) {
-            need_more = true;
-        }
-    }
-    if need_more {
-        Match::NeedMore
-    } else {
-        Match::NotMarker
-    }
+#[inline]
+fn match_marker(s: &[u8]) -> Window<Marker> {
+    classify_window(s, &MARKERS).map(marker_of)
 }
 
 /// Leniency options and limits; every recovered deviation is one named option, on by default.
@@ -273,16 +254,16 @@ impl Parser {
             let held = tmp.len();
             tmp.push_str(&input[..take]);
             match match_marker(tmp.as_bytes()) {
-                Match::Marker(m, len) => {
+                Window::Marker(m, len) => {
                     input = &input[len - held..];
                     self.pos += len as u64;
                     self.on_marker(m, out);
                 }
-                Match::NeedMore => {
+                Window::NeedMore => {
                     self.pending = tmp;
                     return;
                 }
-                Match::NotMarker => {
+                Window::NotMarker => {
                     self.lt_not_marker(out);
                     self.pos += 1;
                     // The held bytes after `<` come before `input`: scan them first.
@@ -337,17 +318,17 @@ impl Parser {
     fn at_lt(&mut self, s: &str, i: usize, out: &mut dyn Sink) -> Option<usize> {
         let end = (i + MAX_MARKER).min(s.len());
         match match_marker(&s.as_bytes()[i..end]) {
-            Match::Marker(m, len) => {
+            Window::Marker(m, len) => {
                 self.pos += len as u64;
                 self.on_marker(m, out);
                 Some(i + len)
             }
-            Match::NotMarker => {
+            Window::NotMarker => {
                 self.lt_not_marker(out);
                 self.pos += 1;
                 Some(i + 1)
             }
-            Match::NeedMore => {
+            Window::NeedMore => {
                 self.pending.push_str(&s[i..]);
                 None
             }
