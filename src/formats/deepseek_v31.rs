@@ -449,13 +449,7 @@ impl Grammar for Deepseek {
                 State::Skip
             }
             ValueEnd::Cut { index } => {
-                if index.is_some() {
-                    cx.error(
-                        ErrorKind::Unterminated,
-                        "the stream ended inside a call's arguments",
-                        out,
-                    );
-                }
+                cx.cut_in_value(index, out);
                 State::Skip
             }
             ValueEnd::Unnamed(raw) => {

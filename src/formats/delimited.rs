@@ -223,6 +223,18 @@ impl Cx {
         out.push(Event::error(kind, format!("{what} at byte {}", self.pos)));
     }
 
+    /// The stream ended inside a value: `unterminated` when it was a call's arguments (`index`),
+    /// nothing for a value that had not become a call.
+    pub fn cut_in_value(&mut self, index: Option<usize>, out: &mut dyn Sink) {
+        if index.is_some() {
+            self.error(
+                ErrorKind::Unterminated,
+                "the stream ended inside a call's arguments",
+                out,
+            );
+        }
+    }
+
     /// Reports a failed value's error; an empty message means the call was spoiled by invalid
     /// UTF-8, which was reported already.
     pub fn report(&mut self, kind: ErrorKind, message: &str, out: &mut dyn Sink) {

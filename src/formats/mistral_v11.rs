@@ -250,13 +250,7 @@ impl Grammar for MistralV11 {
                 State::Skip
             }
             ValueEnd::Cut { index } => {
-                if index.is_some() {
-                    cx.error(
-                        ErrorKind::Unterminated,
-                        "the stream ended inside a call's arguments",
-                        out,
-                    );
-                }
+                cx.cut_in_value(index, out);
                 State::Text
             }
             ValueEnd::Unnamed(raw) => {
