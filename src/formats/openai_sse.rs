@@ -3,7 +3,7 @@
 //! Choice 0's `delta.content` is visible text (Kimi-style markers inside it are parsed with the
 //! kimi_k2 parser, seed 001), `delta.tool_calls[]` carry calls: the first entry for an index has
 //! the id and name, later ones argument fragments, which are validated incrementally (one
-//! [`JsonParser`] per call, each fragment fed once). Rules and every deviation: `specs/openai_sse.md`.
+//! [`JsonParser`](crate::lexers::json::JsonParser) per call, each fragment fed once). Rules and every deviation: `specs/openai_sse.md`.
 
 use super::provider::{Args, payload, pieces};
 use super::{Format, StreamParser};
