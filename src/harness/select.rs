@@ -167,6 +167,7 @@ mod tests {
                     note: None,
                 })
             }),
+            options: Arc::default(),
         }
     }
 
