@@ -4,7 +4,10 @@
 use super::corpus::Case;
 use super::run::{CaseReport, RunConfig, run_cases_on};
 use crate::backends::AnyBackend;
-use crate::backends::adapter::{Adapter, AdapterOptions, AdapterStats, Hello, parse_parser_spec};
+use crate::backends::adapter::{
+    Adapter, AdapterOptions, AdapterStats, EngineTime, Hello, parse_parser_spec,
+};
+use std::collections::BTreeMap;
 
 /// One parser's run over a corpus, with what its adapter left behind.
 #[derive(Debug)]
@@ -21,6 +24,8 @@ pub struct ParserRun {
     pub stderr_tail: String,
     /// Total stderr bytes.
     pub stderr_bytes: u64,
+    /// The engine's own parse time per format, for an adapter that reports `engine_ns`.
+    pub engine_ns: BTreeMap<String, EngineTime>,
 }
 
 impl ParserRun {
@@ -34,6 +39,7 @@ impl ParserRun {
             stats: adapter.map(Adapter::stats),
             stderr_tail: adapter.map(Adapter::stderr_tail).unwrap_or_default(),
             stderr_bytes: adapter.map_or(0, Adapter::stderr_bytes),
+            engine_ns: adapter.map(Adapter::engine_time).unwrap_or_default(),
         }
     }
 
