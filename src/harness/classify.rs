@@ -258,7 +258,11 @@ fn expectation_class(msg: &str, tc: &TurnContext, markers: &[String]) -> CaseCla
     use BugClass as B;
     let bug = CaseClass::Bug;
     if let Some(rest) = msg.strip_prefix("text is ") {
-        let (got, want) = split_pair(rest, " but the expectation says ", tc.expected_text.as_deref());
+        let (got, want) = split_pair(
+            rest,
+            " but the expectation says ",
+            tc.expected_text.as_deref(),
+        );
         if leaks(got, markers) {
             return bug(B::MarkupLeaked);
         }
@@ -288,7 +292,9 @@ fn expectation_class(msg: &str, tc: &TurnContext, markers: &[String]) -> CaseCla
     if let Some(rest) = msg.strip_prefix("errors are [") {
         // `errors are [a, b] but the expectation says ["c"]`: both sides erring is a naming
         // difference; one side empty is a verdict difference.
-        let (got, want) = rest.split_once("] but the expectation says ").unwrap_or((rest, ""));
+        let (got, want) = rest
+            .split_once("] but the expectation says ")
+            .unwrap_or((rest, ""));
         let want_empty = want.trim() == "[]";
         return if !got.trim().is_empty() && !want_empty && !want.is_empty() {
             CaseClass::Policy(PolicyKind::ErrorKinds)
@@ -326,7 +332,11 @@ fn split_class(msg: &str, markers: &[String]) -> CaseClass {
     if let Some(rest) = msg.strip_prefix("whole gives ")
         && let Some((whole, chunked)) = calls_counts(rest, " call(s) (", "this chunking ")
     {
-        return bug(if chunked < whole { B::CallLost } else { B::Other });
+        return bug(if chunked < whole {
+            B::CallLost
+        } else {
+            B::Other
+        });
     }
     if let Some(rest) = msg.strip_prefix("call ")
         && let Some((_, pair)) = rest.split_once(": whole gives ")
@@ -345,7 +355,10 @@ fn roundtrip_class(msg: &str) -> CaseClass {
     let bug = CaseClass::Bug;
     if let Some((head, _)) = msg.split_once(" parsed back")
         && let Some((rendered, back)) = head.split_once(" call(s) rendered, ")
-        && let (Ok(r), Ok(b)) = (rendered.trim().parse::<usize>(), back.trim().parse::<usize>())
+        && let (Ok(r), Ok(b)) = (
+            rendered.trim().parse::<usize>(),
+            back.trim().parse::<usize>(),
+        )
     {
         return bug(if b < r { B::CallLost } else { B::Other });
     }
@@ -510,11 +523,20 @@ mod tests {
                 excerpt("Hi.Done.")
             )
         };
-        assert_eq!(class(Invariant::Expectation, &exp("Hi.<tool_call>{"), &c), "markup_leaked");
-        assert_eq!(class(Invariant::Expectation, &exp("Hi."), &c), "policy:text_after_calls");
+        assert_eq!(
+            class(Invariant::Expectation, &exp("Hi.<tool_call>{"), &c),
+            "markup_leaked"
+        );
+        assert_eq!(
+            class(Invariant::Expectation, &exp("Hi."), &c),
+            "policy:text_after_calls"
+        );
         assert_eq!(class(Invariant::Expectation, &exp(""), &c), "text_lost");
         assert_eq!(class(Invariant::Expectation, &exp("H"), &c), "text_lost");
-        assert_eq!(class(Invariant::Expectation, &exp("Hi.Done. And more"), &c), "other");
+        assert_eq!(
+            class(Invariant::Expectation, &exp("Hi.Done. And more"), &c),
+            "other"
+        );
         // Without text after the calls, a shorter text is lost, not a policy.
         let c2 = ctx("Hi.Done.", "");
         assert_eq!(class(Invariant::Expectation, &exp("Hi."), &c2), "text_lost");
@@ -529,15 +551,27 @@ mod tests {
             "call_lost"
         );
         assert_eq!(
-            class(e, "2 call(s) parsed (get, get) but the expectation has 1 (get)", &c),
+            class(
+                e,
+                "2 call(s) parsed (get, get) but the expectation has 1 (get)",
+                &c
+            ),
             "other"
         );
         assert_eq!(
-            class(e, r#"call 0 differs: parsed get({"a":2}) but the expectation says get({"a":1})"#, &c),
+            class(
+                e,
+                r#"call 0 differs: parsed get({"a":2}) but the expectation says get({"a":1})"#,
+                &c
+            ),
             "arguments_wrong"
         );
         assert_eq!(
-            class(e, r#"call 0 differs: parsed put({"a":1}) but the expectation says get({"a":1})"#, &c),
+            class(
+                e,
+                r#"call 0 differs: parsed put({"a":1}) but the expectation says get({"a":1})"#,
+                &c
+            ),
             "other"
         );
         assert_eq!(
@@ -564,9 +598,20 @@ mod tests {
             ),
             "arguments_wrong"
         );
-        assert_eq!(class(e, "completion is None but the expectation says Some(\"x\")", &c), "arguments_wrong");
         assert_eq!(
-            class(e, "call 1: the generated id \"a\" is not unique in the turn", &c),
+            class(
+                e,
+                "completion is None but the expectation says Some(\"x\")",
+                &c
+            ),
+            "arguments_wrong"
+        );
+        assert_eq!(
+            class(
+                e,
+                "call 1: the generated id \"a\" is not unique in the turn",
+                &c
+            ),
             "other"
         );
     }
@@ -575,22 +620,40 @@ mod tests {
     fn error_messages_tell_verdicts_from_names() {
         let c = CaseContext::default();
         let e = Invariant::Expectation;
-        assert_eq!(class(e, "must be rejected, but parsed without error", &c), "error_verdict");
-        assert_eq!(class(e, "no error, but the expectation says invalid_json", &c), "error_verdict");
+        assert_eq!(
+            class(e, "must be rejected, but parsed without error", &c),
+            "error_verdict"
+        );
+        assert_eq!(
+            class(e, "no error, but the expectation says invalid_json", &c),
+            "error_verdict"
+        );
         assert_eq!(
             class(e, "must parse without error but got invalid_json: bad", &c),
             "error_verdict"
         );
         assert_eq!(
-            class(e, r#"errors are [malformed_markup] but the expectation says ["invalid_json"]"#, &c),
+            class(
+                e,
+                r#"errors are [malformed_markup] but the expectation says ["invalid_json"]"#,
+                &c
+            ),
             "policy:error_kinds"
         );
         assert_eq!(
-            class(e, r#"errors are [] but the expectation says ["invalid_json"]"#, &c),
+            class(
+                e,
+                r#"errors are [] but the expectation says ["invalid_json"]"#,
+                &c
+            ),
             "error_verdict"
         );
         assert_eq!(
-            class(e, r#"warnings are [] but the expectation says ["lenient"]"#, &c),
+            class(
+                e,
+                r#"warnings are [] but the expectation says ["lenient"]"#,
+                &c
+            ),
             "policy:warnings"
         );
     }
@@ -600,26 +663,75 @@ mod tests {
         let c = ctx("x", "");
         let s = Invariant::SplitInvariance;
         assert_eq!(
-            class(s, r#"text differs from byte 3: whole gives "" here, this chunking "<|tool_call_begin|>f""#, &c),
+            class(
+                s,
+                r#"text differs from byte 3: whole gives "" here, this chunking "<|tool_call_begin|>f""#,
+                &c
+            ),
             "markup_leaked"
         );
         assert_eq!(
-            class(s, r#"text differs from byte 3: whole gives "abc" here, this chunking """#, &c),
+            class(
+                s,
+                r#"text differs from byte 3: whole gives "abc" here, this chunking """#,
+                &c
+            ),
             "text_lost"
         );
-        assert_eq!(class(s, "whole gives 1 call(s) (f), this chunking 0 ()", &c), "call_lost");
-        assert_eq!(class(s, "whole gives 1 call(s) (f), this chunking 2 (f, f)", &c), "other");
         assert_eq!(
-            class(s, r#"call 0: whole gives f({"a":1}), this chunking f({"a":"1"})"#, &c),
+            class(s, "whole gives 1 call(s) (f), this chunking 0 ()", &c),
+            "call_lost"
+        );
+        assert_eq!(
+            class(s, "whole gives 1 call(s) (f), this chunking 2 (f, f)", &c),
+            "other"
+        );
+        assert_eq!(
+            class(
+                s,
+                r#"call 0: whole gives f({"a":1}), this chunking f({"a":"1"})"#,
+                &c
+            ),
             "arguments_wrong"
         );
-        assert_eq!(class(s, "errors: whole gives [], this chunking [invalid_json]", &c), "error_verdict");
-        assert_eq!(class(Invariant::NoMarkupLeak, "text contains \"<x>\" at byte 0", &c), "markup_leaked");
-        assert_eq!(class(Invariant::DeltaContract, "args after call_end", &c), "other");
-        assert_eq!(class(Invariant::Bounded, "the parser panicked: boom", &c), "crash");
-        assert_eq!(class(Invariant::Roundtrip, "1 call(s) rendered, 0 parsed back", &c), "call_lost");
         assert_eq!(
-            class(Invariant::Roundtrip, r#"call 0 f({}) came back as f({"a":1})"#, &c),
+            class(
+                s,
+                "errors: whole gives [], this chunking [invalid_json]",
+                &c
+            ),
+            "error_verdict"
+        );
+        assert_eq!(
+            class(
+                Invariant::NoMarkupLeak,
+                "text contains \"<x>\" at byte 0",
+                &c
+            ),
+            "markup_leaked"
+        );
+        assert_eq!(
+            class(Invariant::DeltaContract, "args after call_end", &c),
+            "other"
+        );
+        assert_eq!(
+            class(Invariant::Bounded, "the parser panicked: boom", &c),
+            "crash"
+        );
+        assert_eq!(
+            class(
+                Invariant::Roundtrip,
+                "1 call(s) rendered, 0 parsed back",
+                &c
+            ),
+            "call_lost"
+        );
+        assert_eq!(
+            class(
+                Invariant::Roundtrip,
+                r#"call 0 f({}) came back as f({"a":1})"#,
+                &c
+            ),
             "arguments_wrong"
         );
         // A session's turn prefix selects that turn's context.
@@ -627,8 +739,15 @@ mod tests {
             markers: vec![],
             turns: vec![TurnContext::default(), ctx("A.B.", "B.").turns[0].clone()],
         };
-        let msg = format!("turn 2: text is {} but the expectation says {}", excerpt("A."), excerpt("A.B."));
-        assert_eq!(class(Invariant::Expectation, &msg, &two), "policy:text_after_calls");
+        let msg = format!(
+            "turn 2: text is {} but the expectation says {}",
+            excerpt("A."),
+            excerpt("A.B.")
+        );
+        assert_eq!(
+            class(Invariant::Expectation, &msg, &two),
+            "policy:text_after_calls"
+        );
     }
 
     #[test]
@@ -636,10 +755,20 @@ mod tests {
         let c = ctx("Hi.Done.", "Done.");
         let policy = v(
             Invariant::Expectation,
-            &format!("text is {} but the expectation says {}", excerpt("Hi."), excerpt("Hi.Done.")),
+            &format!(
+                "text is {} but the expectation says {}",
+                excerpt("Hi."),
+                excerpt("Hi.Done.")
+            ),
         );
-        let lost = v(Invariant::SplitInvariance, "whole gives 1 call(s) (f), this chunking 0 ()");
-        let leak = v(Invariant::NoMarkupLeak, "text contains \"<tool_call>\" at byte 0");
+        let lost = v(
+            Invariant::SplitInvariance,
+            "whole gives 1 call(s) (f), this chunking 0 ()",
+        );
+        let leak = v(
+            Invariant::NoMarkupLeak,
+            "text contains \"<tool_call>\" at byte 0",
+        );
         let only_policy = case(CaseStatus::Fail, vec![policy.clone()]);
         assert_eq!(
             classify_case(&only_policy, &c).map(|(k, _)| k.label()),
@@ -654,7 +783,10 @@ mod tests {
             Some((CaseClass::Bug(BugClass::Crash), None))
         );
         assert_eq!(classify_case(&case(CaseStatus::Pass, vec![]), &c), None);
-        assert_eq!(classify_case(&case(CaseStatus::Xfail, vec![leak]), &c), None);
+        assert_eq!(
+            classify_case(&case(CaseStatus::Xfail, vec![leak]), &c),
+            None
+        );
     }
 
     #[test]
