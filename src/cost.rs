@@ -86,6 +86,7 @@ pub fn run(a: CostArgs) -> u8 {
     let report = CostReport {
         parser: a.parser.clone(),
         name: adapter.hello().name.clone(),
+        timeout_s: a.timeout.as_secs_f64(),
         rows,
     };
     let json = serde_json::to_string_pretty(&report).unwrap_or_default() + "\n";

@@ -50,6 +50,9 @@ pub struct EngineEntry {
     /// The pinned version.
     #[serde(default)]
     pub version: String,
+    /// When its setup started (UTC, RFC 3339).
+    #[serde(default)]
+    pub date: String,
     /// Notes on the engine's policies (ids, text after calls…), free text.
     #[serde(default)]
     pub policy: BTreeMap<String, String>,
@@ -107,6 +110,9 @@ pub struct CostReport {
     pub parser: String,
     /// The adapter's name for itself.
     pub name: String,
+    /// Seconds one stream could take before it counted as a timeout.
+    #[serde(default)]
+    pub timeout_s: f64,
     /// One row per format and size.
     pub rows: Vec<CostRow>,
 }
@@ -251,7 +257,8 @@ pub fn document(m: &Matrix, context: &dyn Fn(&CaseOut) -> CaseContext) -> Vec<Bl
     let mut out = vec![Block::Heading(1, "Engines matrix".into())];
     out.push(Block::Para(format!(
         "Real servers' tool-call parsers, run live through their adapters (examples/adapters/) over \
-         conform's bundled corpus. Generated {} by `{}` with conform {} in {:.0} s. Chunkings: {} \
+         conform's bundled corpus. Generated {} by `{}` with conform {} in {:.0} s (each \
+         engine's date is in its row). Chunkings: {} \
          (token-aligned and whole input, what a server sends){}.",
         html::human_time(&mf.generated_at),
         mf.command,
@@ -373,7 +380,11 @@ fn engines_table(m: &Matrix, out: &mut Vec<Block>) {
     let mut rows = Vec::new();
     for e in &m.manifest.engines {
         let setup = if e.setup.ok {
-            format!("ok ({:.0} s)", e.setup.seconds)
+            format!(
+                "ok ({:.0} s), {}",
+                e.setup.seconds,
+                html::human_time(&e.date)
+            )
         } else {
             format!("FAILED: {} — fix: `{}`", e.setup.message, e.setup.command)
         };
@@ -571,16 +582,22 @@ pub fn cost_table(m: &Matrix) -> Vec<Block> {
                 None => "–".to_string(),
                 Some(r) => match (r.status.as_str(), r.engine_ns) {
                     ("ok", Some(ns)) => ms(ns),
+                    ("timeout", _) if c.timeout_s > 0.0 => format!("timeout (> {} s)", c.timeout_s),
                     (s, _) => s.replace('_', " "),
                 },
             };
             row.extend(sizes.iter().map(|s| cell(at(*s))));
             let first = sizes.first().and_then(|s| at(*s)).and_then(|r| r.engine_ns);
-            let last = sizes.last().and_then(|s| at(*s)).and_then(|r| r.engine_ns);
+            let last = sizes.last().and_then(|s| at(*s));
             row.push(match (first, last) {
-                (Some(a), Some(b)) if a > 0 && sizes.len() > 1 => {
-                    format!("×{:.1}", b as f64 / a as f64)
-                }
+                (Some(a), Some(b)) if a > 0 && sizes.len() > 1 => match b.engine_ns {
+                    Some(ns) => format!("×{:.1}", ns as f64 / a as f64),
+                    // A timeout bounds the growth from below.
+                    None if b.status == "timeout" && c.timeout_s > 0.0 => {
+                        format!("> ×{:.0}", c.timeout_s * 1e9 / a as f64)
+                    }
+                    None => "–".into(),
+                },
                 _ => "–".into(),
             });
             row.extend(
