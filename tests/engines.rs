@@ -27,6 +27,12 @@ fn the_matrix_of_a_fake_engine_classes_its_failures_and_names_a_failed_setup() {
     }
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().join("engines");
+    let readme = out.path().join("README.md");
+    std::fs::write(
+        &readme,
+        "# x\n\n<!-- engines-matrix:begin -->\nold\n<!-- engines-matrix:end -->\n\nrest\n",
+    )
+    .unwrap();
     let run = Command::new("python3")
         .arg("scripts/engines")
         .args(["--adapters", "tests/engines/adapters"])
@@ -35,6 +41,8 @@ fn the_matrix_of_a_fake_engine_classes_its_failures_and_names_a_failed_setup() {
         .args(["--jobs", "1", "--cost-sizes", "2000,20000"])
         .arg("--out")
         .arg(&dir)
+        .arg("--readme")
+        .arg(&readme)
         .current_dir(root())
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .output()
@@ -126,6 +134,15 @@ fn the_matrix_of_a_fake_engine_classes_its_failures_and_names_a_failed_setup() {
     let doc: serde_json::Value = serde_json::from_slice(&parsed.stdout).unwrap();
     assert_eq!(doc["result"]["calls"].as_array().unwrap().len(), 1, "{doc}");
     assert!(doc["engine_ns"].as_u64().is_some(), "{doc}");
+
+    // The README's summary between the markers is replaced, the rest kept.
+    let top = std::fs::read_to_string(&readme).unwrap();
+    assert!(!top.contains("old") && top.ends_with("\n\nrest\n"), "{top}");
+    assert!(
+        top.contains("| fake-drop (0.0.1) | 1/4 (+1 policy) |"),
+        "{top}"
+    );
+    assert!(top.contains("Generated "), "{top}");
 
     let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
     assert!(html.starts_with("<!DOCTYPE html>"));

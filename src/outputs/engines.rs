@@ -640,8 +640,27 @@ pub fn cost_table(m: &Matrix) -> Vec<Block> {
     ]
 }
 
+/// Longest message shown in a failure table, in characters (report.json has them whole).
+const MESSAGE_CHARS: usize = 240;
+
+fn shorten(m: &str) -> String {
+    if m.chars().count() <= MESSAGE_CHARS {
+        return m.to_string();
+    }
+    let mut s: String = m.chars().take(MESSAGE_CHARS).collect();
+    s.push('…');
+    s
+}
+
 /// The minimal chunking a violation names: `tokens, token-aligned, cuts [3, 9]`.
 fn chunking_text(v: &ViolationOut) -> String {
+    if v.cuts.iter().all(Vec::is_empty) {
+        return match v.strategy {
+            Some(crate::harness::chunking::Strategy::Whole) => "whole input".into(),
+            Some(s) => format!("{}, no cut", s.as_str()),
+            None => "whole-input check".into(),
+        };
+    }
     let mut parts = vec![
         v.strategy
             .map_or("whole-input check", |s| s.as_str())
@@ -700,7 +719,7 @@ fn case_row(c: &Classified, parser: &str) -> Vec<String> {
         .map(|v| v.invariant.as_str())
         .collect();
     let (what, chunking, replay) = match c.by {
-        Some(v) => (v.message.clone(), chunking_text(v), v.replay.clone()),
+        Some(v) => (shorten(&v.message), chunking_text(v), v.replay.clone()),
         None => {
             let (why, replay) = crash_note(c.case);
             if replay.is_empty() {
@@ -1025,6 +1044,89 @@ mod tests {
         let page = html_page(&blocks, "f");
         assert!(page.contains("<code>x&lt;y&gt;</code>"), "{page}");
         assert!(page.contains("<td>x|y</td>"));
+    }
+
+    fn cost_row(format: &str, size: usize, status: &str, ns: Option<u64>) -> CostRow {
+        CostRow {
+            format: format.into(),
+            size,
+            bytes: size + 100,
+            deltas: size / 4,
+            status: status.into(),
+            message: String::new(),
+            engine_ns: ns,
+            conform_ns: 1_000_000,
+            same_calls: ns.map(|_| true),
+        }
+    }
+
+    #[test]
+    fn the_cost_table_shows_growth_and_bounds_it_below_on_a_timeout() {
+        let engine = EngineEntry {
+            engine: "e".into(),
+            title: String::new(),
+            package: String::new(),
+            version: "1".into(),
+            date: String::new(),
+            policy: BTreeMap::new(),
+            setup: Step {
+                ok: true,
+                seconds: 0.0,
+                message: String::new(),
+                command: String::new(),
+            },
+            parsers: vec![],
+        };
+        let entry = ParserEntry {
+            name: "e".into(),
+            parser: "cmd:e".into(),
+            report: None,
+            bytes_report: None,
+            cost: None,
+            error: None,
+            seconds: 0.0,
+        };
+        let cost = CostReport {
+            parser: "cmd:e".into(),
+            name: "e 1".into(),
+            timeout_s: 20.0,
+            rows: vec![
+                cost_row("hermes", 10_000, "ok", Some(2_000_000)),
+                cost_row("hermes", 100_000, "ok", Some(200_000_000)),
+                cost_row("kimi_k2", 10_000, "ok", Some(1_000_000_000)),
+                cost_row("kimi_k2", 100_000, "timeout", None),
+            ],
+        };
+        let m = Matrix {
+            manifest: Manifest {
+                generated_at: String::new(),
+                command: String::new(),
+                conform_version: String::new(),
+                strategies: vec![],
+                byte_strategies: vec![],
+                seconds: 0.0,
+                engines: vec![engine.clone()],
+            },
+            variants: vec![Variant {
+                engine,
+                entry,
+                report: None,
+                bytes: None,
+                cost: Some(cost),
+                problems: vec![],
+            }],
+        };
+        let md = markdown(&cost_table(&m));
+        assert!(
+            md.contains(
+                "| e | hermes | 2.00 ms | 200 ms | ×100.0 | 1.00 ms | 1.00 ms | yes / yes |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("| e | kimi_k2 | 1000 ms | timeout (> 20 s) | > ×20 |"),
+            "{md}"
+        );
     }
 
     #[test]
