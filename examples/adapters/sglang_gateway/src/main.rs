@@ -1,0 +1,399 @@
+//! A conform adapter (specs/adapter.md, protocol 2) around the SGLang model gateway's
+//! `tool-parser` crate (1.10.0, crates.io): the tool-call parsers the gateway runs on every
+//! chat completion it serves.
+//!
+//! ```sh
+//! examples/adapters/sglang_gateway/setup
+//! conform run corpus/kimi_k2 --parser 'cmd:examples/adapters/sglang_gateway/run'
+//! conform run corpus/kimi_k2 --parser 'cmd:examples/adapters/sglang_gateway/run --mode batch'
+//! ```
+//!
+//! The adapter drives the engine's own code the way the gateway's streaming chat path does
+//! (`routers/grpc/regular/streaming.rs` in the gateway): one fresh parser per request from
+//! `ParserFactory::new().registry().create_parser(name)`; each decoded delta goes to
+//! `parse_incremental(delta, &tools)`, its `normal_text` becomes content and each
+//! `ToolCallItem` a tool-call delta (a named item opens the call with a server-made id, its
+//! `parameters` are argument text); at the end of the stream `take_unstreamed_normal_text()` is
+//! content and `get_unstreamed_tool_args()` argument text, as the gateway flushes them. A client
+//! closes every call it saw opened when the stream ends, so every started call gets its
+//! `call_end` then. Nothing of the engine's output is repaired: an argument delta for a call
+//! the engine never opened is passed on as it is.
+//!
+//! `--mode batch` calls `parse_complete_with_tools(text, &tools)` once on the whole turn (the
+//! gateway's non-streaming path) and answers with a result.
+//!
+//! The gateway reports no error to a client: a `parse_incremental` error is logged and that
+//! delta is dropped. The adapter does the same, and notes it as a warning (`gateway_error`),
+//! which conform does not judge for an adapter.
+//!
+//! Every response carries `engine_ns`: the nanoseconds spent inside the engine's parser calls.
+
+use base64::Engine;
+use serde_json::{Value, json};
+use std::collections::hash_map::RandomState;
+use std::future::Future;
+use std::hash::BuildHasher;
+use std::io::{BufRead, Write};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+use tool_parser::{ParserFactory, ToolParser};
+
+/// The pinned engine version (Cargo.toml pins `tool-parser = "=1.10.0"`).
+const ENGINE_VERSION: &str = "1.10.0";
+
+/// conform format id → the gateway's parser name (`--tool-call-parser`), for every format
+/// whose wire format the gateway's parser is written for. Checked against the crate's
+/// `ParserFactory::new()` registrations at start.
+const FORMATS: &[(&str, &str)] = &[
+    ("kimi_k2", "kimik2"),
+    ("hermes", "qwen"),
+    ("llama3_json", "llama"),
+    ("mistral", "mistral"),
+    ("pythonic", "pythonic"),
+    ("deepseek_v3", "deepseek"),
+    ("deepseek_v31", "deepseek31"),
+    ("deepseek_v32", "deepseek32"),
+    ("qwen3_coder", "qwen_coder"),
+    ("glm45", "glm45_moe"),
+    ("glm47", "glm47_moe"),
+    ("minimax_m2", "minimax_m2"),
+];
+
+/// Runs a future of the engine's async API to completion. Its futures never wait on anything
+/// (they are async only to fit the gateway's traits), so polling with a no-op waker suffices.
+fn block_on<F: Future>(f: F) -> F::Output {
+    let mut f = pin!(f);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// How the gateway makes a tool call's id (`generate_tool_call_id` in its router utils): Kimi
+/// models get `functions.NAME:N`, N counting the calls of the whole conversation; every other
+/// model `call_` and 24 hex digits of a random UUID.
+struct Ids {
+    kimi: bool,
+    random: RandomState,
+    drawn: u64,
+}
+
+impl Ids {
+    fn make(&mut self, name: &str, global_index: usize) -> String {
+        if self.kimi {
+            return format!("functions.{name}:{global_index}");
+        }
+        let mut hex = String::with_capacity(24);
+        while hex.len() < 24 {
+            self.drawn += 1;
+            hex.push_str(&format!("{:016x}", self.random.hash_one(self.drawn)));
+        }
+        hex.truncate(24);
+        format!("call_{hex}")
+    }
+}
+
+/// A UTF-8 decoder over the chunks of one turn: a character cut across chunks waits for its
+/// end, as in the gateway's detokenizer; bytes that can never be UTF-8 become U+FFFD.
+#[derive(Default)]
+struct Utf8 {
+    pending: Vec<u8>,
+}
+
+impl Utf8 {
+    fn push(&mut self, bytes: &[u8]) -> String {
+        self.pending.extend_from_slice(bytes);
+        let mut out = String::new();
+        loop {
+            match std::str::from_utf8(&self.pending) {
+                Ok(s) => {
+                    out.push_str(s);
+                    self.pending.clear();
+                    return out;
+                }
+                Err(e) => {
+                    let valid = e.valid_up_to();
+                    out.push_str(std::str::from_utf8(&self.pending[..valid]).unwrap_or_default());
+                    match e.error_len() {
+                        Some(bad) => {
+                            out.push('\u{FFFD}');
+                            self.pending.drain(..valid + bad);
+                        }
+                        None => {
+                            self.pending.drain(..valid);
+                            return out;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self) -> String {
+        let s = String::from_utf8_lossy(&self.pending).into_owned();
+        self.pending.clear();
+        s
+    }
+}
+
+fn chunk_bytes(c: &Value) -> Result<Vec<u8>, String> {
+    match c {
+        Value::String(s) => Ok(s.as_bytes().to_vec()),
+        other => other
+            .get("b64")
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("a chunk is neither a string nor {{\"b64\": …}}: {other}"))
+            .and_then(|b| {
+                base64::engine::general_purpose::STANDARD
+                    .decode(b)
+                    .map_err(|e| format!("bad base64 chunk: {e}"))
+            }),
+    }
+}
+
+/// The texts of one request turn, decoded the way a server hands them to its parser.
+fn turn_deltas(turn: &Value) -> Result<Vec<String>, String> {
+    let mut utf8 = Utf8::default();
+    let mut deltas = Vec::new();
+    for c in turn["chunks"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
+        deltas.push(utf8.push(&chunk_bytes(c)?));
+    }
+    deltas.push(utf8.finish());
+    // The gateway skips a delta with no text (a character still incomplete).
+    deltas.retain(|d| !d.is_empty());
+    Ok(deltas)
+}
+
+/// What one request asks for, and the state shared by its turns.
+struct Request<'a> {
+    factory: &'a ParserFactory,
+    parser_name: &'a str,
+    tools: Vec<openai_protocol::common::Tool>,
+    ids: Ids,
+    /// Calls of earlier turns (the gateway's `history_tool_calls_count`).
+    history: usize,
+    engine_ns: u128,
+}
+
+impl Request<'_> {
+    fn parser(&self) -> Result<Box<dyn ToolParser>, String> {
+        self.factory
+            .registry()
+            .create_parser(self.parser_name)
+            .ok_or_else(|| format!("the gateway has no parser {:?}", self.parser_name))
+    }
+
+    /// Times one engine call.
+    fn timed<T>(&mut self, f: impl FnOnce() -> T) -> T {
+        let t = Instant::now();
+        let v = f();
+        self.engine_ns += t.elapsed().as_nanos();
+        v
+    }
+
+    /// One turn through the streaming path: the events a client of the gateway sees.
+    fn stream_turn(&mut self, deltas: &[String]) -> Result<Vec<Value>, String> {
+        let mut parser = self.parser()?;
+        let tools = std::mem::take(&mut self.tools);
+        let mut events = Vec::new();
+        let mut started: Vec<usize> = Vec::new();
+        for delta in deltas {
+            match self.timed(|| block_on(parser.parse_incremental(delta, &tools))) {
+                Ok(r) => {
+                    if !r.normal_text.is_empty() {
+                        events.push(json!({"type": "text", "text": r.normal_text}));
+                    }
+                    for item in r.calls {
+                        if let Some(name) = item.name {
+                            let id = self.ids.make(&name, self.history + item.tool_index);
+                            events.push(json!({"type": "call_start", "index": item.tool_index,
+                                "id": id, "name": name}));
+                            if !started.contains(&item.tool_index) {
+                                started.push(item.tool_index);
+                            }
+                        }
+                        if !item.parameters.is_empty() {
+                            events.push(json!({"type": "args_delta", "index": item.tool_index,
+                                "json": item.parameters}));
+                        }
+                    }
+                }
+                Err(e) => events.push(json!({"type": "warning", "kind": "gateway_error",
+                    "message": format!("parse_incremental failed (the gateway logs it and drops the delta): {e}")})),
+            }
+        }
+        let rest = self.timed(|| parser.take_unstreamed_normal_text());
+        if !rest.is_empty() {
+            events.push(json!({"type": "text", "text": rest}));
+        }
+        if let Some(items) = self.timed(|| parser.get_unstreamed_tool_args()) {
+            for item in items {
+                // The gateway sends these as argument deltas without a name.
+                if !item.parameters.is_empty() {
+                    events.push(json!({"type": "args_delta", "index": item.tool_index,
+                        "json": item.parameters}));
+                }
+            }
+        }
+        started.sort_unstable();
+        for index in &started {
+            events.push(json!({"type": "call_end", "index": index}));
+        }
+        self.history += started.len();
+        self.tools = tools;
+        Ok(events)
+    }
+
+    /// One turn through the non-streaming path: the message a client of the gateway gets.
+    fn batch_turn(&mut self, deltas: &[String]) -> Result<Value, String> {
+        let parser = self.parser()?;
+        let tools = std::mem::take(&mut self.tools);
+        let text: String = deltas.concat();
+        let out = self.timed(|| block_on(parser.parse_complete_with_tools(&text, &tools)));
+        self.tools = tools;
+        Ok(match out {
+            Ok((normal, calls)) => {
+                let calls: Vec<Value> = calls
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, c)| {
+                        let id = self.ids.make(&c.function.name, self.history + i);
+                        json!({"name": c.function.name, "id": id, "arguments": c.function.arguments})
+                    })
+                    .collect();
+                self.history += calls.len();
+                json!({"text": normal, "calls": calls, "errors": []})
+            }
+            Err(e) => json!({"text": text, "calls": [], "errors": [], "warnings": [{
+                "kind": "gateway_error",
+                "message": format!("parse_complete_with_tools failed (the gateway answers the text as content): {e}")}]}),
+        })
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Stream,
+    Batch,
+}
+
+fn handle(factory: &ParserFactory, mode: Mode, req: &Value) -> Result<Value, String> {
+    let format = req["format"].as_str().unwrap_or_default();
+    let parser_name = FORMATS
+        .iter()
+        .find(|(id, _)| *id == format)
+        .map(|(_, name)| *name)
+        .ok_or_else(|| format!("format {format:?} is not one this adapter declared"))?;
+    let tools = req
+        .get("tools")
+        .cloned()
+        .map(serde_json::from_value::<Vec<openai_protocol::common::Tool>>)
+        .transpose()
+        .map_err(|e| format!("the request's tools do not convert to the gateway's Tool: {e}"))?
+        .unwrap_or_default();
+    let mut r = Request {
+        factory,
+        parser_name,
+        tools,
+        ids: Ids {
+            kimi: format == "kimi_k2",
+            random: RandomState::new(),
+            drawn: 0,
+        },
+        history: 0,
+        engine_ns: 0,
+    };
+    let mut turns = Vec::new();
+    for turn in req["turns"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
+        let deltas = turn_deltas(turn)?;
+        let out = catch_unwind(AssertUnwindSafe(|| match mode {
+            Mode::Stream => r.stream_turn(&deltas).map(Value::Array),
+            Mode::Batch => r.batch_turn(&deltas),
+        }))
+        .map_err(|p| {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            format!("the gateway's parser panicked: {msg}")
+        })??;
+        turns.push(out);
+    }
+    let kind = match mode {
+        Mode::Stream => "events",
+        Mode::Batch => "result",
+    };
+    Ok(json!({"type": kind, "id": req["id"], "turns": turns,
+        "engine_ns": u64::try_from(r.engine_ns).unwrap_or(u64::MAX)}))
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mode = match args
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        [] | ["--mode", "stream"] => Mode::Stream,
+        ["--mode", "batch"] => Mode::Batch,
+        other => {
+            eprintln!("usage: sglang-gateway-adapter [--mode stream|batch] (got {other:?})");
+            std::process::exit(2);
+        }
+    };
+    let factory = ParserFactory::new();
+    let missing: Vec<&str> = FORMATS
+        .iter()
+        .filter(|(_, name)| !factory.has_parser(name))
+        .map(|(_, name)| *name)
+        .collect();
+    if !missing.is_empty() {
+        eprintln!("tool-parser {ENGINE_VERSION} registers no parser named {missing:?}");
+        std::process::exit(1);
+    }
+    // The engine's panics are answered as crashes; keep their message short on stderr.
+    std::panic::set_hook(Box::new(|info| eprintln!("panic: {info}")));
+    let name = match mode {
+        Mode::Stream => format!("sglang-gateway tool-parser {ENGINE_VERSION} (streaming)"),
+        Mode::Batch => format!("sglang-gateway tool-parser {ENGINE_VERSION} (batch)"),
+    };
+    let formats: Vec<&str> = FORMATS.iter().map(|(id, _)| *id).collect();
+    let stdin = std::io::stdin();
+    let mut stdout = std::io::stdout().lock();
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { break };
+        let Ok(req) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let reply = match req.get("type").and_then(Value::as_str) {
+            Some("hello") => {
+                json!({"type": "hello", "protocol": 2, "name": name, "formats": formats})
+            }
+            Some("parse") => handle(&factory, mode, &req).unwrap_or_else(
+                |message| json!({"type": "error", "id": req["id"], "message": message}),
+            ),
+            _ => continue,
+        };
+        if writeln!(stdout, "{reply}")
+            .and_then(|_| stdout.flush())
+            .is_err()
+        {
+            break;
+        }
+    }
+}
