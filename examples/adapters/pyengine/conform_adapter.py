@@ -1,0 +1,359 @@
+"""What the Python engine adapters share: conform's adapter protocol 2 (specs/adapter.md), a
+server-like detokenizer for the request's chunks, a minimal tokenizer over each format's special
+tokens, and the mapping of OpenAI-style tool-call deltas to conform events.
+
+Python 3.11, standard library only (the engines bring their own dependencies).
+"""
+
+import base64
+import codecs
+import json
+import sys
+import time
+import traceback
+
+# Each format's special tokens, as conform declares them (`special_tokens` in
+# src/formats/<id>.rs: text and, where the tokenizer is public, its id). conform's token-aligned
+# replays send these ids for these texts; tokens declared without an id get one of our own
+# (SYNTHETIC_BASE + k), which the tokenizer below reports in its vocabulary all the same.
+_DEEPSEEK = [
+    ("<｜end▁of▁sentence｜>", 1),
+    ("<think>", 128798),
+    ("</think>", 128799),
+    ("<｜tool▁calls▁begin｜>", 128806),
+    ("<｜tool▁calls▁end｜>", 128807),
+    ("<｜tool▁call▁begin｜>", 128808),
+    ("<｜tool▁call▁end｜>", 128809),
+    ("<｜tool▁sep｜>", 128814),
+]
+_GLM = [
+    ("<tool_call>", 151352),
+    ("</tool_call>", 151353),
+    ("<arg_key>", 151356),
+    ("</arg_key>", 151357),
+    ("<arg_value>", 151358),
+    ("</arg_value>", 151359),
+    ("<think>", None),
+    ("</think>", None),
+    ("<|user|>", None),
+    ("<|observation|>", None),
+]
+SPECIAL_TOKENS = {
+    "kimi_k2": [
+        ("[EOS]", 163585),
+        ("<|im_end|>", 163586),
+        ("<|im_user|>", 163587),
+        ("<|im_assistant|>", 163588),
+        ("[EOT]", 163593),
+        ("<|im_system|>", 163594),
+        ("<|tool_calls_section_begin|>", 163595),
+        ("<|tool_calls_section_end|>", 163596),
+        ("<|tool_call_begin|>", 163597),
+        ("<|tool_call_argument_begin|>", 163598),
+        ("<|tool_call_end|>", 163599),
+        ("<|im_middle|>", 163601),
+    ],
+    "hermes": [
+        ("<|endoftext|>", 151643),
+        ("<|im_start|>", 151644),
+        ("<|im_end|>", 151645),
+        ("<tool_call>", 151657),
+        ("</tool_call>", 151658),
+        ("<think>", 151667),
+        ("</think>", 151668),
+    ],
+    "qwen3_coder": [
+        ("<|im_end|>", 151645),
+        ("<tool_call>", 151657),
+        ("</tool_call>", 151658),
+        ("<think>", 151667),
+        ("</think>", 151668),
+    ],
+    "deepseek_v3": _DEEPSEEK,
+    "deepseek_v31": _DEEPSEEK,
+    "deepseek_v32": [("<｜end▁of▁sentence｜>", 1)],
+    "glm45": _GLM,
+    "glm47": _GLM,
+    "llama3_json": [
+        ("<|begin_of_text|>", 128000),
+        ("<|end_of_text|>", 128001),
+        ("<|start_header_id|>", 128006),
+        ("<|end_header_id|>", 128007),
+        ("<|eom_id|>", 128008),
+        ("<|eot_id|>", 128009),
+        ("<|python_tag|>", 128010),
+    ],
+    "mistral": [("</s>", 2), ("[TOOL_CALLS]", 5)],
+    "mistral_v11": [
+        ("</s>", 2),
+        ("[TOOL_CALLS]", 9),
+        ("[ARGS]", 32),
+        ("[CALL_ID]", 33),
+        ("[THINK]", None),
+        ("[/THINK]", None),
+    ],
+    "pythonic": [
+        ("<|eom|>", 200007),
+        ("<|eot|>", 200008),
+        ("<|python_start|>", 200016),
+        ("<|python_end|>", 200017),
+        ("<|eom_id|>", 128008),
+        ("<|eot_id|>", 128009),
+    ],
+    "minimax_m2": [
+        ("<minimax:tool_call>", None),
+        ("</minimax:tool_call>", None),
+        ("<think>", None),
+        ("</think>", None),
+        ("[e~[", None),
+    ],
+    "seed_oss": [
+        ("<seed:eos>", None),
+        ("<seed:tool_call>", None),
+        ("</seed:tool_call>", None),
+        ("<seed:think>", None),
+        ("</seed:think>", None),
+        ("<seed:cot_budget_reflect>", None),
+    ],
+}
+
+#: Ids given to special tokens conform declares without one.
+SYNTHETIC_BASE = 1_000_000
+#: Ordinary text is one token per character, id CHAR_BASE + code point (see MiniTokenizer).
+CHAR_BASE = 2_000_000
+
+
+class MiniTokenizer:
+    """A tokenizer with just what a server's tool parser asks of one.
+
+    Its vocabulary is the format's special tokens, with the ids conform declares for them (so the
+    ids of conform's token-aligned replays are this tokenizer's ids for those tokens); ordinary
+    text is one token per character. conform encodes ordinary text with o200k_base, whose ids no
+    tokenizer here can decode and which may even equal a special id of the model's own
+    vocabulary (o200k's token 151657 is ordinary text; Qwen's is `<tool_call>`): parsers decode
+    ids to find where a special token sits in the text, so the adapter encodes every delta with
+    this tokenizer (same cuts, same special ids) rather than pass o200k ids it cannot decode.
+    """
+
+    def __init__(self, fmt):
+        self.special = {}
+        for k, (text, tid) in enumerate(SPECIAL_TOKENS.get(fmt, [])):
+            self.special[text] = tid if tid is not None else SYNTHETIC_BASE + k
+        self.by_id = {tid: text for text, tid in self.special.items()}
+        # Longest first, so a token that is a prefix of another never wins.
+        self.order = sorted(self.special, key=len, reverse=True)
+        self.name_or_path = f"conform-mini-{fmt}"
+
+    # -- encoding -------------------------------------------------------------------------
+    def encode(self, text, add_special_tokens=False, **kwargs):
+        ids = []
+        i = 0
+        while i < len(text):
+            for tok in self.order:
+                if text.startswith(tok, i):
+                    ids.append(self.special[tok])
+                    i += len(tok)
+                    break
+            else:
+                ids.append(CHAR_BASE + ord(text[i]))
+                i += 1
+        return ids
+
+    def __call__(self, text, add_special_tokens=False, **kwargs):
+        return {"input_ids": self.encode(text)}
+
+    def tokenize(self, text, **kwargs):
+        return self.convert_ids_to_tokens(self.encode(text))
+
+    def decode(self, ids, skip_special_tokens=False, **kwargs):
+        if isinstance(ids, int):
+            ids = [ids]
+        out = []
+        for i in ids:
+            if i in self.by_id:
+                if not skip_special_tokens:
+                    out.append(self.by_id[i])
+            elif i >= CHAR_BASE:
+                out.append(chr(i - CHAR_BASE))
+        return "".join(out)
+
+    def convert_ids_to_tokens(self, ids, skip_special_tokens=False):
+        if isinstance(ids, int):
+            return self.decode([ids])
+        return [self.decode([i]) for i in ids]
+
+    def convert_tokens_to_ids(self, tokens):
+        if isinstance(tokens, str):
+            return self._token_id(tokens)
+        return [self._token_id(t) for t in tokens]
+
+    def _token_id(self, token):
+        if token in self.special:
+            return self.special[token]
+        if len(token) == 1:
+            return CHAR_BASE + ord(token)
+        return None
+
+    def convert_tokens_to_string(self, tokens):
+        return "".join(tokens)
+
+    # -- vocabulary ------------------------------------------------------------------------
+    def get_vocab(self):
+        return dict(self.special)
+
+    @property
+    def vocab(self):
+        return self.get_vocab()
+
+    @property
+    def all_special_tokens(self):
+        return list(self.special)
+
+    @property
+    def all_special_ids(self):
+        return list(self.special.values())
+
+    @property
+    def additional_special_tokens(self):
+        return list(self.special)
+
+    @property
+    def vocab_size(self):
+        return CHAR_BASE + 0x110000
+
+    def __len__(self):
+        return self.vocab_size
+
+    @property
+    def max_token_id(self):
+        return self.vocab_size - 1
+
+    eos_token = None
+    eos_token_id = None
+    bos_token = None
+    bos_token_id = None
+    pad_token_id = None
+    unk_token_id = None
+
+
+def chunk_bytes(chunk):
+    """A request chunk: a JSON string, or {"b64": …} when it is not UTF-8 on its own."""
+    if isinstance(chunk, str):
+        return chunk.encode("utf-8")
+    return base64.b64decode(chunk["b64"])
+
+
+def deltas(chunks, tokenizer):
+    """The (delta_text, delta_token_ids) a server's detokenizer hands its parser for these
+    chunks: decoded incrementally (a partial character waits for the next chunk, as a
+    detokenizer holds back a token that ends mid-character; invalid bytes become U+FFFD), each
+    delta's ids those of `tokenizer` for its text."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    out = []
+    for chunk in chunks:
+        text = decoder.decode(chunk_bytes(chunk))
+        if text:
+            out.append(text)
+    rest = decoder.decode(b"", final=True)
+    if rest:
+        out.append(rest)
+    return [(t, tokenizer.encode(t)) for t in out]
+
+
+class ToolCallEvents:
+    """Turns OpenAI-style tool-call deltas (index, id, name, arguments fragment) into conform
+    events, as a streaming client assembles them: a call starts at its first delta (which must
+    carry its name), its arguments are the concatenated fragments, and it ends with the stream.
+    """
+
+    def __init__(self):
+        self.out = []
+        self.calls = {}  # the engine's tool-call index -> [conform index, arguments so far]
+
+    def text(self, s):
+        if s:
+            self.out.append({"type": "text", "text": s})
+
+    def reasoning(self, s):
+        if s:
+            self.out.append({"type": "reasoning", "text": s})
+
+    def call(self, index, name, call_id, arguments):
+        call = self.calls.get(index)
+        if call is None:
+            if not name:
+                raise ValueError(f"tool call {index} streamed arguments before its name")
+            call = self.calls[index] = [len(self.calls), ""]
+            ev = {"type": "call_start", "index": call[0], "name": name}
+            if call_id:
+                ev["id"] = call_id
+            self.out.append(ev)
+        if arguments:
+            call[1] += arguments
+            self.out.append({"type": "args_delta", "index": call[0], "json": arguments})
+
+    def finish(self):
+        """Ends every call, as a client does when the stream ends. The engines report no errors:
+        arguments a client cannot read as a JSON object are one (`invalid_json`, or
+        `empty_arguments` when nothing came), and that call is not ended."""
+        for index, args in sorted(self.calls.values()):
+            try:
+                ok = isinstance(json.loads(args), dict)
+            except ValueError:
+                ok = False
+            if ok:
+                self.out.append({"type": "call_end", "index": index})
+            elif not args.strip():
+                self.out.append(
+                    {"type": "error", "kind": "empty_arguments", "message": "no arguments streamed"}
+                )
+            else:
+                self.out.append(
+                    {
+                        "type": "error",
+                        "kind": "invalid_json",
+                        "message": "the streamed arguments are not a JSON object",
+                    }
+                )
+        return self.out
+
+
+class Clock:
+    """Nanoseconds spent inside the engine's own calls (`engine_ns`, notes in engines.md)."""
+
+    def __init__(self):
+        self.ns = 0
+
+    def __call__(self, fn, *args, **kwargs):
+        t = time.perf_counter_ns()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.ns += time.perf_counter_ns() - t
+
+
+def serve(name, formats, run_request):
+    """The protocol loop. `run_request(format, tools, turns, clock)` returns one event list per
+    turn, each turn a list of request chunks; its exceptions become `error` responses (a crash of
+    that replay only)."""
+    out = sys.stdout
+    for line in sys.stdin.buffer:
+        if not line.strip():
+            continue
+        msg = json.loads(line)
+        if msg.get("type") == "hello":
+            reply = {"type": "hello", "protocol": 2, "name": name, "formats": sorted(formats)}
+        else:
+            rid = msg.get("id")
+            clock = Clock()
+            try:
+                if msg.get("type") != "parse" or msg.get("format") not in formats:
+                    raise ValueError(f"cannot handle {msg.get('type')!r} for {msg.get('format')!r}")
+                turns = [t["chunks"] for t in msg["turns"]]
+                events = run_request(msg["format"], msg.get("tools") or [], turns, clock)
+                reply = {"type": "events", "id": rid, "turns": events, "engine_ns": clock.ns}
+            except Exception as e:  # the engine raised: a crash of this replay, the copy goes on
+                print(traceback.format_exc(limit=6), file=sys.stderr, flush=True)
+                reply = {"type": "error", "id": rid, "message": f"{type(e).__name__}: {e}"}
+        out.write(json.dumps(reply) + "\n")
+        out.flush()
