@@ -1,0 +1,299 @@
+//! A conform adapter (specs/adapter.md, protocol 2) around NVIDIA Dynamo's `dynamo-parsers-v2`
+//! 0.9.6, the synchronous streaming parsers of Dynamo's v2 frontend.
+//!
+//! Two surfaces of the crate, chosen by `--api`:
+//! - `tool` (default): `create_tool_parser_for_family(family, &tools)`, then per chunk
+//!   `push(&str)` (or `push_tokens(&[u32])` when the replay carries token ids and the parser
+//!   `prefers_tokens()`), then `finish()`. Its `ToolParseResult` has text and call deltas only.
+//! - `unified`: `create_unified_parser_for_family(family, &tools)`, `initialize_request`
+//!   (native defaults), per chunk `parse_into` (or `parse_token_ids_into` when the parser's
+//!   `input_capabilities()` take ids and the replay carries them), then `finish()`. Its events
+//!   are ordered text, reasoning and call updates.
+//!
+//! Mapping (no repairs): `normal_text`/`Text` → `text`, `Reasoning` → `reasoning`; a call
+//! delta for an index not seen yet starts a call (conform numbers calls in the order Dynamo
+//! starts them) once it carries a name; `arguments` fragments → `args_delta`; the delta with
+//! `complete: true` → `call_end`. A call Dynamo never completes gets no `call_end` (the serving
+//! layer suppresses provisional calls that never become valid, and conform drops it too).
+//! Dynamo mints no ids in this crate (the serving layer does): calls carry none. An `Err` from
+//! the engine is the replay's `error` response (a crash), with the engine's message.
+
+#[allow(dead_code)]
+mod protocol;
+
+use dynamo_parsers_v2::{
+    Tool, ToolCallDelta, ToolParseResult, UnifiedParserEvent, UnifiedParserInit,
+    UnifiedParserOutput, create_tool_parser_for_family, create_unified_parser_for_family,
+};
+use protocol::{Answer, EngineClock, Request, TurnIn, Utf8Stream, ev};
+use serde_json::Value;
+use std::collections::HashMap;
+
+const VERSION: &str = "0.9.6";
+
+/// conform format id → the family name of the tool-only registry, for every wire format of
+/// conform that a v2 tool parser implements as specified.
+const TOOL_FAMILIES: &[(&str, &str)] = &[
+    ("kimi_k2", "kimi_k2"),
+    ("qwen3_coder", "qwen3_coder"),
+    ("glm47", "glm47"),
+    ("minimax_m2", "minimax_m2"),
+    ("harmony", "harmony"),
+];
+
+/// conform format id → the family name of the unified registry (reasoning + text + calls).
+const UNIFIED_FAMILIES: &[(&str, &str)] = &[
+    ("kimi_k2", "kimi_k2"),
+    ("qwen3_coder", "qwen3_coder"),
+    ("glm47", "glm47"),
+    ("harmony", "gpt_oss"),
+];
+
+#[derive(Clone, Copy, PartialEq)]
+enum Api {
+    Tool,
+    Unified,
+}
+
+/// Turns Dynamo's call deltas into conform's call events.
+#[derive(Default)]
+struct Calls {
+    /// Dynamo's `tool_index` → conform's index, once started.
+    started: HashMap<usize, usize>,
+    /// Argument fragments of a call whose name has not come yet.
+    waiting: HashMap<usize, String>,
+    ended: std::collections::HashSet<usize>,
+}
+
+impl Calls {
+    fn delta(&mut self, d: ToolCallDelta, out: &mut Vec<Value>) {
+        let index = match self.started.get(&d.tool_index) {
+            Some(&i) => i,
+            None => match &d.name {
+                Some(name) => {
+                    let i = self.started.len();
+                    self.started.insert(d.tool_index, i);
+                    out.push(ev::call_start(i, None, name));
+                    if let Some(early) = self.waiting.remove(&d.tool_index)
+                        && !early.is_empty()
+                    {
+                        out.push(ev::args_delta(i, &early));
+                    }
+                    i
+                }
+                None => {
+                    self.waiting
+                        .entry(d.tool_index)
+                        .or_default()
+                        .push_str(&d.arguments);
+                    return;
+                }
+            },
+        };
+        if !d.arguments.is_empty() {
+            out.push(ev::args_delta(index, &d.arguments));
+        }
+        if d.complete && self.ended.insert(index) {
+            out.push(ev::call_end(index));
+        }
+    }
+}
+
+fn tool_result(r: ToolParseResult, calls: &mut Calls, out: &mut Vec<Value>) {
+    if !r.normal_text.is_empty() {
+        out.push(ev::text(&r.normal_text));
+    }
+    for d in r.calls {
+        calls.delta(d, out);
+    }
+}
+
+fn unified_output(o: UnifiedParserOutput, calls: &mut Calls, out: &mut Vec<Value>) {
+    for e in o.events {
+        match e {
+            UnifiedParserEvent::Text(t) if !t.is_empty() => out.push(ev::text(&t)),
+            UnifiedParserEvent::Reasoning(t) if !t.is_empty() => out.push(ev::reasoning(&t)),
+            UnifiedParserEvent::ToolCall(d) => calls.delta(d, out),
+            _ => {}
+        }
+    }
+}
+
+/// The pieces of a turn as the engine is fed them: token ids when the replay carries them and
+/// the parser takes them, otherwise decoded text.
+fn use_tokens(turn: &TurnIn, parser_takes_ids: bool) -> Option<&Vec<Vec<u32>>> {
+    turn.token_ids
+        .as_ref()
+        .filter(|ids| parser_takes_ids && ids.len() == turn.chunks.len())
+}
+
+fn run_tool_turn(
+    family: &str,
+    tools: &[Tool],
+    turn: &TurnIn,
+    clock: &mut EngineClock,
+) -> Result<Vec<Value>, String> {
+    let mut parser = create_tool_parser_for_family(family, tools).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    let mut calls = Calls::default();
+    let engine = |e: anyhow::Error| format!("dynamo-parsers-v2 {family}: {e:#}");
+    if let Some(ids) = use_tokens(turn, parser.prefers_tokens()) {
+        for chunk in ids {
+            let r = clock.time(|| parser.push_tokens(chunk)).map_err(engine)?;
+            tool_result(r, &mut calls, &mut out);
+        }
+    } else {
+        let mut utf8 = Utf8Stream::default();
+        for chunk in &turn.chunks {
+            let text = utf8.push(chunk);
+            if !text.is_empty() {
+                let r = clock.time(|| parser.push(&text)).map_err(engine)?;
+                tool_result(r, &mut calls, &mut out);
+            }
+        }
+        let tail = utf8.finish();
+        if !tail.is_empty() {
+            let r = clock.time(|| parser.push(&tail)).map_err(engine)?;
+            tool_result(r, &mut calls, &mut out);
+        }
+    }
+    let r = clock.time(|| parser.finish()).map_err(engine)?;
+    tool_result(r, &mut calls, &mut out);
+    Ok(out)
+}
+
+fn run_unified_turn(
+    family: &str,
+    tools: &[Tool],
+    turn: &TurnIn,
+    clock: &mut EngineClock,
+) -> Result<Vec<Value>, String> {
+    let mut parser = create_unified_parser_for_family(family, tools).map_err(|e| e.to_string())?;
+    let engine = |e: anyhow::Error| format!("dynamo-parsers-v2 unified {family}: {e:#}");
+    parser
+        .initialize_request(UnifiedParserInit::default())
+        .map_err(engine)?;
+    let mut out = Vec::new();
+    let mut calls = Calls::default();
+    let takes_ids = parser.input_capabilities().token_ids;
+    if let Some(ids) = use_tokens(turn, takes_ids) {
+        for chunk in ids {
+            let mut o = UnifiedParserOutput::default();
+            let r = clock.time(|| parser.parse_token_ids_into(chunk, &mut o));
+            unified_output(o, &mut calls, &mut out);
+            r.map_err(engine)?;
+        }
+    } else {
+        let mut utf8 = Utf8Stream::default();
+        let pieces = turn
+            .chunks
+            .iter()
+            .map(|c| utf8.push(c))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .chain(std::iter::once(utf8.finish()));
+        for text in pieces.filter(|t| !t.is_empty()) {
+            let mut o = UnifiedParserOutput::default();
+            let r = clock.time(|| parser.parse_into(&text, &mut o));
+            unified_output(o, &mut calls, &mut out);
+            r.map_err(engine)?;
+        }
+    }
+    let o = clock.time(|| parser.finish()).map_err(engine)?;
+    unified_output(o, &mut calls, &mut out);
+    Ok(out)
+}
+
+fn handle(api: Api, table: &[(&str, &str)], req: &Request) -> Result<(Answer, u64), String> {
+    let family = table
+        .iter()
+        .find(|(id, _)| *id == req.format)
+        .map(|(_, f)| *f)
+        .ok_or_else(|| format!("format {} is not in this adapter's table", req.format))?;
+    let tools: Vec<Tool> = req
+        .tools
+        .iter()
+        .map(|t| Tool {
+            name: t.name.clone(),
+            description: None,
+            parameters: t
+                .parameters
+                .clone()
+                .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+            strict: None,
+        })
+        .collect();
+    let mut clock = EngineClock::default();
+    let mut turns = Vec::new();
+    // A fresh parser per turn: Dynamo's parsers hold one stream each and no session state.
+    for turn in &req.turns {
+        turns.push(match api {
+            Api::Tool => run_tool_turn(family, &tools, turn, &mut clock)?,
+            Api::Unified => run_unified_turn(family, &tools, turn, &mut clock)?,
+        });
+    }
+    Ok((Answer::Events(turns), clock.nanos()))
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut api = Api::Tool;
+    let mut cache: Option<std::path::PathBuf> = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--api" => match it.next().map(String::as_str) {
+                Some("tool") => api = Api::Tool,
+                Some("unified") => api = Api::Unified,
+                other => {
+                    eprintln!("--api takes tool or unified, not {other:?}");
+                    std::process::exit(2);
+                }
+            },
+            "--vocab-dir" => cache = it.next().map(Into::into),
+            other => {
+                eprintln!("unknown argument {other} (usage: [--api tool|unified] [--vocab-dir DIR])");
+                std::process::exit(2);
+            }
+        }
+    }
+    let dir = cache.unwrap_or_else(|| std::env::temp_dir().join("conform-dynamo-o200k"));
+    if let Err(e) = protocol::provide_o200k(&dir) {
+        eprintln!("cannot write the o200k vocabulary for harmony: {e}");
+        std::process::exit(1);
+    }
+    let (table, name) = match api {
+        Api::Tool => (TOOL_FAMILIES, format!("dynamo-parsers-v2 {VERSION} (tool parser)")),
+        Api::Unified => (
+            UNIFIED_FAMILIES,
+            format!("dynamo-parsers-v2 {VERSION} (unified parser)"),
+        ),
+    };
+    let formats: Vec<&str> = table.iter().map(|(id, _)| *id).collect();
+    protocol::serve(&name, &formats, |req| handle(api, table, req));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(chunks: &[&str]) -> TurnIn {
+        TurnIn {
+            chunks: chunks.iter().map(|c| c.as_bytes().to_vec()).collect(),
+            token_ids: None,
+        }
+    }
+
+    #[test]
+    fn kimi_call_maps_to_events() {
+        let t = turn(&[
+            "Hi<|tool_calls_section_begin|><|tool_call_begin|>functions.get:0",
+            "<|tool_call_argument_begin|>{\"a\": 1}<|tool_call_end|><|tool_calls_section_end|>",
+        ]);
+        let mut clock = EngineClock::default();
+        let evs = run_tool_turn("kimi_k2", &[], &t, &mut clock).unwrap();
+        let kinds: Vec<&str> = evs.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert!(kinds.contains(&"call_start"), "{evs:?}");
+        assert!(kinds.contains(&"call_end"), "{evs:?}");
+    }
+}
