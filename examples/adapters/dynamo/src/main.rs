@@ -293,7 +293,7 @@ fn handle(
                     let pieces = texts(&turn.chunks);
                     turns.push(jail_turn(parser, tools.clone(), pieces, &mut clock).await);
                 }
-                Ok(Answer::Events(turns))
+                Ok::<_, String>(Answer::Events(turns))
             }
             Mode::Batch { recovery } => {
                 let mut turns = Vec::new();

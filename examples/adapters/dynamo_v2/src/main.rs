@@ -15,14 +15,15 @@
 //! starts them) once it carries a name; `arguments` fragments → `args_delta`; the delta with
 //! `complete: true` → `call_end`. A call Dynamo never completes gets no `call_end` (the serving
 //! layer suppresses provisional calls that never become valid, and conform drops it too).
-//! Dynamo mints no ids in this crate (the serving layer does): calls carry none. An `Err` from
+//! A call's id is the parser's `tool_call_id(index)`, the id the wire carries (kimi_k2's
+//! `functions.NAME:N`), or none: this crate mints no ids (Dynamo's serving layer does). An `Err` from
 //! the engine is the replay's `error` response (a crash), with the engine's message.
 
 #[allow(dead_code)]
 mod protocol;
 
 use dynamo_parsers_v2::{
-    Tool, ToolCallDelta, ToolParseResult, UnifiedParserEvent, UnifiedParserInit,
+    Tool, ToolCallDelta, ToolParseResult, ToolParser, UnifiedParser, UnifiedParserEvent, UnifiedParserInit,
     UnifiedParserOutput, create_tool_parser_for_family, create_unified_parser_for_family,
 };
 use protocol::{Answer, EngineClock, Request, TurnIn, Utf8Stream, ev};
@@ -66,14 +67,20 @@ struct Calls {
 }
 
 impl Calls {
-    fn delta(&mut self, d: ToolCallDelta, out: &mut Vec<Value>) {
+    /// `id_of` is the parser's `tool_call_id`: the id the wire gave the call, if any.
+    fn delta(
+        &mut self,
+        d: ToolCallDelta,
+        id_of: &dyn Fn(usize) -> Option<String>,
+        out: &mut Vec<Value>,
+    ) {
         let index = match self.started.get(&d.tool_index) {
             Some(&i) => i,
             None => match &d.name {
                 Some(name) => {
                     let i = self.started.len();
                     self.started.insert(d.tool_index, i);
-                    out.push(ev::call_start(i, None, name));
+                    out.push(ev::call_start(i, id_of(d.tool_index).as_deref(), name));
                     if let Some(early) = self.waiting.remove(&d.tool_index)
                         && !early.is_empty()
                     {
@@ -99,21 +106,33 @@ impl Calls {
     }
 }
 
-fn tool_result(r: ToolParseResult, calls: &mut Calls, out: &mut Vec<Value>) {
+fn tool_result(
+    r: ToolParseResult,
+    parser: &dyn ToolParser,
+    calls: &mut Calls,
+    out: &mut Vec<Value>,
+) {
     if !r.normal_text.is_empty() {
         out.push(ev::text(&r.normal_text));
     }
+    let id_of = |i: usize| parser.tool_call_id(i).map(str::to_string);
     for d in r.calls {
-        calls.delta(d, out);
+        calls.delta(d, &id_of, out);
     }
 }
 
-fn unified_output(o: UnifiedParserOutput, calls: &mut Calls, out: &mut Vec<Value>) {
+fn unified_output(
+    o: UnifiedParserOutput,
+    parser: &dyn UnifiedParser,
+    calls: &mut Calls,
+    out: &mut Vec<Value>,
+) {
+    let id_of = |i: usize| parser.tool_call_id(i).map(str::to_string);
     for e in o.events {
         match e {
             UnifiedParserEvent::Text(t) if !t.is_empty() => out.push(ev::text(&t)),
             UnifiedParserEvent::Reasoning(t) if !t.is_empty() => out.push(ev::reasoning(&t)),
-            UnifiedParserEvent::ToolCall(d) => calls.delta(d, out),
+            UnifiedParserEvent::ToolCall(d) => calls.delta(d, &id_of, out),
             _ => {}
         }
     }
@@ -127,6 +146,11 @@ fn use_tokens(turn: &TurnIn, parser_takes_ids: bool) -> Option<&Vec<Vec<u32>>> {
         .filter(|ids| parser_takes_ids && ids.len() == turn.chunks.len())
 }
 
+/// Turns an engine error into the message of the replay's `error` response.
+fn engine_error<E: std::fmt::Display>(family: &str) -> impl Fn(E) -> String + Copy + '_ {
+    move |e| format!("dynamo-parsers-v2 {family}: {e:#}")
+}
+
 fn run_tool_turn(
     family: &str,
     tools: &[Tool],
@@ -136,11 +160,11 @@ fn run_tool_turn(
     let mut parser = create_tool_parser_for_family(family, tools).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     let mut calls = Calls::default();
-    let engine = |e: anyhow::Error| format!("dynamo-parsers-v2 {family}: {e:#}");
+    let engine = engine_error(family);
     if let Some(ids) = use_tokens(turn, parser.prefers_tokens()) {
         for chunk in ids {
             let r = clock.time(|| parser.push_tokens(chunk)).map_err(engine)?;
-            tool_result(r, &mut calls, &mut out);
+            tool_result(r, parser.as_ref(), &mut calls, &mut out);
         }
     } else {
         let mut utf8 = Utf8Stream::default();
@@ -148,17 +172,17 @@ fn run_tool_turn(
             let text = utf8.push(chunk);
             if !text.is_empty() {
                 let r = clock.time(|| parser.push(&text)).map_err(engine)?;
-                tool_result(r, &mut calls, &mut out);
+                tool_result(r, parser.as_ref(), &mut calls, &mut out);
             }
         }
         let tail = utf8.finish();
         if !tail.is_empty() {
             let r = clock.time(|| parser.push(&tail)).map_err(engine)?;
-            tool_result(r, &mut calls, &mut out);
+            tool_result(r, parser.as_ref(), &mut calls, &mut out);
         }
     }
     let r = clock.time(|| parser.finish()).map_err(engine)?;
-    tool_result(r, &mut calls, &mut out);
+    tool_result(r, parser.as_ref(), &mut calls, &mut out);
     Ok(out)
 }
 
@@ -169,7 +193,7 @@ fn run_unified_turn(
     clock: &mut EngineClock,
 ) -> Result<Vec<Value>, String> {
     let mut parser = create_unified_parser_for_family(family, tools).map_err(|e| e.to_string())?;
-    let engine = |e: anyhow::Error| format!("dynamo-parsers-v2 unified {family}: {e:#}");
+    let engine = engine_error(family);
     parser
         .initialize_request(UnifiedParserInit::default())
         .map_err(engine)?;
@@ -180,7 +204,7 @@ fn run_unified_turn(
         for chunk in ids {
             let mut o = UnifiedParserOutput::default();
             let r = clock.time(|| parser.parse_token_ids_into(chunk, &mut o));
-            unified_output(o, &mut calls, &mut out);
+            unified_output(o, parser.as_ref(), &mut calls, &mut out);
             r.map_err(engine)?;
         }
     } else {
@@ -195,12 +219,12 @@ fn run_unified_turn(
         for text in pieces.filter(|t| !t.is_empty()) {
             let mut o = UnifiedParserOutput::default();
             let r = clock.time(|| parser.parse_into(&text, &mut o));
-            unified_output(o, &mut calls, &mut out);
+            unified_output(o, parser.as_ref(), &mut calls, &mut out);
             r.map_err(engine)?;
         }
     }
     let o = clock.time(|| parser.finish()).map_err(engine)?;
-    unified_output(o, &mut calls, &mut out);
+    unified_output(o, parser.as_ref(), &mut calls, &mut out);
     Ok(out)
 }
 
