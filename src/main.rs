@@ -359,17 +359,27 @@ fn cmd_engines_report(dir: &Path, corpus_paths: &[String]) -> u8 {
             })
             .clone()
     };
-    let blocks = engines::document(&m, &context);
+    let pages = engines::pages(&m, &context);
     let footer = format!(
         "Written by conform {} from {} (specs/engines.md).",
         env!("CARGO_PKG_VERSION"),
         dir.join("manifest.json").display()
     );
-    for (name, text) in [
-        ("README.md", engines::markdown(&blocks)),
-        ("index.html", engines::html_page(&blocks, &footer)),
-    ] {
-        if let Err(e) = report_dir::write_atomic(&dir.join(name), text.as_bytes()) {
+    let mut files = vec![
+        (dir.join("README.md"), engines::markdown(&pages.markdown)),
+        (
+            dir.join("index.html"),
+            engines::html_page(&pages.html, &footer),
+        ),
+    ];
+    for (name, blocks) in &pages.failures {
+        files.push((
+            dir.join(name).join("FAILURES.md"),
+            engines::markdown(blocks),
+        ));
+    }
+    for (path, text) in files {
+        if let Err(e) = report_dir::write_atomic(&path, text.as_bytes()) {
             return usage_error(e);
         }
     }

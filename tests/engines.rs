@@ -95,7 +95,12 @@ fn the_matrix_of_a_fake_engine_classes_its_failures_and_names_a_failed_setup() {
         "{md}"
     );
     // Failures by class, the policy case apart, each with its replay command.
-    let drop = md.split("### fake-drop · hermes").nth(1).unwrap();
+    assert!(
+        md.contains("| fake-drop | hermes | crash 1, call_lost 1, policy:text_after_calls 1 | [fake-drop/FAILURES.md](fake-drop/FAILURES.md) |"),
+        "{md}"
+    );
+    let listed = std::fs::read_to_string(dir.join("fake-drop/FAILURES.md")).unwrap();
+    let drop = listed.split("### fake-drop · hermes").nth(1).unwrap();
     assert!(drop.contains("#### call lost (1)"), "{drop}");
     assert!(drop.contains("#### policy, not bugs (1)"), "{drop}");
     assert!(

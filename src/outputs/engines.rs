@@ -252,7 +252,118 @@ pub fn classify_run<'a>(
 }
 
 /// The page as blocks.
+/// The pages of a matrix: the Markdown page (failures in one file per parser, linked), the
+/// HTML page (everything inline), and each parser's failures file (`<parser>/FAILURES.md`).
+pub struct Pages {
+    /// `README.md`.
+    pub markdown: Vec<Block>,
+    /// `index.html`.
+    pub html: Vec<Block>,
+    /// `<parser>/FAILURES.md`, by parser name.
+    pub failures: Vec<(String, Vec<Block>)>,
+}
+
+/// Builds every page.
+pub fn pages(m: &Matrix, context: &dyn Fn(&CaseOut) -> CaseContext) -> Pages {
+    let classified: Vec<(&Variant, Vec<Classified>)> = m
+        .variants
+        .iter()
+        .map(|v| {
+            (
+                v,
+                v.report
+                    .as_ref()
+                    .map(|r| classify_run(r, context))
+                    .unwrap_or_default(),
+            )
+        })
+        .collect();
+    let head = document_head(m, &classified);
+    let mut markdown = head.clone();
+    markdown.extend(failure_index(&classified));
+    markdown.extend(byte_level(m, context));
+    let mut html = head;
+    html.extend(failures(&classified));
+    html.extend(byte_level(m, context));
+    let failures = classified
+        .iter()
+        .filter(|(v, _)| v.report.is_some())
+        .map(|(v, cls)| {
+            let mut b = vec![Block::Heading(
+                1,
+                format!(
+                    "Failures of {} ({} {})",
+                    v.entry.name, v.engine.engine, v.engine.version
+                ),
+            )];
+            b.push(Block::Para(format!(
+                "From the engines matrix of {} (../README.md), parser `{}`.",
+                html::human_time(&m.manifest.generated_at),
+                v.entry.parser
+            )));
+            b.extend(failures(std::slice::from_ref(&(*v, cls.clone()))));
+            (v.entry.name.clone(), b)
+        })
+        .collect();
+    Pages {
+        markdown,
+        html,
+        failures,
+    }
+}
+
+/// Per parser and format, the failing cases per class, with the file that lists them.
+fn failure_index(classified: &[(&Variant, Vec<Classified>)]) -> Vec<Block> {
+    let mut rows = Vec::new();
+    for (v, cls) in classified {
+        if v.report.is_none() {
+            continue;
+        }
+        let mut formats: Vec<&str> = cls.iter().map(|c| c.case.format.as_str()).collect();
+        formats.sort_unstable();
+        formats.dedup();
+        for f in formats {
+            let mut counts: BTreeMap<CaseClass, usize> = BTreeMap::new();
+            for c in cls.iter().filter(|c| c.case.format == f) {
+                *counts.entry(c.class).or_default() += 1;
+            }
+            rows.push(vec![
+                v.entry.name.clone(),
+                f.to_string(),
+                counts
+                    .iter()
+                    .map(|(k, n)| format!("{} {n}", k.label()))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                format!("[{0}/FAILURES.md]({0}/FAILURES.md)", v.entry.name),
+            ]);
+        }
+    }
+    vec![
+        Block::Heading(2, "Failures by engine, format and class".into()),
+        Block::Para(
+            "Each parser's failing cases are listed in its FAILURES.md (and all of them in \
+             index.html): per format and class (specs/engines.md §3), each case with what went \
+             wrong, the minimal chunking that shows it and the command that replays it; the \
+             policy cases apart."
+                .into(),
+        ),
+        Block::Table(
+            ["parser", "format", "failing cases by class", "cases"]
+                .map(String::from)
+                .to_vec(),
+            rows,
+        ),
+    ]
+}
+
+/// The page (every section inline), as [`Pages::html`] has it.
 pub fn document(m: &Matrix, context: &dyn Fn(&CaseOut) -> CaseContext) -> Vec<Block> {
+    pages(m, context).html
+}
+
+/// Everything before the failure lists.
+fn document_head(m: &Matrix, classified: &[(&Variant, Vec<Classified>)]) -> Vec<Block> {
     let mf = &m.manifest;
     let mut out = vec![Block::Heading(1, "Engines matrix".into())];
     out.push(Block::Para(format!(
@@ -276,24 +387,9 @@ pub fn document(m: &Matrix, context: &dyn Fn(&CaseOut) -> CaseContext) -> Vec<Bl
     )));
     out.push(Block::Code(mf.command.clone()));
     engines_table(m, &mut out);
-    let classified: Vec<(&Variant, Vec<Classified>)> = m
-        .variants
-        .iter()
-        .map(|v| {
-            (
-                v,
-                v.report
-                    .as_ref()
-                    .map(|r| classify_run(r, context))
-                    .unwrap_or_default(),
-            )
-        })
-        .collect();
-    out.extend(summary(m, &classified));
-    out.extend(detail_table(&classified));
+    out.extend(summary(m, classified));
+    out.extend(detail_table(classified));
     out.extend(cost_table(m));
-    out.extend(failures(&classified));
-    out.extend(byte_level(m, context));
     out
 }
 
