@@ -9,6 +9,7 @@ use std::fmt;
 /// The shared vocabulary of error kinds; each format's spec says which ones it uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ErrorKind {
     /// Arguments are not valid JSON (or not a JSON object).
     InvalidJson,
@@ -81,31 +82,60 @@ impl fmt::Display for ErrorKind {
 /// One thing a streaming parser observed.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Event {
     /// Visible text, outside tool markup.
     ///
     /// Strings in events are inline up to 24 bytes: streaming deltas are mostly tiny, and a
     /// heap allocation per delta would cost more than parsing the delta.
-    Text { text: CompactString },
+    Text {
+        /// The text.
+        text: CompactString,
+    },
     /// A tool call begins; `index` counts from 0 in stream order.
     CallStart {
+        /// The call's position in the stream, from 0.
         index: usize,
+        /// The call id the wire carries, if any (conform never invents one).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         id: Option<String>,
+        /// The function name.
         name: String,
+        /// The server (namespace) the wire names for the function, if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         server: Option<String>,
     },
     /// The next fragment of a call's arguments, as JSON text.
-    ArgsDelta { index: usize, json: CompactString },
+    ArgsDelta {
+        /// The call the fragment belongs to.
+        index: usize,
+        /// The fragment: the call's deltas concatenated are its arguments' JSON text.
+        json: CompactString,
+    },
     /// The call is complete; its concatenated deltas are its arguments.
-    CallEnd { index: usize },
+    CallEnd {
+        /// The call that ended.
+        index: usize,
+    },
     /// The model's reasoning (chain of thought), outside tool markup and apart from the text.
-    Reasoning { text: CompactString },
+    Reasoning {
+        /// The reasoning text.
+        text: CompactString,
+    },
     /// The input deviated from the spec but was recovered; `kind` names the leniency option.
-    Warning { kind: String, message: String },
+    Warning {
+        /// The name of the leniency option that recovered the deviation.
+        kind: String,
+        /// What deviated, and where.
+        message: String,
+    },
     /// The input violates the spec.
-    Error { kind: ErrorKind, message: String },
+    Error {
+        /// Which rule was violated.
+        kind: ErrorKind,
+        /// What is wrong, and where.
+        message: String,
+    },
 }
 
 impl Event {

@@ -2,10 +2,12 @@
 
 use serde_json::Value;
 use std::fmt;
+#[cfg(feature = "schema")]
 use std::sync::Arc;
 
 /// One tool a model may call.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct ToolDef {
     /// The function name.
     pub name: String,
@@ -13,6 +15,7 @@ pub struct ToolDef {
     pub parameters: Value,
     /// `parameters` compiled once, when the definition is made: a schema that does not compile
     /// is the definition's fault, never the parser's, so no definition holds one.
+    #[cfg(feature = "schema")]
     validator: Arc<jsonschema::Validator>,
 }
 
@@ -33,21 +36,24 @@ impl PartialEq for ToolDef {
 }
 
 impl ToolDef {
-    /// A definition whose schema compiles; the error names the JSON pointer of the fault in
-    /// the schema and says what is wrong there.
     /// A definition whose schema is not compiled (it accepts every value): for tests of code
     /// that must cope with schemas `tools.json` loading would refuse.
     #[cfg(test)]
     pub(crate) fn unchecked(name: &str, parameters: Value) -> ToolDef {
-        let accept_all =
-            jsonschema::validator_for(&serde_json::json!({})).expect("the empty schema compiles");
         ToolDef {
             name: name.into(),
             parameters,
-            validator: Arc::new(accept_all),
+            #[cfg(feature = "schema")]
+            validator: Arc::new(
+                jsonschema::validator_for(&serde_json::json!({}))
+                    .expect("the empty schema compiles"),
+            ),
         }
     }
 
+    /// A definition whose schema compiles; the error names the JSON pointer of the fault in
+    /// the schema and says what is wrong there.
+    #[cfg(feature = "schema")]
     pub fn new(name: impl Into<String>, parameters: Value) -> Result<ToolDef, String> {
         let validator = jsonschema::validator_for(&parameters).map_err(|e| {
             let at = e.instance_path().as_str();
@@ -61,7 +67,18 @@ impl ToolDef {
         })
     }
 
+    /// A definition; without the `schema` feature the schema is not compiled, so every
+    /// `parameters` value is accepted (no format that needs a compiled schema is built then).
+    #[cfg(not(feature = "schema"))]
+    pub fn new(name: impl Into<String>, parameters: Value) -> Result<ToolDef, String> {
+        Ok(ToolDef {
+            name: name.into(),
+            parameters,
+        })
+    }
+
     /// The compiled schema of the arguments.
+    #[cfg(feature = "schema")]
     pub fn validator(&self) -> &Arc<jsonschema::Validator> {
         &self.validator
     }
@@ -148,6 +165,7 @@ mod tests {
         assert!(Tools::from_json("[{}]").is_err());
     }
 
+    #[cfg(feature = "schema")]
     #[test]
     fn a_schema_that_does_not_compile_is_named_with_its_tool_and_pointer() {
         let e = Tools::from_json(

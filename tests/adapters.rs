@@ -1,5 +1,6 @@
 //! End-to-end tests of external parsers (specs/adapter.md): the example adapters show exactly
 //! their documented failures, and misbehaving adapters never stop a run.
+#![cfg(feature = "cli")] // drives the `conform` binary or the harness
 
 use conform::backends::AdapterOptions;
 use conform::harness::chunking::{ChunkingParams, Strategy};

@@ -1,4 +1,5 @@
 //! End-to-end tests of the `conform` command line.
+#![cfg(feature = "cli")] // drives the `conform` binary or the harness
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -1,5 +1,6 @@
 //! The fault corpus (`tests/faults/`, and what the file system must hold built here): every
 //! fault ends in seconds with exit 2 and a message naming the culprit, never green by accident.
+#![cfg(feature = "cli")] // drives the `conform` binary or the harness
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -1,5 +1,6 @@
 //! End-to-end: every `replay:` line reproduces its failure with the same parser and chunking,
 //! and a run that judged nothing is never green.
+#![cfg(feature = "cli")] // drives the `conform` binary or the harness
 
 use std::path::Path;
 use std::process::{Command, Output};

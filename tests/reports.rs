@@ -1,4 +1,5 @@
 //! Reports: schema validity, determinism, shards, baselines, known failures, JUnit.
+#![cfg(feature = "cli")] // drives the `conform` binary or the harness
 
 use serde_json::Value;
 use std::path::Path;

@@ -1,4 +1,5 @@
 //! End-to-end: token-aligned and recorded chunkings through `conform run` and `conform parse`.
+#![cfg(feature = "cli")] // drives the `conform` binary or the harness
 
 use base64::Engine as _;
 use std::path::Path;

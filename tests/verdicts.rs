@@ -1,6 +1,7 @@
 //! End-to-end: the verdict policy for parsers that are not conform's (`--compare`,
 //! specs/adapter.md §6). An engine that warns in its own words, generates its own ids where the
 //! wire carries none and names its errors differently passes where its calls are right.
+#![cfg(feature = "cli")] // drives the `conform` binary or the harness
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -227,7 +227,7 @@ impl Cuts {
 
     /// The class of this chunking's cuts of `data` (see [`CutClass`]); `tokens` is the data's
     /// tokenization by the run's tokenizer and `special` the occurrences of the format's special
-    /// tokens ([`marker_occurrences`]).
+    /// tokens ([`marker_occurrences`](crate::harness::chunking::marker_occurrences)).
     pub fn class(&self, data: &[u8], tokens: &Tokenized, special: &[(usize, usize)]) -> CutClass {
         if self.splits_any(data, special) {
             return CutClass::SplitsSpecialToken;
@@ -252,7 +252,7 @@ impl Cuts {
     }
 
     /// Whether a cut falls strictly inside one of `occurrences` of delimiters in `data`
-    /// ((start, length) pairs, as [`marker_occurrences`] gives them): a delimiter split across
+    /// ((start, length) pairs, as [`marker_occurrences`](crate::harness::chunking::marker_occurrences) gives them): a delimiter split across
     /// two chunks.
     pub fn splits_any(&self, data: &[u8], occurrences: &[(usize, usize)]) -> bool {
         match self {

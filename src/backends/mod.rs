@@ -32,6 +32,7 @@ pub struct TurnOutcome {
 /// How an external parser failed to answer a replay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Breakdown {
     /// The process died (or answered with an internal error).
     Crash,
@@ -43,6 +44,7 @@ pub enum Breakdown {
 
 /// What a whole replay produced: one outcome per turn, or why there is none.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum Outcome {
     /// The parser ran to the end of every turn.
     Done(Vec<TurnOutcome>),

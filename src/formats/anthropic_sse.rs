@@ -1,7 +1,7 @@
 //! anthropic_sse: an Anthropic Messages stream (`message_start` … `message_stop`).
 //!
 //! Text blocks give `Text`; `tool_use` blocks give calls whose `input_json_delta.partial_json`
-//! fragments are validated incrementally (one [`Args`] per call, each fragment fed once);
+//! fragments are validated incrementally (one `Args` per call, each fragment fed once);
 //! thinking deltas are `Reasoning` (signatures and redacted thinking are dropped, never text).
 //! Rules and deviations:
 //! `specs/anthropic_sse.md`.

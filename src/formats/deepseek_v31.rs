@@ -2,7 +2,7 @@
 //! inside a `<｜tool▁calls▁begin｜>` … `<｜tool▁calls▁end｜>` section (`specs/deepseek_v31.md`).
 //!
 //! The section grammar is shared with `deepseek_v3`, whose calls carry a type and a fenced
-//! body instead ([`Shape`]); both are grammars over the family driver.
+//! body instead (`Shape`); both are grammars over the family driver.
 
 use super::delimited::{Cx, Driver, Grammar, Limits, ObjectReader, TextStep, ValueEnd, is_ws};
 use super::reasoning::{self, Reasoned, Syntax};

@@ -1,14 +1,14 @@
 //! The marker-delimited JSON family's shared machinery (DESIGN §3): one driver that turns bytes
 //! into text, delimiters and JSON values, and the readers of those values.
 //!
-//! A format of the family is a [`Grammar`]: what each delimiter means in its current state,
+//! A format of the family is a `Grammar`: what each delimiter means in its current state,
 //! what text means there, and where a value starts. The driver owns everything else: UTF-8
 //! reassembly, the [`MarkerScanner`] for delimiters in text, routing the bytes of an open value
 //! straight to its reader (so a delimiter inside a JSON string is content), byte offsets for
 //! messages, the rule that whitespace-only runs next to calls are dropped, and the limits.
 //!
-//! Readers stream: [`ObjectReader`] (a bare JSON object of arguments) hands each validated
-//! piece out as an `ArgsDelta` the moment it arrives; [`EnvelopeReader`] (an object such as
+//! Readers stream: `ObjectReader` (a bare JSON object of arguments) hands each validated
+//! piece out as an `ArgsDelta` the moment it arrives; `EnvelopeReader` (an object such as
 //! `{"name": …, "arguments": {…}, "id": …}`) holds argument bytes only until the name (and,
 //! where the format carries one, the id) is known. Both validate with the incremental JSON
 //! parser and find the value's end with a string-aware structural scan of the validated

@@ -27,6 +27,7 @@ pub mod qwen3_coder;
 pub mod reasoning;
 pub mod roo_xml;
 pub mod seed_oss;
+#[cfg(feature = "schema")]
 pub mod strict_xml;
 pub mod tagged;
 #[cfg(test)]
@@ -127,6 +128,7 @@ pub static REGISTRY: &[&Format] = &[
     &openai_sse::FORMAT,
     &anthropic_sse::FORMAT,
     &roo_xml::FORMAT,
+    #[cfg(feature = "schema")]
     &strict_xml::FORMAT,
     &forge_xml::FORMAT,
     &forge_json::FORMAT,

@@ -22,6 +22,7 @@ use std::sync::{Arc, OnceLock};
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
 )]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Strategy {
     /// No cut: the baseline every other chunking is compared to.
     Whole,

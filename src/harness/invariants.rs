@@ -11,6 +11,7 @@ use std::fmt;
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
 )]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Invariant {
     /// Every chunking gives the result of the whole transcript.
     SplitInvariance,

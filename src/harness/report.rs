@@ -361,6 +361,7 @@ pub struct Change {
 /// A case's status in a report: the replay's [`Status`] with known failures applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum CaseStatus {
     /// Every invariant held.
     Pass,

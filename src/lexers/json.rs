@@ -57,6 +57,7 @@ pub enum Feed {
 
 /// The class of a [`JsonError`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum JsonErrorKind {
     /// The input is not JSON.
     Syntax,

@@ -46,6 +46,7 @@ pub struct SseEvent {
 
 /// What went wrong in an [`SseError`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SseErrorKind {
     /// A line is not valid UTF-8.
     InvalidUtf8,
@@ -80,6 +81,7 @@ impl SseError {
 
 /// One thing the SSE layer yields.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SseItem {
     /// A dispatched event.
     Event(SseEvent),

@@ -111,6 +111,7 @@ pub struct Attr {
 
 /// What kind of ill-formed input an [`Token::Error`] reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum XmlErrorKind {
     /// A `<` that does not begin markup (also an incomplete tag at `finish`).
     StrayLt,

@@ -11,6 +11,7 @@ import json
 import sys
 import time
 import traceback
+from collections import Counter
 
 # Each format's special tokens, as conform declares them (`special_tokens` in
 # src/formats/<id>.rs: text and, where the tokenizer is public, its id). conform's token-aligned
@@ -332,6 +333,24 @@ class Clock:
             self.ns += time.perf_counter_ns() - t
 
 
+def check_token_ids(turn, tokenizer):
+    """Checks the special-token table against the ids conform sent with a token-aligned turn:
+    every special token this tokenizer finds in the turn must be among conform's ids (conform's
+    list may hold more: its ordinary o200k ids can equal a special id). A mismatch means
+    SPECIAL_TOKENS no longer matches conform's `special_tokens`; it is an adapter error rather
+    than a silently different tokenization."""
+    ids = turn.get("token_ids")
+    if not ids:
+        return
+    sent = Counter(i for chunk in ids for i in chunk if i in tokenizer.by_id)
+    text = b"".join(chunk_bytes(c) for c in turn["chunks"]).decode("utf-8", errors="replace")
+    found = Counter(i for i in tokenizer.encode(text) if i in tokenizer.by_id)
+    missing = found - sent
+    if missing:
+        shown = ", ".join(repr(tokenizer.by_id[i]) for i in missing)
+        raise ValueError(f"special tokens {shown} do not have the ids conform sent: SPECIAL_TOKENS is out of date")
+
+
 def serve(name, formats, run_request):
     """The protocol loop. `run_request(format, tools, turns, clock)` returns one event list per
     turn, each turn a list of request chunks; its exceptions become `error` responses (a crash of
@@ -349,6 +368,9 @@ def serve(name, formats, run_request):
             try:
                 if msg.get("type") != "parse" or msg.get("format") not in formats:
                     raise ValueError(f"cannot handle {msg.get('type')!r} for {msg.get('format')!r}")
+                tokenizer = MiniTokenizer(msg["format"])
+                for turn in msg["turns"]:
+                    check_token_ids(turn, tokenizer)
                 turns = [t["chunks"] for t in msg["turns"]]
                 events = run_request(msg["format"], msg.get("tools") or [], turns, clock)
                 reply = {"type": "events", "id": rid, "turns": events, "engine_ns": clock.ns}

@@ -48,6 +48,19 @@ PARSERS = {
     "minimax_m2": "minimax-m2",
 }
 
+#: conform format id -> SGLang `--reasoning-parser` name, for the `--reasoning` variant: the
+#: reasoning parser a deployment of that model family pairs with the tool-call parser.
+REASONING = {
+    "kimi_k2": "kimi_k2",
+    "hermes": "qwen3",
+    "qwen3_coder": "qwen3",
+    "deepseek_v3": "deepseek-r1",
+    "deepseek_v31": "deepseek-v3",
+    "glm45": "glm45",
+    "glm47": "glm45",
+    "mistral_v11": "mistral",
+}
+
 #: Packages the detectors' modules import but never use to parse text.
 STUBBED = [
     "torch", "transformers", "numpy", "pybase64", "requests", "IPython", "tqdm",
@@ -56,7 +69,7 @@ STUBBED = [
 
 
 class Sglang:
-    def __init__(self, overrides):
+    def __init__(self, overrides, reasoning=False):
         if not os.path.isdir(os.path.join(SRC, "sglang")):
             sys.exit(f"SGLang {VERSION} is not unpacked in {SRC}: run {HERE}/setup")
         self.parsers = dict(PARSERS, **overrides)
@@ -65,8 +78,11 @@ class Sglang:
         stubs.bare_package("sglang.srt", os.path.join(SRC, "sglang", "srt"))
         from sglang.srt.entrypoints.openai.protocol import Tool
         from sglang.srt.function_call.function_call_parser import FunctionCallParser
+        from sglang.srt.parser.reasoning_parser import ReasoningParser
 
         self.Tool, self.FunctionCallParser = Tool, FunctionCallParser
+        self.ReasoningParser = ReasoningParser
+        self.reasoning = dict(REASONING) if reasoning else {}
         for name in self.parsers.values():
             if name not in FunctionCallParser.ToolCallParserEnum:
                 raise SystemExit(f"SGLang {VERSION} has no tool-call parser {name!r}")
@@ -74,22 +90,40 @@ class Sglang:
 
         version = importlib.metadata.version("sglang")
         shown = ", ".join(f"{k}={v}" for k, v in sorted(overrides.items()))
-        self.name = f"sglang {version} function_call detectors" + (f" ({shown})" if shown else "")
+        self.name = f"sglang {version} function_call detectors"
+        self.name += " + reasoning parsers" if reasoning else ""
+        self.name += f" ({shown})" if shown else ""
 
     def run(self, fmt, tools, turns, clock):
         tools = [self.Tool.model_validate(t) for t in tools]
         name = self.parsers[fmt]
-        return [self.turn(name, tools, chunks, clock) for chunks in turns]
+        reasoning = self.reasoning.get(fmt)
+        return [self.turn(name, reasoning, tools, chunks, clock) for chunks in turns]
 
-    def turn(self, name, tools, chunks, clock):
+    def turn(self, name, reasoning, tools, chunks, clock):
         parser = self.FunctionCallParser(tools=tools, tool_call_parser=name)
+        # As _process_reasoning_stream builds it (no template forcing reasoning open).
+        thinker = (
+            self.ReasoningParser(reasoning, stream_reasoning=True, tool_call_parser_active=True)
+            if reasoning
+            else None
+        )
         detector = parser.detector
         out = conform_adapter.ToolCallEvents()
         texts = [t for t, _ in conform_adapter.deltas(chunks, conform_adapter.MiniTokenizer(""))]
         texts = texts or [""]
         for k, delta in enumerate(texts):
-            text, calls = clock(parser.parse_stream_chunk, delta)
-            if k == len(texts) - 1:
+            last = k == len(texts) - 1
+            if thinker is not None:
+                # The reasoning parser runs first; the tool parser gets its normal text.
+                thought, delta = clock(thinker.parse_stream_chunk, delta)
+                if last:
+                    end_thought, end_text = clock(thinker.parse_stream_end)
+                    thought = (thought or "") + (end_thought or "")
+                    delta = (delta or "") + (end_text or "")
+                out.reasoning(thought)
+            text, calls = clock(parser.parse_stream_chunk, delta or "")
+            if last:
                 end_text, end_calls = clock(parser.parse_stream_end)
                 text = (text or "") + end_text
                 calls = list(calls) + end_calls
@@ -140,9 +174,14 @@ def main():
         metavar="FORMAT=NAME",
         help="use SGLang's parser NAME for the conform format FORMAT (e.g. hermes=qwen25)",
     )
+    ap.add_argument(
+        "--reasoning",
+        action="store_true",
+        help="run each format's reasoning parser (REASONING) before its tool-call parser",
+    )
     args = ap.parse_args()
     overrides = dict(p.split("=", 1) for p in args.parser)
-    engine = Sglang(overrides)
+    engine = Sglang(overrides, args.reasoning)
     conform_adapter.serve(engine.name, list(engine.parsers), engine.run)
 
 

@@ -45,6 +45,21 @@ PARSERS = {
     "seed_oss": "seed_oss",
 }
 
+#: conform format id -> vLLM `--reasoning-parser` name, for the `--reasoning` variant: the
+#: reasoning parser a deployment of that model family pairs with the tool parser.
+REASONING = {
+    "kimi_k2": "kimi_k2",
+    "hermes": "qwen3",
+    "qwen3_coder": "qwen3",
+    "deepseek_v3": "deepseek_r1",
+    "deepseek_v31": "deepseek_v3",
+    "glm45": "glm45",
+    "glm47": "glm47",
+    "minimax_m2": "minimax_m2",
+    "seed_oss": "seed_oss",
+    "mistral_v11": "mistral",
+}
+
 #: Packages the tool parsers' modules import but never use to parse text, and vLLM's own
 #: subpackages that register GPU kernels at import time.
 STUBBED = [
@@ -56,7 +71,7 @@ STUBBED = [
 
 
 class Vllm:
-    def __init__(self, overrides):
+    def __init__(self, overrides, reasoning=False):
         if not os.path.isdir(os.path.join(SRC, "vllm")):
             sys.exit(f"vLLM {VERSION} is not unpacked in {SRC}: run {HERE}/setup")
         stubs.install(STUBBED, {"torch": "2.14.0", "transformers": "5.16.1"})
@@ -75,7 +90,11 @@ class Vllm:
         )
         self.parsers = dict(PARSERS, **overrides)
         self.classes = {
-            fmt: ParserManager.get_parser(tool_parser_name=name, enable_auto_tools=True)
+            fmt: ParserManager.get_parser(
+                tool_parser_name=name,
+                reasoning_parser_name=REASONING.get(fmt) if reasoning else None,
+                enable_auto_tools=True,
+            )
             for fmt, name in self.parsers.items()
         }
         self.tokenizers = {fmt: conform_adapter.MiniTokenizer(fmt) for fmt in self.parsers}
@@ -83,7 +102,8 @@ class Vllm:
 
         version = importlib.metadata.version("vllm")
         shown = ", ".join(f"{k}={v}" for k, v in sorted(overrides.items()))
-        self.name = f"vllm {version} tool parsers" + (f" ({shown})" if shown else "")
+        self.name = f"vllm {version} tool parsers" + (" + reasoning parsers" if reasoning else "")
+        self.name += f" ({shown})" if shown else ""
 
     def run(self, fmt, tools, turns, clock):
         tools = [self.ToolParam.model_validate(t) for t in tools]
@@ -134,8 +154,13 @@ def main():
         metavar="FORMAT=NAME",
         help="use vLLM's tool parser NAME for the conform format FORMAT (e.g. pythonic=pythonic)",
     )
+    ap.add_argument(
+        "--reasoning",
+        action="store_true",
+        help="pair each tool parser with its family's reasoning parser (REASONING)",
+    )
     args = ap.parse_args()
-    engine = Vllm(dict(p.split("=", 1) for p in args.parser))
+    engine = Vllm(dict(p.split("=", 1) for p in args.parser), args.reasoning)
     conform_adapter.serve(engine.name, list(engine.parsers), engine.run)
 
 

@@ -18,7 +18,9 @@
 //!   `detect_and_parse_tool_call` instead (EOF recovery off, as mid-stream).
 //!
 //! No repairs: names, arguments (the JSON text Dynamo produced), text and ids go through as
-//! Dynamo gives them. An `Err` from the engine is the replay's `error` response (a crash).
+//! Dynamo gives them. The batch parser's `Err` (it rejected the text) is a result with no
+//! calls, no text (what Dynamo's jail makes of a parser error) and a `malformed_markup` error;
+//! a panic is the replay's `error` response (a crash).
 
 #[allow(dead_code)]
 #[path = "../../dynamo_v2/src/protocol.rs"]
@@ -265,7 +267,16 @@ async fn batch_turn(
         detect_and_parse_tool_call(text, Some(parser), tools).await
     };
     clock.add(start.elapsed());
-    let (calls, normal) = r.map_err(|e| format!("dynamo-parsers {parser}: {e:#}"))?;
+    let (calls, normal) = match r {
+        Ok(ok) => ok,
+        // The parser rejected the text (it returns, it does not crash): no calls and, as
+        // Dynamo's own jail does with a parser error, no content.
+        Err(e) => {
+            let message = format!("dynamo-parsers {parser}: {e:#}");
+            return Ok(json!({"text": "", "calls": [],
+                "errors": [{"kind": "malformed_markup", "message": message}]}));
+        }
+    };
     let calls: Vec<Value> = calls
         .into_iter()
         .map(|c| json!({"name": c.function.name, "id": c.id, "arguments": c.function.arguments}))
@@ -383,7 +394,10 @@ mod tests {
         let evs = rt.block_on(jail_turn("hermes", None, pieces, &mut clock));
         let start = evs.iter().find(|e| e["type"] == "call_start").unwrap();
         assert_eq!(start["name"], "f");
-        assert!(start["id"].as_str().unwrap().starts_with("call-"), "{evs:?}");
+        assert!(
+            start["id"].as_str().unwrap().starts_with("call-"),
+            "{evs:?}"
+        );
         assert!(evs.iter().any(|e| e["type"] == "call_end"));
     }
 }

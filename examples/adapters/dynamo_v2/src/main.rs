@@ -16,15 +16,17 @@
 //! `complete: true` → `call_end`. A call Dynamo never completes gets no `call_end` (the serving
 //! layer suppresses provisional calls that never become valid, and conform drops it too).
 //! A call's id is the parser's `tool_call_id(index)`, the id the wire carries (kimi_k2's
-//! `functions.NAME:N`), or none: this crate mints no ids (Dynamo's serving layer does). An `Err` from
-//! the engine is the replay's `error` response (a crash), with the engine's message.
+//! `functions.NAME:N`), or none: this crate mints no ids (Dynamo's serving layer does). An
+//! `Err` from the engine (the parser rejected its input) is an `error` event of kind
+//! `malformed_markup` that ends the turn; a panic is the replay's `error` response (a crash).
 
 #[allow(dead_code)]
 mod protocol;
 
 use dynamo_parsers_v2::{
-    Tool, ToolCallDelta, ToolParseResult, ToolParser, UnifiedParser, UnifiedParserEvent, UnifiedParserInit,
-    UnifiedParserOutput, create_tool_parser_for_family, create_unified_parser_for_family,
+    Tool, ToolCallDelta, ToolParseResult, ToolParser, UnifiedParser, UnifiedParserEvent,
+    UnifiedParserInit, UnifiedParserOutput, create_tool_parser_for_family,
+    create_unified_parser_for_family,
 };
 use protocol::{Answer, EngineClock, Request, TurnIn, Utf8Stream, ev};
 use serde_json::Value;
@@ -138,17 +140,37 @@ fn unified_output(
     }
 }
 
-/// The pieces of a turn as the engine is fed them: token ids when the replay carries them and
-/// the parser takes them, otherwise decoded text.
-fn use_tokens(turn: &TurnIn, parser_takes_ids: bool) -> Option<&Vec<Vec<u32>>> {
-    turn.token_ids
-        .as_ref()
-        .filter(|ids| parser_takes_ids && ids.len() == turn.chunks.len())
+/// One piece of a turn as the engine is fed it.
+enum Piece<'a> {
+    Tokens(&'a [u32]),
+    Text(String),
 }
 
-/// Turns an engine error into the message of the replay's `error` response.
-fn engine_error<E: std::fmt::Display>(family: &str) -> impl Fn(E) -> String + Copy + '_ {
-    move |e| format!("dynamo-parsers-v2 {family}: {e:#}")
+/// The pieces of a turn: its token ids when the replay carries them and the parser takes
+/// them, otherwise its text, decoded incrementally (a cut character waits for its bytes).
+fn pieces(turn: &TurnIn, parser_takes_ids: bool) -> Vec<Piece<'_>> {
+    if let Some(ids) = turn
+        .token_ids
+        .as_ref()
+        .filter(|ids| parser_takes_ids && ids.len() == turn.chunks.len())
+    {
+        return ids.iter().map(|c| Piece::Tokens(c)).collect();
+    }
+    let mut utf8 = Utf8Stream::default();
+    let mut texts: Vec<String> = turn.chunks.iter().map(|c| utf8.push(c)).collect();
+    texts.push(utf8.finish());
+    texts
+        .into_iter()
+        .filter(|t| !t.is_empty())
+        .map(Piece::Text)
+        .collect()
+}
+
+/// An engine error: the parser rejected its input (it returned, it did not crash), so the turn
+/// gets a `malformed_markup` error event and ends there, as a server stops reading the stream.
+fn engine_error(family: &str, e: &dyn std::fmt::Display, out: &mut Vec<Value>) {
+    let message = format!("dynamo-parsers-v2 {family}: {e:#}");
+    out.push(ev::error("malformed_markup", &message));
 }
 
 fn run_tool_turn(
@@ -160,29 +182,23 @@ fn run_tool_turn(
     let mut parser = create_tool_parser_for_family(family, tools).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     let mut calls = Calls::default();
-    let engine = engine_error(family);
-    if let Some(ids) = use_tokens(turn, parser.prefers_tokens()) {
-        for chunk in ids {
-            let r = clock.time(|| parser.push_tokens(chunk)).map_err(engine)?;
-            tool_result(r, parser.as_ref(), &mut calls, &mut out);
-        }
-    } else {
-        let mut utf8 = Utf8Stream::default();
-        for chunk in &turn.chunks {
-            let text = utf8.push(chunk);
-            if !text.is_empty() {
-                let r = clock.time(|| parser.push(&text)).map_err(engine)?;
-                tool_result(r, parser.as_ref(), &mut calls, &mut out);
+    for piece in pieces(turn, parser.prefers_tokens()) {
+        let r = clock.time(|| match &piece {
+            Piece::Tokens(ids) => parser.push_tokens(ids),
+            Piece::Text(t) => parser.push(t),
+        });
+        match r {
+            Ok(r) => tool_result(r, parser.as_ref(), &mut calls, &mut out),
+            Err(e) => {
+                engine_error(family, &e, &mut out);
+                return Ok(out);
             }
         }
-        let tail = utf8.finish();
-        if !tail.is_empty() {
-            let r = clock.time(|| parser.push(&tail)).map_err(engine)?;
-            tool_result(r, parser.as_ref(), &mut calls, &mut out);
-        }
     }
-    let r = clock.time(|| parser.finish()).map_err(engine)?;
-    tool_result(r, parser.as_ref(), &mut calls, &mut out);
+    match clock.time(|| parser.finish()) {
+        Ok(r) => tool_result(r, parser.as_ref(), &mut calls, &mut out),
+        Err(e) => engine_error(family, &e, &mut out),
+    }
     Ok(out)
 }
 
@@ -193,38 +209,28 @@ fn run_unified_turn(
     clock: &mut EngineClock,
 ) -> Result<Vec<Value>, String> {
     let mut parser = create_unified_parser_for_family(family, tools).map_err(|e| e.to_string())?;
-    let engine = engine_error(family);
     parser
         .initialize_request(UnifiedParserInit::default())
-        .map_err(engine)?;
+        .map_err(|e| format!("dynamo-parsers-v2 {family}: {e:#}"))?;
     let mut out = Vec::new();
     let mut calls = Calls::default();
-    let takes_ids = parser.input_capabilities().token_ids;
-    if let Some(ids) = use_tokens(turn, takes_ids) {
-        for chunk in ids {
-            let mut o = UnifiedParserOutput::default();
-            let r = clock.time(|| parser.parse_token_ids_into(chunk, &mut o));
-            unified_output(o, parser.as_ref(), &mut calls, &mut out);
-            r.map_err(engine)?;
-        }
-    } else {
-        let mut utf8 = Utf8Stream::default();
-        let pieces = turn
-            .chunks
-            .iter()
-            .map(|c| utf8.push(c))
-            .collect::<Vec<_>>()
-            .into_iter()
-            .chain(std::iter::once(utf8.finish()));
-        for text in pieces.filter(|t| !t.is_empty()) {
-            let mut o = UnifiedParserOutput::default();
-            let r = clock.time(|| parser.parse_into(&text, &mut o));
-            unified_output(o, parser.as_ref(), &mut calls, &mut out);
-            r.map_err(engine)?;
+    for piece in pieces(turn, parser.input_capabilities().token_ids) {
+        // Events appended before an error stay committed (the trait's contract).
+        let mut o = UnifiedParserOutput::default();
+        let r = clock.time(|| match &piece {
+            Piece::Tokens(ids) => parser.parse_token_ids_into(ids, &mut o),
+            Piece::Text(t) => parser.parse_into(t, &mut o),
+        });
+        unified_output(o, parser.as_ref(), &mut calls, &mut out);
+        if let Err(e) = r {
+            engine_error(family, &e, &mut out);
+            return Ok(out);
         }
     }
-    let o = clock.time(|| parser.finish()).map_err(engine)?;
-    unified_output(o, parser.as_ref(), &mut calls, &mut out);
+    match clock.time(|| parser.finish()) {
+        Ok(o) => unified_output(o, parser.as_ref(), &mut calls, &mut out),
+        Err(e) => engine_error(family, &e, &mut out),
+    }
     Ok(out)
 }
 
@@ -276,7 +282,9 @@ fn main() {
             },
             "--vocab-dir" => cache = it.next().map(Into::into),
             other => {
-                eprintln!("unknown argument {other} (usage: [--api tool|unified] [--vocab-dir DIR])");
+                eprintln!(
+                    "unknown argument {other} (usage: [--api tool|unified] [--vocab-dir DIR])"
+                );
                 std::process::exit(2);
             }
         }
@@ -287,7 +295,10 @@ fn main() {
         std::process::exit(1);
     }
     let (table, name) = match api {
-        Api::Tool => (TOOL_FAMILIES, format!("dynamo-parsers-v2 {VERSION} (tool parser)")),
+        Api::Tool => (
+            TOOL_FAMILIES,
+            format!("dynamo-parsers-v2 {VERSION} (tool parser)"),
+        ),
         Api::Unified => (
             UNIFIED_FAMILIES,
             format!("dynamo-parsers-v2 {VERSION} (unified parser)"),

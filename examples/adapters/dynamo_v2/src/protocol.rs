@@ -142,7 +142,11 @@ fn parse_request(req: &Value) -> Result<Request, String> {
         })
         .collect();
     let mut turns = Vec::new();
-    for t in req["turns"].as_array().map(Vec::as_slice).unwrap_or_default() {
+    for t in req["turns"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
         let chunks = t["chunks"]
             .as_array()
             .map(Vec::as_slice)
@@ -152,18 +156,21 @@ fn parse_request(req: &Value) -> Result<Request, String> {
             .collect::<Result<Vec<_>, _>>()?;
         // A token the replay's tokenizer has no id for is `null`: then the turn cannot be fed
         // as ids at all, and goes as text.
-        let token_ids = t.get("token_ids").and_then(Value::as_array).and_then(|per| {
-            per.iter()
-                .map(|ids| {
-                    ids.as_array()
-                        .map(Vec::as_slice)
-                        .unwrap_or_default()
-                        .iter()
-                        .map(|v| v.as_u64().and_then(|n| u32::try_from(n).ok()))
-                        .collect::<Option<Vec<u32>>>()
-                })
-                .collect::<Option<Vec<_>>>()
-        });
+        let token_ids = t
+            .get("token_ids")
+            .and_then(Value::as_array)
+            .and_then(|per| {
+                per.iter()
+                    .map(|ids| {
+                        ids.as_array()
+                            .map(Vec::as_slice)
+                            .unwrap_or_default()
+                            .iter()
+                            .map(|v| v.as_u64().and_then(|n| u32::try_from(n).ok()))
+                            .collect::<Option<Vec<u32>>>()
+                    })
+                    .collect::<Option<Vec<_>>>()
+            });
         turns.push(TurnIn { chunks, token_ids });
     }
     Ok(Request {
@@ -304,7 +311,10 @@ mod tests {
             "turns":[{"chunks":["ab",{"b64":"w6k="}],"token_ids":[[1,2],[3]]}]});
         let r = parse_request(&req).unwrap();
         assert_eq!(r.tools[0].name, "f");
-        assert_eq!(r.turns[0].chunks, vec![b"ab".to_vec(), "é".as_bytes().to_vec()]);
+        assert_eq!(
+            r.turns[0].chunks,
+            vec![b"ab".to_vec(), "é".as_bytes().to_vec()]
+        );
         assert_eq!(r.turns[0].token_ids, Some(vec![vec![1, 2], vec![3]]));
         let req = json!({"type":"parse","id":4,"format":"harmony","tools":[],
             "turns":[{"chunks":["a","b"],"token_ids":[[1],[null]]}]});

@@ -397,3 +397,72 @@ fn main() {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_character_cut_across_chunks_waits_for_its_end() {
+        let mut u = Utf8::default();
+        let e = "é".as_bytes();
+        assert_eq!(u.push(&[b'a', e[0]]), "a");
+        assert_eq!(u.push(&e[1..]), "é");
+        assert_eq!(u.push(&[0xff, b'b']), "\u{FFFD}b");
+        assert_eq!(u.push(&[e[0]]), "");
+        assert_eq!(u.finish(), "\u{FFFD}");
+    }
+
+    #[test]
+    fn empty_deltas_are_not_fed() {
+        let turn = json!({"chunks": [{"b64": "w6k="}, "x"]});
+        assert_eq!(turn_deltas(&turn).unwrap(), vec!["é", "x"]);
+        let cut = json!({"chunks": [{"b64": "ww=="}, {"b64": "qQ=="}]});
+        assert_eq!(turn_deltas(&cut).unwrap(), vec!["é"]);
+    }
+
+    #[test]
+    fn ids_follow_the_gateway() {
+        let mut kimi = Ids {
+            kimi: true,
+            random: RandomState::new(),
+            drawn: 0,
+        };
+        assert_eq!(kimi.make("get_weather", 3), "functions.get_weather:3");
+        let mut other = Ids {
+            kimi: false,
+            ..kimi
+        };
+        let (a, b) = (other.make("f", 0), other.make("f", 0));
+        assert!(a.starts_with("call_") && a.len() == 29, "{a}");
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn a_kimi_call_streamed_per_token_gives_start_args_end() {
+        let factory = ParserFactory::new();
+        let req = json!({"type": "parse", "id": 7, "format": "kimi_k2",
+            "tools": [{"type": "function", "function": {"name": "get_weather",
+                "parameters": {"type": "object"}}}],
+            "turns": [{"chunks": ["Hi.", "<|tool_calls_section_begin|>",
+                "<|tool_call_begin|>", "functions.get_weather:0",
+                "<|tool_call_argument_begin|>", "{\"city\":", " \"Paris\"}",
+                "<|tool_call_end|>", "<|tool_calls_section_end|>"]}]});
+        let out = handle(&factory, Mode::Stream, &req).unwrap();
+        let events = out["turns"][0].as_array().unwrap();
+        let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(kinds.first(), Some(&"text"));
+        assert!(kinds.contains(&"call_start"));
+        assert_eq!(kinds.last(), Some(&"call_end"));
+        let args: String = events
+            .iter()
+            .filter(|e| e["type"] == "args_delta")
+            .map(|e| e["json"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            serde_json::from_str::<Value>(&args).unwrap(),
+            json!({"city": "Paris"})
+        );
+        assert!(out["engine_ns"].as_u64().is_some());
+    }
+}
