@@ -208,6 +208,10 @@ fn measure(backend: &AnyBackend, f: &'static Format, size: usize) -> CostRow {
             row.status = "crash".into();
             row.message = msg;
         }
+        _ => {
+            row.status = "crash".into();
+            row.message = "the replay gave no outcome".into();
+        }
     }
     row
 }
