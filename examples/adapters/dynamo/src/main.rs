@@ -399,5 +399,44 @@ mod tests {
             "{evs:?}"
         );
         assert!(evs.iter().any(|e| e["type"] == "call_end"));
+        let text: String = evs
+            .iter()
+            .filter(|e| e["type"] == "text")
+            .map(|e| e["text"].as_str().unwrap())
+            .collect();
+        assert_eq!(text.trim(), "Hi");
+    }
+
+    #[test]
+    fn a_rejected_batch_is_an_error_with_no_calls_and_no_text() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut clock = EngineClock::default();
+        let r = rt
+            .block_on(batch_turn(
+                "pythonic",
+                None,
+                "[f(a=1, a=2)]",
+                true,
+                &mut clock,
+            ))
+            .unwrap();
+        assert_eq!(r["calls"], json!([]), "{r}");
+        assert_eq!(r["text"], "");
+        assert_eq!(r["errors"][0]["kind"], "malformed_markup");
+    }
+
+    #[test]
+    fn a_call_whose_name_comes_late_starts_then_with_its_early_arguments() {
+        let mut c = Client::default();
+        c.call_delta(3, Some("call-x".into()), None, "{\"a\"".into());
+        c.call_delta(3, None, Some("f".into()), ":1}".into());
+        let evs = c.end();
+        assert_eq!(evs[0], ev::call_start(0, Some("call-x"), "f"));
+        assert_eq!(evs[1], ev::args_delta(0, "{\"a\":1}"));
+        assert_eq!(evs[2], ev::call_end(0));
+        assert_eq!(evs.len(), 3);
     }
 }

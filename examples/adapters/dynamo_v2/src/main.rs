@@ -330,5 +330,43 @@ mod tests {
         let kinds: Vec<&str> = evs.iter().map(|e| e["type"].as_str().unwrap()).collect();
         assert!(kinds.contains(&"call_start"), "{evs:?}");
         assert!(kinds.contains(&"call_end"), "{evs:?}");
+        let start = evs.iter().find(|e| e["type"] == "call_start").unwrap();
+        assert_eq!(
+            start["id"], "functions.get:0",
+            "the wire's id, as the parser reads it"
+        );
+    }
+
+    #[test]
+    fn unified_reasoning_is_a_reasoning_event() {
+        let t = turn(&["<think>check", " again</think>Hello"]);
+        let mut clock = EngineClock::default();
+        let evs = run_unified_turn("qwen3_coder", &[], &t, &mut clock).unwrap();
+        let reasoning: String = evs
+            .iter()
+            .filter(|e| e["type"] == "reasoning")
+            .map(|e| e["text"].as_str().unwrap())
+            .collect();
+        assert_eq!(reasoning, "check again", "{evs:?}");
+        assert!(
+            evs.iter()
+                .all(|e| e["type"] != "text" || e["text"] == "Hello")
+        );
+    }
+
+    #[test]
+    fn a_call_never_completed_gets_no_call_end() {
+        let t = turn(&["<tool_call>\n<function=get>\n<parameter=city>\nPar"]);
+        let mut clock = EngineClock::default();
+        let evs = run_tool_turn("qwen3_coder", &[], &t, &mut clock).unwrap();
+        assert!(evs.iter().all(|e| e["type"] != "call_end"), "{evs:?}");
+    }
+
+    #[test]
+    fn token_ids_go_only_to_a_parser_that_takes_them() {
+        let mut t = turn(&["ab", "c"]);
+        t.token_ids = Some(vec![vec![1], vec![2]]);
+        assert!(matches!(pieces(&t, true)[0], Piece::Tokens([1])));
+        assert!(matches!(&pieces(&t, false)[0], Piece::Text(s) if s == "ab"));
     }
 }
