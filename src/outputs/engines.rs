@@ -101,6 +101,9 @@ pub struct ParserEntry {
     /// Seconds its run took.
     #[serde(default)]
     pub seconds: f64,
+    /// When its run started (UTC, RFC 3339; absent in manifests that predate it).
+    #[serde(default)]
+    pub date: String,
 }
 
 /// `conform engine-cost`'s output: one adapter's timings.
@@ -514,7 +517,11 @@ fn engines_table(m: &Matrix, out: &mut Vec<Block>) {
                 e.version.clone(),
                 hello,
                 setup.clone(),
-                format!("{:.0} s", p.seconds),
+                if p.date.is_empty() {
+                    format!("{:.0} s", p.seconds)
+                } else {
+                    format!("{:.0} s, {}", p.seconds, html::human_time(&p.date))
+                },
             ]);
         }
     }
@@ -1181,6 +1188,7 @@ mod tests {
             cost: None,
             error: None,
             seconds: 0.0,
+            date: String::new(),
         };
         let cost = CostReport {
             parser: "cmd:e".into(),
