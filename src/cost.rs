@@ -144,6 +144,7 @@ fn measure(backend: &AnyBackend, f: &'static Format, size: usize) -> CostRow {
         path: PathBuf::new(),
         line_id: None,
         recorded: None,
+        options: Arc::default(),
     };
     let sel = Selection {
         choice: Choice::Strategy {
@@ -182,7 +183,10 @@ fn measure(backend: &AnyBackend, f: &'static Format, size: usize) -> CostRow {
         return row;
     };
     let before = adapter.engine_time().get(f.id).copied().unwrap_or_default();
-    match backend.backend().replay(f, &case.tools, &case.turns, &cuts) {
+    match backend
+        .backend()
+        .replay(f, &case.tools, &case.options, &case.turns, &cuts)
+    {
         Outcome::Done(turns) => {
             let after = adapter.engine_time().get(f.id).copied().unwrap_or_default();
             if after.responses > before.responses {

@@ -79,6 +79,277 @@ impl fmt::Display for ErrorKind {
     }
 }
 
+/// The kind of a `Warning`: the deviation a parser recovered, named after the leniency option
+/// that allows it (see each format's `Config`), or a note a typing attaches to a value. Parsers
+/// name warnings with this enum; events, expectations and reports carry its string form
+/// ([`as_str`](WarningKind::as_str)), which an external parser may extend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum WarningKind {
+    /// Text between calls inside a section, kept as text.
+    TextInSection,
+    /// Whitespace around a call header, trimmed.
+    HeaderWhitespace,
+    /// Arguments written as a JSON string holding an object, unwrapped.
+    StringArguments,
+    /// A call without its end marker, closed by what follows.
+    MissingCallEnd,
+    /// A section still open at the end of the stream, closed there.
+    MissingSectionEnd,
+    /// A call outside any section, in an implicit one.
+    MissingSectionBegin,
+    /// A singular section marker read as the plural one.
+    SingularSectionMarker,
+    /// A plural argument marker read as the singular one.
+    PluralArgumentMarker,
+    /// A section end outside any section, dropped.
+    StraySectionEnd,
+    /// A call end outside any call, dropped.
+    StrayCallEnd,
+    /// `parameters` in place of `arguments`.
+    ParametersKey,
+    /// A call object without arguments, given `{}`.
+    MissingArguments,
+    /// A single call object in place of an array.
+    ObjectNotArray,
+    /// A call without its arguments marker, read up to the arguments.
+    MissingArgsMarker,
+    /// Events before or without `message_start`, processed.
+    AllowMissingMessageStart,
+    /// A call without an id, kept without one.
+    AllowMissingId,
+    /// Arguments given whole in a block's start, taken.
+    AcceptInputInStart,
+    /// A block index that is not the next one, accepted.
+    AllowBlockIndexGap,
+    /// A second stop of a block, ignored.
+    IgnoreDuplicateStop,
+    /// Blocks still open at the message's stop, closed there.
+    CloseBlocksAtMessageStop,
+    /// A stream with its stop reason but no `message_stop`, accepted.
+    AllowMissingMessageStop,
+    /// A last SSE event without its blank line, used.
+    AcceptUnterminatedEvent,
+    /// A call's id or name sent again, ignored.
+    AllowRepeatedHeader,
+    /// A new id on an index that has a call, starting a new call.
+    SplitCallsOnNewId,
+    /// The same id on two indices, giving two calls.
+    AllowDuplicateId,
+    /// Argument fragments before the call's name, held until it comes.
+    BufferArgsBeforeName,
+    /// A tool-call entry without an index, placed by its id.
+    InferMissingIndex,
+    /// Empty arguments, taken as `{}`.
+    EmptyArgumentsAsObject,
+    /// A `stop` finish reason ending open calls.
+    EndCallsAtStop,
+    /// Open calls ended by the end of the stream without a finish reason.
+    EndCallsAtStreamEnd,
+    /// A stream with its finish reason but no `[DONE]`, accepted.
+    AllowMissingDone,
+    /// Choices other than the first, ignored.
+    IgnoreExtraChoices,
+    /// Text between parameters of a call, dropped.
+    AllowTextBetweenParams,
+    /// A bare `&`, kept.
+    AllowBareAmpersand,
+    /// An unknown entity, kept literally.
+    AllowUnknownEntities,
+    /// Attributes on call elements, ignored.
+    IgnoreAttributes,
+    /// A call message ended by another message terminator, or the reverse.
+    CallTerminator,
+    /// A message cut by the next header, ended there.
+    MissingEnd,
+    /// A header without its start, read as an assistant header.
+    MissingStart,
+    /// A recipient outside `functions.`, a call named by the whole recipient.
+    BuiltinRecipient,
+    /// Reasoning still open at the end of the turn, kept as reasoning.
+    UnterminatedReasoning,
+    /// Call markup inside reasoning, kept as reasoning.
+    CallInReasoning,
+    /// A reasoning close tag outside any block, dropped.
+    StrayReasoningEnd,
+    /// A name or key ended by a newline instead of `>`.
+    MissingGt,
+    /// A close tag the grammar cannot continue after, kept as value content.
+    CloseTagInValue,
+    /// A call outside any block, read as a call.
+    MissingWrapper,
+    /// A call closed by its block's close, without its own.
+    MissingCallClose,
+    /// Text after the last block, kept as text.
+    TextAfterCalls,
+    /// Text between calls inside a block, kept as text.
+    TextInBlock,
+    /// The two characters `\n` where a newline belongs, read as one.
+    EscapedNewline,
+    /// Single-quoted attribute values, read.
+    SingleQuotes,
+    /// A parameter without its `string` attribute, typed by the schema.
+    MissingStringAttribute,
+    /// A call of an undeclared tool: its values stay strings (a note, not an option).
+    UnknownTool,
+    /// A parameter the tool does not declare: kept as a string (a note).
+    UnknownParameter,
+    /// A parameter given twice: the last one counts (a note).
+    DuplicateParameter,
+    /// A tool schema the typing cannot read (a note).
+    UnreadableSchema,
+    /// A value the schema's type does not allow as written (a note).
+    SchemaTypeMismatch,
+    /// A value none of the parameter's types reads: kept as a string (a note).
+    TypeMismatch,
+    /// `null` for a parameter that does not allow null (a note).
+    NullNotAllowed,
+    /// `None` or `nil` read as null (option `typing.null_aliases`).
+    NullAlias,
+    /// A value in Python literal syntax, read (option `typing.python_literals`).
+    PythonLiteral,
+}
+
+impl WarningKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [WarningKind; 61] = [
+        WarningKind::TextInSection,
+        WarningKind::HeaderWhitespace,
+        WarningKind::StringArguments,
+        WarningKind::MissingCallEnd,
+        WarningKind::MissingSectionEnd,
+        WarningKind::MissingSectionBegin,
+        WarningKind::SingularSectionMarker,
+        WarningKind::PluralArgumentMarker,
+        WarningKind::StraySectionEnd,
+        WarningKind::StrayCallEnd,
+        WarningKind::ParametersKey,
+        WarningKind::MissingArguments,
+        WarningKind::ObjectNotArray,
+        WarningKind::MissingArgsMarker,
+        WarningKind::AllowMissingMessageStart,
+        WarningKind::AllowMissingId,
+        WarningKind::AcceptInputInStart,
+        WarningKind::AllowBlockIndexGap,
+        WarningKind::IgnoreDuplicateStop,
+        WarningKind::CloseBlocksAtMessageStop,
+        WarningKind::AllowMissingMessageStop,
+        WarningKind::AcceptUnterminatedEvent,
+        WarningKind::AllowRepeatedHeader,
+        WarningKind::SplitCallsOnNewId,
+        WarningKind::AllowDuplicateId,
+        WarningKind::BufferArgsBeforeName,
+        WarningKind::InferMissingIndex,
+        WarningKind::EmptyArgumentsAsObject,
+        WarningKind::EndCallsAtStop,
+        WarningKind::EndCallsAtStreamEnd,
+        WarningKind::AllowMissingDone,
+        WarningKind::IgnoreExtraChoices,
+        WarningKind::AllowTextBetweenParams,
+        WarningKind::AllowBareAmpersand,
+        WarningKind::AllowUnknownEntities,
+        WarningKind::IgnoreAttributes,
+        WarningKind::CallTerminator,
+        WarningKind::MissingEnd,
+        WarningKind::MissingStart,
+        WarningKind::BuiltinRecipient,
+        WarningKind::UnterminatedReasoning,
+        WarningKind::CallInReasoning,
+        WarningKind::StrayReasoningEnd,
+        WarningKind::MissingGt,
+        WarningKind::CloseTagInValue,
+        WarningKind::MissingWrapper,
+        WarningKind::MissingCallClose,
+        WarningKind::TextAfterCalls,
+        WarningKind::TextInBlock,
+        WarningKind::EscapedNewline,
+        WarningKind::SingleQuotes,
+        WarningKind::MissingStringAttribute,
+        WarningKind::UnknownTool,
+        WarningKind::UnknownParameter,
+        WarningKind::DuplicateParameter,
+        WarningKind::UnreadableSchema,
+        WarningKind::SchemaTypeMismatch,
+        WarningKind::TypeMismatch,
+        WarningKind::NullNotAllowed,
+        WarningKind::NullAlias,
+        WarningKind::PythonLiteral,
+    ];
+
+    /// The snake_case name carried by `Warning` events and reports.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            WarningKind::TextInSection => "text_in_section",
+            WarningKind::HeaderWhitespace => "header_whitespace",
+            WarningKind::StringArguments => "string_arguments",
+            WarningKind::MissingCallEnd => "missing_call_end",
+            WarningKind::MissingSectionEnd => "missing_section_end",
+            WarningKind::MissingSectionBegin => "missing_section_begin",
+            WarningKind::SingularSectionMarker => "singular_section_marker",
+            WarningKind::PluralArgumentMarker => "plural_argument_marker",
+            WarningKind::StraySectionEnd => "stray_section_end",
+            WarningKind::StrayCallEnd => "stray_call_end",
+            WarningKind::ParametersKey => "parameters_key",
+            WarningKind::MissingArguments => "missing_arguments",
+            WarningKind::ObjectNotArray => "object_not_array",
+            WarningKind::MissingArgsMarker => "missing_args_marker",
+            WarningKind::AllowMissingMessageStart => "allow_missing_message_start",
+            WarningKind::AllowMissingId => "allow_missing_id",
+            WarningKind::AcceptInputInStart => "accept_input_in_start",
+            WarningKind::AllowBlockIndexGap => "allow_block_index_gap",
+            WarningKind::IgnoreDuplicateStop => "ignore_duplicate_stop",
+            WarningKind::CloseBlocksAtMessageStop => "close_blocks_at_message_stop",
+            WarningKind::AllowMissingMessageStop => "allow_missing_message_stop",
+            WarningKind::AcceptUnterminatedEvent => "accept_unterminated_event",
+            WarningKind::AllowRepeatedHeader => "allow_repeated_header",
+            WarningKind::SplitCallsOnNewId => "split_calls_on_new_id",
+            WarningKind::AllowDuplicateId => "allow_duplicate_id",
+            WarningKind::BufferArgsBeforeName => "buffer_args_before_name",
+            WarningKind::InferMissingIndex => "infer_missing_index",
+            WarningKind::EmptyArgumentsAsObject => "empty_arguments_as_object",
+            WarningKind::EndCallsAtStop => "end_calls_at_stop",
+            WarningKind::EndCallsAtStreamEnd => "end_calls_at_stream_end",
+            WarningKind::AllowMissingDone => "allow_missing_done",
+            WarningKind::IgnoreExtraChoices => "ignore_extra_choices",
+            WarningKind::AllowTextBetweenParams => "allow_text_between_params",
+            WarningKind::AllowBareAmpersand => "allow_bare_ampersand",
+            WarningKind::AllowUnknownEntities => "allow_unknown_entities",
+            WarningKind::IgnoreAttributes => "ignore_attributes",
+            WarningKind::CallTerminator => "call_terminator",
+            WarningKind::MissingEnd => "missing_end",
+            WarningKind::MissingStart => "missing_start",
+            WarningKind::BuiltinRecipient => "builtin_recipient",
+            WarningKind::UnterminatedReasoning => "unterminated_reasoning",
+            WarningKind::CallInReasoning => "call_in_reasoning",
+            WarningKind::StrayReasoningEnd => "stray_reasoning_end",
+            WarningKind::MissingGt => "missing_gt",
+            WarningKind::CloseTagInValue => "close_tag_in_value",
+            WarningKind::MissingWrapper => "missing_wrapper",
+            WarningKind::MissingCallClose => "missing_call_close",
+            WarningKind::TextAfterCalls => "text_after_calls",
+            WarningKind::TextInBlock => "text_in_block",
+            WarningKind::EscapedNewline => "escaped_newline",
+            WarningKind::SingleQuotes => "single_quotes",
+            WarningKind::MissingStringAttribute => "missing_string_attribute",
+            WarningKind::UnknownTool => "unknown_tool",
+            WarningKind::UnknownParameter => "unknown_parameter",
+            WarningKind::DuplicateParameter => "duplicate_parameter",
+            WarningKind::UnreadableSchema => "unreadable_schema",
+            WarningKind::SchemaTypeMismatch => "schema_type_mismatch",
+            WarningKind::TypeMismatch => "type_mismatch",
+            WarningKind::NullNotAllowed => "null_not_allowed",
+            WarningKind::NullAlias => "null_alias",
+            WarningKind::PythonLiteral => "python_literal",
+        }
+    }
+}
+
+impl fmt::Display for WarningKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One thing a streaming parser observed.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -158,9 +429,9 @@ impl Event {
     }
 
     /// Shorthand for a `Warning` event.
-    pub fn warning(kind: &str, message: impl Into<String>) -> Event {
+    pub fn warning(kind: WarningKind, message: impl Into<String>) -> Event {
         Event::Warning {
-            kind: kind.to_string(),
+            kind: kind.as_str().to_string(),
             message: message.into(),
         }
     }

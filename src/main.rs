@@ -56,7 +56,11 @@ enum Command {
     /// Parse one transcript (optionally cut at given offsets) and print events and result as JSON.
     Parse(ParseArgs),
     /// List the formats conform knows.
-    Formats,
+    Formats {
+        /// Also list every option of every format, with its default and its reason.
+        #[arg(long)]
+        options: bool,
+    },
     /// Measure parser throughput (whole and in small chunks) against serde_json.
     Bench(bench::BenchArgs),
     /// Time an adapter's engine parser on a large-argument call per format, one token per
@@ -192,6 +196,10 @@ struct RunArgs {
     /// Seconds an adapter copy may take to start and answer the hello (every restart too).
     #[arg(long, value_parser = seconds, default_value = "60")]
     start_timeout: Duration,
+    /// Set an option of a built-in parser, `FORMAT.NAME=true|false` (repeatable; overrides
+    /// the corpus directories' conform.toml; `conform formats --options` lists them).
+    #[arg(long = "option", value_name = "FORMAT.NAME=BOOL")]
+    options: Vec<String>,
 }
 
 /// The tokenizer and bursts of the token-aligned strategies.
@@ -257,6 +265,10 @@ struct ParseArgs {
     /// Seconds an adapter may take to answer.
     #[arg(long, default_value = "10", value_parser = seconds)]
     timeout: Duration,
+    /// Set an option of a built-in parser, `FORMAT.NAME=true|false` (repeatable; overrides
+    /// the corpus directory's conform.toml; `conform formats --options` lists them).
+    #[arg(long = "option", value_name = "FORMAT.NAME=BOOL")]
+    options: Vec<String>,
 }
 
 fn main() -> ExitCode {
@@ -266,7 +278,7 @@ fn main() -> ExitCode {
     let code = std::panic::catch_unwind(|| match cli.command {
         Command::Run(a) => cmd_run(a),
         Command::Parse(a) => cmd_parse(a),
-        Command::Formats => cmd_formats(),
+        Command::Formats { options } => cmd_formats(options),
         Command::Bench(a) => bench::run(a),
         Command::EngineCost(a) => cost::run(a),
         Command::EnginesReport { dir, corpus } => cmd_engines_report(&dir, &corpus),
@@ -391,7 +403,7 @@ fn cmd_engines_report(dir: &Path, corpus_paths: &[String]) -> u8 {
     EXIT_OK
 }
 
-fn cmd_formats() -> u8 {
+fn cmd_formats(options: bool) -> u8 {
     for f in formats::REGISTRY {
         let render = if f.render.is_some() {
             ""
@@ -399,6 +411,12 @@ fn cmd_formats() -> u8 {
             " (no renderer)"
         };
         out!("{:<14} {}{render}", f.id, f.summary);
+        if options {
+            for o in f.options.list() {
+                out!("    {}.{} = {}", f.id, o.name, o.default);
+                out!("        {}", o.reason);
+            }
+        }
     }
     EXIT_OK
 }
@@ -485,10 +503,15 @@ fn cmd_run(a: RunArgs) -> u8 {
     {
         return usage_error(e);
     }
+    let options = match formats::registry::from_assignments(&a.options) {
+        Ok(o) => o,
+        Err(e) => return usage_error(e),
+    };
     let plan = RunPlan {
         paths,
         load: LoadOptions {
             format: a.format.clone(),
+            options,
         },
         cfg: RunConfig {
             strategies,
@@ -593,6 +616,29 @@ fn cmd_run(a: RunArgs) -> u8 {
             a.seed,
             started.elapsed()
         );
+        // Options change verdicts: a run under non-default ones says so.
+        let with_options = rep
+            .runs
+            .iter()
+            .flat_map(|r| &r.cases)
+            .filter(|c| !c.options.is_empty())
+            .count();
+        if with_options > 0 {
+            let set: std::collections::BTreeSet<String> = rep
+                .runs
+                .iter()
+                .flat_map(|r| &r.cases)
+                .flat_map(|c| {
+                    c.options
+                        .iter()
+                        .map(|(n, v)| format!("{}.{n}={v}", c.format))
+                })
+                .collect();
+            eprintln!(
+                "{with_options} case(s) judged under options other than the defaults: {}",
+                set.into_iter().collect::<Vec<_>>().join(", ")
+            );
+        }
     }
     if let Some(why) = &run.judged_nothing {
         eprintln!("error: {why}");
@@ -818,10 +864,15 @@ fn parse_cuts(spec: &str) -> Result<Vec<Vec<usize>>, String> {
 }
 
 fn cmd_parse(a: ParseArgs) -> u8 {
+    let options = match formats::registry::from_assignments(&a.options) {
+        Ok(o) => o,
+        Err(e) => return usage_error(e),
+    };
     let corpus = corpus::load(
         std::slice::from_ref(&a.file),
         &LoadOptions {
             format: a.format.clone(),
+            options,
         },
     );
     if let Some(e) = corpus.errors.first() {

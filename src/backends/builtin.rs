@@ -3,7 +3,7 @@
 use super::{Backend, Outcome, TurnOutcome};
 use crate::backends::cuts::Cuts;
 use crate::event::{Event, Folder};
-use crate::formats::{Format, StreamParser};
+use crate::formats::{Format, OptionValues, StreamParser};
 use crate::tools::Tools;
 use std::cell::RefCell;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -17,8 +17,15 @@ impl Backend for Builtin {
     fn name(&self) -> String {
         "builtin".into()
     }
-    fn replay(&self, format: &Format, tools: &Tools, turns: &[Vec<u8>], cuts: &[Cuts]) -> Outcome {
-        replay(format, tools, turns, cuts)
+    fn replay(
+        &self,
+        format: &Format,
+        tools: &Tools,
+        options: &OptionValues,
+        turns: &[Vec<u8>],
+        cuts: &[Cuts],
+    ) -> Outcome {
+        replay(format, tools, options, turns, cuts)
     }
     fn is_builtin(&self) -> bool {
         true
@@ -48,10 +55,20 @@ pub fn capture_panics() {
 }
 
 /// Feeds every turn, cut as given (a missing entry means the turn is fed whole), to one
-/// in-process parser.
-pub fn replay(format: &Format, tools: &Tools, turns: &[Vec<u8>], cuts: &[Cuts]) -> Outcome {
+/// in-process parser with `options` over its defaults (an unknown option, which the corpus
+/// loader and the command line refuse first, is a panic of the replay).
+pub fn replay(
+    format: &Format,
+    tools: &Tools,
+    options: &OptionValues,
+    turns: &[Vec<u8>],
+    cuts: &[Cuts],
+) -> Outcome {
     let run = || {
-        let mut parser = (format.new_parser)(tools);
+        let mut parser = match format.parser(tools, options) {
+            Ok(p) => p,
+            Err(e) => panic!("{e}"),
+        };
         turns
             .iter()
             .enumerate()

@@ -11,7 +11,7 @@ pub use adapter::{Adapter, AdapterOptions};
 pub use builtin::Builtin;
 
 use crate::event::ParseResult;
-use crate::formats::Format;
+use crate::formats::{Format, OptionValues};
 use crate::tools::Tools;
 use cuts::Cuts;
 
@@ -62,8 +62,17 @@ pub trait Backend: Sync {
     fn supports(&self, _format: &str) -> bool {
         true
     }
-    /// Replays the turns of one case, each cut as given (a missing entry means whole).
-    fn replay(&self, format: &Format, tools: &Tools, turns: &[Vec<u8>], cuts: &[Cuts]) -> Outcome;
+    /// Replays the turns of one case, each cut as given (a missing entry means whole), with
+    /// `options` set over the format's defaults (conform's parsers; an adapter is configured
+    /// by its own command).
+    fn replay(
+        &self,
+        format: &Format,
+        tools: &Tools,
+        options: &OptionValues,
+        turns: &[Vec<u8>],
+        cuts: &[Cuts],
+    ) -> Outcome;
     /// Whether this is conform's own reference parser, which must hold under every cut; an
     /// external parser is not blamed for cuts its deployment never produces.
     fn is_builtin(&self) -> bool {

@@ -6,46 +6,52 @@
 //! Rules and deviations:
 //! `specs/anthropic_sse.md`.
 
+use super::config::config;
 use super::openai_sse::{Args, pieces};
+use super::options::Table;
 use super::{Format, StreamParser};
-use crate::event::{ErrorKind, Event, Sink, ToolCall};
+use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};
 use crate::lexers::sse::{SseConfig, SseEvent, SseItem, SseParser};
 use crate::tools::Tools;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 
-/// Leniency options and limits. Every recovered deviation emits `Warning{kind: <option name>}`.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// Events before (or without) `message_start` are processed. Default true; off →
-    /// `invalid_stream` once and the events are ignored.
-    pub allow_missing_message_start: bool,
-    /// A `tool_use` block without `id` is a call without id. Default true; off →
-    /// `invalid_stream`, the call is dropped.
-    pub allow_missing_id: bool,
-    /// A non-empty `input` object in `content_block_start` is taken as the arguments (proxies that
-    /// replay a non-streamed message do this). Default true; off → `invalid_stream`.
-    pub accept_input_in_start: bool,
-    /// A `content_block_start` index that is not the next position (a gap or a jump back) is
-    /// accepted. Default true; off → `invalid_stream`, the block is ignored.
-    pub allow_block_index_gap: bool,
-    /// A second `content_block_stop` for a block is ignored. Default true; off → `invalid_stream`.
-    pub ignore_duplicate_stop: bool,
-    /// Blocks still open at `message_stop` are closed there (a real fixture has no
-    /// `content_block_stop`). Default true; off → open calls fail with `unterminated`.
-    pub close_blocks_at_message_stop: bool,
-    /// A stream that has `message_delta` with its `stop_reason` but ends without `message_stop` is
-    /// accepted. Default true; off → `invalid_stream`.
-    pub allow_missing_message_stop: bool,
-    /// A last event not closed by a blank line whose payload is complete is used. Default true;
-    /// off → `invalid_stream`.
-    pub accept_unterminated_event: bool,
-    /// Largest arguments text of one call, in bytes; more → `limit_exceeded`.
-    pub max_call_bytes: usize,
-    /// Deepest nesting of a call's arguments; deeper → `limit_exceeded`.
-    pub max_depth: usize,
-    /// Limits of the SSE layer.
-    pub sse: SseConfig,
+config! {
+    /// Leniency options and limits. Every recovered deviation emits `Warning{kind: <option name>}`.
+    #[derive(Debug, Clone)]
+    pub struct Config {
+        options {
+            /// Events before (or without) `message_start` are processed. Default true; off →
+            /// `invalid_stream` once and the events are ignored.
+            allow_missing_message_start,
+            /// A `tool_use` block without `id` is a call without id. Default true; off →
+            /// `invalid_stream`, the call is dropped.
+            allow_missing_id,
+            /// A non-empty `input` object in `content_block_start` is taken as the arguments (proxies that
+            /// replay a non-streamed message do this). Default true; off → `invalid_stream`.
+            accept_input_in_start,
+            /// A `content_block_start` index that is not the next position (a gap or a jump back) is
+            /// accepted. Default true; off → `invalid_stream`, the block is ignored.
+            allow_block_index_gap,
+            /// A second `content_block_stop` for a block is ignored. Default true; off → `invalid_stream`.
+            ignore_duplicate_stop,
+            /// Blocks still open at `message_stop` are closed there (a real fixture has no
+            /// `content_block_stop`). Default true; off → open calls fail with `unterminated`.
+            close_blocks_at_message_stop,
+            /// A stream that has `message_delta` with its `stop_reason` but ends without `message_stop` is
+            /// accepted. Default true; off → `invalid_stream`.
+            allow_missing_message_stop,
+            /// A last event not closed by a blank line whose payload is complete is used. Default true;
+            /// off → `invalid_stream`.
+            accept_unterminated_event,
+        }
+        /// Largest arguments text of one call, in bytes; more → `limit_exceeded`.
+        pub max_call_bytes: usize,
+        /// Deepest nesting of a call's arguments; deeper → `limit_exceeded`.
+        pub max_depth: usize,
+        /// Limits of the SSE layer.
+        pub sse: SseConfig,
+    }
 }
 
 impl Default for Config {
@@ -151,9 +157,9 @@ impl Parser {
     }
 
     /// Emits a warning for `option` once per turn; false (after an error) when it is off.
-    fn lenient(&mut self, on: bool, option: &'static str, msg: String, out: &mut dyn Sink) -> bool {
+    fn lenient(&mut self, on: bool, option: WarningKind, msg: String, out: &mut dyn Sink) -> bool {
         if on {
-            if self.once(option) {
+            if self.once(option.as_str()) {
                 out.push(Event::warning(option, msg));
             }
         } else {
@@ -199,7 +205,7 @@ impl Parser {
         if !ev.terminated
             && !self.lenient(
                 self.config.accept_unterminated_event,
-                "accept_unterminated_event",
+                WarningKind::AcceptUnterminatedEvent,
                 format!("last event at byte {at} has no blank line after it"),
                 out,
             )
@@ -254,7 +260,7 @@ impl Parser {
                 if !self.message_started {
                     if !self.lenient(
                         self.config.allow_missing_message_start,
-                        "allow_missing_message_start",
+                        WarningKind::AllowMissingMessageStart,
                         format!("event {ty:?} at byte {at} before message_start"),
                         out,
                     ) {
@@ -306,7 +312,7 @@ impl Parser {
         if idx != self.started_blocks
             && !self.lenient(
                 self.config.allow_block_index_gap,
-                "allow_block_index_gap",
+                WarningKind::AllowBlockIndexGap,
                 format!(
                     "content_block_start at byte {at} has index {idx}, expected {}",
                     self.started_blocks
@@ -365,7 +371,7 @@ impl Parser {
         if id.is_none()
             && !self.lenient(
                 self.config.allow_missing_id,
-                "allow_missing_id",
+                WarningKind::AllowMissingId,
                 format!("tool_use block at byte {at} has no id"),
                 out,
             )
@@ -387,7 +393,7 @@ impl Parser {
         if preset.is_some()
             && !self.lenient(
                 self.config.accept_input_in_start,
-                "accept_input_in_start",
+                WarningKind::AcceptInputInStart,
                 format!("tool_use block at byte {at} carries its input in content_block_start"),
                 out,
             )
@@ -508,7 +514,7 @@ impl Parser {
             Some(s) if s.stopped => {
                 self.lenient(
                     on,
-                    "ignore_duplicate_stop",
+                    WarningKind::IgnoreDuplicateStop,
                     format!("second content_block_stop for block {idx} at byte {at}"),
                     out,
                 );
@@ -620,7 +626,7 @@ impl Parser {
         if has_open_call
             && !self.lenient(
                 self.config.close_blocks_at_message_stop,
-                "close_blocks_at_message_stop",
+                WarningKind::CloseBlocksAtMessageStop,
                 format!("message_stop at byte {at} with blocks still open"),
                 out,
             )
@@ -656,7 +662,7 @@ impl StreamParser for Parser {
             if self.stop_reason.is_some() {
                 self.lenient(
                     self.config.allow_missing_message_stop,
-                    "allow_missing_message_stop",
+                    WarningKind::AllowMissingMessageStop,
                     "the stream ended without message_stop".into(),
                     out,
                 );
@@ -791,6 +797,14 @@ fn markers(_tools: &Tools) -> Vec<String> {
     .collect()
 }
 
+/// The anthropic_sse format's options, for `--option anthropic_sse.NAME=…` and `conform.toml`.
+static OPTION_TABLE: Table<Config> = Table {
+    default: Config::default,
+    options: Config::OPTIONS,
+    nested: &[],
+    reasoning: None,
+    build: |c, _| Box::new(Parser::new(c)),
+};
 /// The anthropic_sse format.
 pub static FORMAT: Format = Format {
     id: "anthropic_sse",
@@ -802,6 +816,7 @@ pub static FORMAT: Format = Format {
     typing: None,
     special_tokens: &[],
     reasoning: None,
+    options: &OPTION_TABLE,
 };
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use super::deepseek_v31::{
     Deepseek, MARKERS, REASONING, SPECIAL_TOKENS, Shape, markers, reasoned, render_shape,
 };
 use super::delimited::Driver;
+use super::options::Table;
 use super::{Format, StreamParser};
 use crate::event::ToolCall;
 use crate::tools::Tools;
@@ -36,6 +37,14 @@ fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
     reasoned(Shape::V3, Config::default())
 }
 
+/// The deepseek_v3 format's options, for `--option deepseek_v3.NAME=…` and `conform.toml`.
+static OPTION_TABLE: Table<Config> = Table {
+    default: Config::default,
+    options: Config::OPTIONS,
+    nested: &super::deepseek_v31::NESTED,
+    reasoning: None,
+    build: |c, _| reasoned(Shape::V3, c),
+};
 /// The deepseek_v3 format.
 pub static FORMAT: Format = Format {
     id: "deepseek_v3",
@@ -47,6 +56,7 @@ pub static FORMAT: Format = Format {
     typing: None,
     special_tokens: SPECIAL_TOKENS,
     reasoning: Some(&REASONING),
+    options: &OPTION_TABLE,
 };
 
 #[cfg(test)]

@@ -4,10 +4,12 @@
 //! The section grammar is shared with `deepseek_v3`, whose calls carry a type and a fenced
 //! body instead (`Shape`); both are grammars over the family driver.
 
+use super::config::config;
 use super::delimited::{Cx, Driver, Grammar, Limits, ObjectReader, TextStep, ValueEnd, is_ws};
+use super::options::{Nest, Nested, Table};
 use super::reasoning::{self, Reasoned, Syntax};
 use super::{Format, SpecialToken, StreamParser};
-use crate::event::{ErrorKind, Sink, ToolCall};
+use crate::event::{ErrorKind, Sink, ToolCall, WarningKind};
 use crate::tools::Tools;
 
 /// `<｜tool▁calls▁begin｜>`: opens the section of calls.
@@ -29,29 +31,33 @@ const M_CALL_BEGIN: usize = 2;
 const M_CALL_END: usize = 3;
 const M_SEP: usize = 4;
 
-/// Leniency options and limits of the DeepSeek formats; every recovered deviation is one
-/// named option, on by default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Config {
-    /// A complete call followed by the next call, the section end or the end of the stream
-    /// without `<｜tool▁call▁end｜>` (max_tokens cuts) is kept with a warning.
-    pub missing_call_end: bool,
-    /// A section still open at the end of the stream keeps its calls, with a warning
-    /// (Dynamo's fixtures drop them).
-    pub missing_section_end: bool,
-    /// A call outside any section opens an implicit one, with a warning.
-    pub missing_section_begin: bool,
-    /// Non-whitespace text between calls inside a section is kept as text with a warning.
-    pub text_in_section: bool,
-    /// A `<｜tool▁calls▁end｜>` outside a section is dropped with a warning.
-    pub stray_section_end: bool,
-    /// Size and nesting limits.
-    pub limits: Limits,
-    /// The reasoning layer's options ([`REASONING`]). `starts_inside` is off by default: the
-    /// V3.1 template's default mode is non-thinking (the prompt ends `<｜Assistant｜></think>`,
-    /// the output has no tags); in thinking mode the prompt ends inside `<think>`, and a server
-    /// that uses it turns `starts_inside` on (`specs/deepseek_v31.md`, Reasoning).
-    pub reasoning: reasoning::Config,
+config! {
+    /// Leniency options and limits of the DeepSeek formats; every recovered deviation is one
+    /// named option, on by default.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Config {
+        options {
+            /// A complete call followed by the next call, the section end or the end of the stream
+            /// without `<｜tool▁call▁end｜>` (max_tokens cuts) is kept with a warning.
+            missing_call_end,
+            /// A section still open at the end of the stream keeps its calls, with a warning
+            /// (Dynamo's fixtures drop them).
+            missing_section_end,
+            /// A call outside any section opens an implicit one, with a warning.
+            missing_section_begin,
+            /// Non-whitespace text between calls inside a section is kept as text with a warning.
+            text_in_section,
+            /// A `<｜tool▁calls▁end｜>` outside a section is dropped with a warning.
+            stray_section_end,
+        }
+        /// Size and nesting limits.
+        pub limits: Limits,
+        /// The reasoning layer's options ([`REASONING`]). `starts_inside` is off by default: the
+        /// V3.1 template's default mode is non-thinking (the prompt ends `<｜Assistant｜></think>`,
+        /// the output has no tags); in thinking mode the prompt ends inside `<think>`, and a server
+        /// that uses it turns `starts_inside` on (`specs/deepseek_v31.md`, Reasoning).
+        pub reasoning: reasoning::Config,
+    }
 }
 
 impl Default for Config {
@@ -139,7 +145,7 @@ impl Deepseek {
                 if self.section == Section::None {
                     cx.lenient(
                         self.cfg.stray_section_end,
-                        "stray_section_end",
+                        WarningKind::StraySectionEnd,
                         "a section end outside a section",
                         out,
                     );
@@ -151,7 +157,7 @@ impl Deepseek {
                 if self.section == Section::None {
                     cx.lenient(
                         self.cfg.missing_section_begin,
-                        "missing_section_begin",
+                        WarningKind::MissingSectionBegin,
                         "a call outside a section",
                         out,
                     );
@@ -236,7 +242,12 @@ impl Deepseek {
     fn unclosed(&mut self, cx: &mut Cx, index: Option<usize>, out: &mut dyn Sink) {
         if let Some(i) = index {
             let what = format!("call {i} has no {CALL_END}");
-            if cx.lenient(self.cfg.missing_call_end, "missing_call_end", &what, out) {
+            if cx.lenient(
+                self.cfg.missing_call_end,
+                WarningKind::MissingCallEnd,
+                &what,
+                out,
+            ) {
                 cx.end_call(i, out);
             }
         }
@@ -263,7 +274,7 @@ impl Grammar for Deepseek {
                     if self.section == Section::Explicit {
                         cx.lenient(
                             self.cfg.text_in_section,
-                            "text_in_section",
+                            WarningKind::TextInSection,
                             "text between calls inside a section",
                             out,
                         );
@@ -510,7 +521,7 @@ impl Grammar for Deepseek {
         if complete && self.section == Section::Explicit {
             cx.lenient(
                 self.cfg.missing_section_end,
-                "missing_section_end",
+                WarningKind::MissingSectionEnd,
                 "the stream ended inside a tool-call section",
                 out,
             );
@@ -531,6 +542,14 @@ pub static REASONING: Syntax = Syntax {
     call_markers: &[CALLS_BEGIN, CALL_BEGIN],
     on_by_default: true,
 };
+
+/// The reasoning layer's options of both DeepSeek V3 formats (`reasoning.NAME`).
+pub static NESTED: [&dyn Nested<Config>; 1] = [&Nest {
+    prefix: "reasoning",
+    options: reasoning::Config::OPTIONS,
+    field: |c: &Config| &c.reasoning,
+    field_mut: |c: &mut Config| &mut c.reasoning,
+}];
 
 /// A parser of the body shape `shape` behind the reasoning layer with `cfg.reasoning`.
 pub(crate) fn reasoned(shape: Shape, cfg: Config) -> Box<dyn StreamParser> {
@@ -604,6 +623,14 @@ pub(crate) fn markers(_tools: &Tools) -> Vec<String> {
     MARKERS.iter().map(|m| m.to_string()).collect()
 }
 
+/// The deepseek_v31 format's options, for `--option deepseek_v31.NAME=…` and `conform.toml`.
+static OPTION_TABLE: Table<Config> = Table {
+    default: Config::default,
+    options: Config::OPTIONS,
+    nested: &NESTED,
+    reasoning: None,
+    build: |c, _| reasoned(Shape::V31, c),
+};
 /// The deepseek_v31 format.
 pub static FORMAT: Format = Format {
     id: "deepseek_v31",
@@ -615,6 +642,7 @@ pub static FORMAT: Format = Format {
     typing: None,
     special_tokens: SPECIAL_TOKENS,
     reasoning: Some(&REASONING),
+    options: &OPTION_TABLE,
 };
 
 /// DeepSeek V3 / V3.1 special tokens that can appear in output, with their ids.

@@ -5,10 +5,11 @@
 //! text⏎⏎<｜DSML｜function_calls>⏎<｜DSML｜invoke name="NAME">⏎<｜DSML｜parameter name="KEY" string="true">VALUE</｜DSML｜parameter>⏎</｜DSML｜invoke>⏎</｜DSML｜function_calls>
 //! ```
 
+use super::options::Table;
 use super::reasoning::Syntax;
 use super::tagged::{self, CallForm, Grammar, ParamForm, Role};
 use super::{Format, SpecialToken, StreamParser, Typing};
-use crate::event::ToolCall;
+use crate::event::{ToolCall, WarningKind};
 use crate::tools::Tools;
 
 pub use super::tagged::Config;
@@ -37,7 +38,7 @@ pub static GRAMMAR: Grammar = Grammar {
     follow_block_close: false,
     pad: false,
     string_attr: true,
-    block_end_warning: "missing_section_end",
+    block_end_warning: WarningKind::MissingSectionEnd,
     reasoning: Some(&REASONING),
 };
 
@@ -97,6 +98,14 @@ fn typing_probe(raw: &str) -> Vec<u8> {
         .into_bytes()
 }
 
+/// The deepseek_v32 format's options, for `--option deepseek_v32.NAME=…` and `conform.toml`.
+static OPTION_TABLE: Table<Config> = Table {
+    default: config,
+    options: Config::OPTIONS,
+    nested: &tagged::NESTED,
+    reasoning: None,
+    build: |c, t| tagged::boxed(&GRAMMAR, c, t),
+};
 /// The deepseek_v32 format.
 pub static FORMAT: Format = Format {
     id: "deepseek_v32",
@@ -113,6 +122,7 @@ pub static FORMAT: Format = Format {
     }),
     special_tokens: SPECIAL_TOKENS,
     reasoning: Some(&REASONING),
+    options: &OPTION_TABLE,
 };
 
 /// DeepSeek-V3 special tokens that can appear in output; no DSML marker is one token.

@@ -15,7 +15,7 @@
 //! prefix, so each byte is looked at a bounded number of times whatever the cuts.
 
 use super::StreamParser;
-use crate::event::{ErrorKind, Event, Sink};
+use crate::event::{ErrorKind, Event, Sink, WarningKind};
 use crate::lexers::json::SERDE_JSON_MAX_DEPTH;
 use crate::lexers::json::{Feed, JsonConfig, JsonError, JsonErrorKind, JsonParser};
 use crate::lexers::marker::{MarkerScanner, Token};
@@ -233,7 +233,13 @@ impl Cx {
 
     /// A recovered deviation: a warning named after its option when `on`, else a
     /// `malformed_markup` error. Returns `on`.
-    pub fn lenient(&mut self, on: bool, option: &str, what: &str, out: &mut dyn Sink) -> bool {
+    pub fn lenient(
+        &mut self,
+        on: bool,
+        option: WarningKind,
+        what: &str,
+        out: &mut dyn Sink,
+    ) -> bool {
         let msg = format!("{what} at byte {}", self.pos);
         if on {
             out.push(Event::warning(option, msg));
@@ -591,7 +597,7 @@ impl ObjectReader {
                 Ok(v @ Value::Object(_)) => {
                     if let Some(i) = self.index.filter(|_| !self.spoiled) {
                         out.push(Event::warning(
-                            "string_arguments",
+                            WarningKind::StringArguments,
                             format!(
                                 "arguments at byte {} are a JSON string holding an object",
                                 self.at
@@ -736,7 +742,7 @@ enum Slot {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct EnvelopeOptions {
     /// Keys that hold the arguments, each with the warning its use gives (`None`: canonical).
-    pub args_keys: &'static [(&'static str, Option<&'static str>)],
+    pub args_keys: &'static [(&'static str, Option<WarningKind>)],
     /// The object may carry an `"id"` string, the call's id (null: none).
     pub has_id: bool,
     /// A missing arguments key gives `{}` with a `missing_arguments` warning (else `invalid_json`).
@@ -1120,7 +1126,7 @@ impl EnvelopeReader {
                     let msg = format!("the call object at byte {} has no arguments", self.at);
                     if self.opts.missing_arguments {
                         self.try_start(true, cx, out);
-                        out.push(Event::warning("missing_arguments", msg));
+                        out.push(Event::warning(WarningKind::MissingArguments, msg));
                         if let Some(i) = self.index {
                             out.args_delta(i, "{}");
                         }
@@ -1145,7 +1151,7 @@ impl EnvelopeReader {
                             Ok(v @ Value::Object(_)) => {
                                 self.try_start(true, cx, out);
                                 out.push(Event::warning(
-                                    "string_arguments",
+                                    WarningKind::StringArguments,
                                     format!(
                                         "the arguments of the call object at byte {} are a JSON string holding an object",
                                         self.at

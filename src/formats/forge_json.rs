@@ -6,6 +6,8 @@
 //! content. The call is announced (`CallStart` + one `ArgsDelta`) when the JSON body is
 //! complete, since `tool_name` may follow `arguments` in the object, and ends at `</tool>`.
 
+use super::config::config;
+use super::options::Table;
 use super::{Format, StreamParser};
 use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall};
 use crate::lexers::json::{Feed, JsonConfig, JsonErrorKind, JsonParser};
@@ -17,13 +19,17 @@ use serde_json::{Map, Value};
 /// The server a call gets when its JSON has no `server_name`.
 pub const DEFAULT_SERVER: &str = "local";
 
-/// Parser options (limits only: the format has no recovered deviations).
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// Maximum JSON nesting (`limit_exceeded`).
-    pub max_depth: usize,
-    /// Maximum bytes of one JSON body (`limit_exceeded`).
-    pub max_call_bytes: u64,
+config! {
+    /// Parser options (limits only: the format has no recovered deviations).
+    #[derive(Debug, Clone)]
+    pub struct Config {
+        options {
+        }
+        /// Maximum JSON nesting (`limit_exceeded`).
+        pub max_depth: usize,
+        /// Maximum bytes of one JSON body (`limit_exceeded`).
+        pub max_call_bytes: u64,
+    }
 }
 
 impl Default for Config {
@@ -397,6 +403,14 @@ fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
     Box::new(Parser::new(Config::default()))
 }
 
+/// The forge_json format's options, for `--option forge_json.NAME=…` and `conform.toml`.
+static OPTION_TABLE: Table<Config> = Table {
+    default: Config::default,
+    options: Config::OPTIONS,
+    nested: &[],
+    reasoning: None,
+    build: |c, _| Box::new(Parser::new(c)),
+};
 /// The forge_json format.
 pub static FORMAT: Format = Format {
     id: "forge_json",
@@ -408,6 +422,7 @@ pub static FORMAT: Format = Format {
     typing: None,
     special_tokens: &[],
     reasoning: None,
+    options: &OPTION_TABLE,
 };
 
 #[cfg(test)]

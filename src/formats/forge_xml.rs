@@ -7,8 +7,10 @@
 //! as one `ArgsDelta` when `</arguments>` closes (a later repeated element can still turn a
 //! scalar into an array, so nothing earlier is final).
 
+use super::config::config;
+use super::options::Table;
 use super::{Format, StreamParser, Typing};
-use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall};
+use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall, WarningKind};
 use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
 use crate::lexers::xml::{Ctl, EntityMode, Section, Token, XmlConfig, XmlErrorKind, XmlTokenizer};
 use crate::tools::Tools;
@@ -23,23 +25,27 @@ pub const CDATA_THRESHOLD: usize = 1000;
 /// Strings with more markup characters (`<`, `&`) than this are rendered in CDATA.
 pub const CDATA_MARKUP_CHARS: usize = 8;
 
-/// Parser options; every leniency emits `Warning{kind: <option name>}`.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// A bare `&` in a call (`a && b`) is kept as `&`, as Forge's ampersand-fallback retry does.
-    /// Default true. Off: `malformed_markup`.
-    pub allow_bare_ampersand: bool,
-    /// An unknown entity in a call (`&nbsp;`) is kept literally, as Forge does. Default true.
-    /// Off: `malformed_markup`.
-    pub allow_unknown_entities: bool,
-    /// Attributes on `<tool>` or on any element of a call are ignored. Default false
-    /// (`malformed_markup`): Forge's grammar has no attributes.
-    pub ignore_attributes: bool,
-    /// Maximum element nesting inside a call, `<tool>` included (`limit_exceeded`).
-    pub max_depth: usize,
-    /// Maximum bytes from `<tool>` to `</tool>` (`limit_exceeded`); a memory bound, not Forge's
-    /// 10 MiB policy.
-    pub max_call_bytes: u64,
+config! {
+    /// Parser options; every leniency emits `Warning{kind: <option name>}`.
+    #[derive(Debug, Clone)]
+    pub struct Config {
+        options {
+            /// A bare `&` in a call (`a && b`) is kept as `&`, as Forge's ampersand-fallback retry does.
+            /// Default true. Off: `malformed_markup`.
+            allow_bare_ampersand,
+            /// An unknown entity in a call (`&nbsp;`) is kept literally, as Forge does. Default true.
+            /// Off: `malformed_markup`.
+            allow_unknown_entities,
+            /// Attributes on `<tool>` or on any element of a call are ignored. Default false
+            /// (`malformed_markup`): Forge's grammar has no attributes.
+            ignore_attributes,
+        }
+        /// Maximum element nesting inside a call, `<tool>` included (`limit_exceeded`).
+        pub max_depth: usize,
+        /// Maximum bytes from `<tool>` to `</tool>` (`limit_exceeded`); a memory bound, not Forge's
+        /// 10 MiB policy.
+        pub max_call_bytes: u64,
+    }
 }
 
 impl Default for Config {
@@ -355,7 +361,7 @@ impl Host {
     fn attrs_ok(&self, off: u64, out: &mut dyn Sink) -> Result<(), Fail> {
         if self.cfg.ignore_attributes {
             out.push(Event::warning(
-                "ignore_attributes",
+                WarningKind::IgnoreAttributes,
                 format!("attributes ignored at byte {off}"),
             ));
             Ok(())
@@ -440,14 +446,14 @@ impl Host {
             Token::Error { kind, raw } => match kind {
                 XmlErrorKind::BareAmp if cfg.allow_bare_ampersand => {
                     out.push(Event::warning(
-                        "allow_bare_ampersand",
+                        WarningKind::AllowBareAmpersand,
                         format!("bare '&' kept at byte {off}"),
                     ));
                     chars(call, raw, off)?;
                 }
                 XmlErrorKind::UnknownEntity if cfg.allow_unknown_entities => {
                     out.push(Event::warning(
-                        "allow_unknown_entities",
+                        WarningKind::AllowUnknownEntities,
                         format!("unknown entity {raw} kept at byte {off}"),
                     ));
                     chars(call, raw, off)?;
@@ -493,7 +499,7 @@ impl Host {
                 if !attrs.is_empty() {
                     if cfg.ignore_attributes {
                         out.push(Event::warning(
-                            "ignore_attributes",
+                            WarningKind::IgnoreAttributes,
                             format!("attributes ignored at byte {off}"),
                         ));
                     } else {
@@ -1016,6 +1022,14 @@ fn new_parser(tools: &Tools) -> Box<dyn StreamParser> {
     Box::new(Parser::new(Config::default(), tools))
 }
 
+/// The forge_xml format's options, for `--option forge_xml.NAME=…` and `conform.toml`.
+static OPTION_TABLE: Table<Config> = Table {
+    default: Config::default,
+    options: Config::OPTIONS,
+    nested: &[],
+    reasoning: None,
+    build: |c, t| Box::new(Parser::new(c, t)),
+};
 /// The forge_xml format.
 pub static FORMAT: Format = Format {
     id: "forge_xml",
@@ -1032,6 +1046,7 @@ pub static FORMAT: Format = Format {
     }),
     special_tokens: &[],
     reasoning: None,
+    options: &OPTION_TABLE,
 };
 
 /// A call whose `content` travels in CDATA, for the `cdata_split` invariant.

@@ -5,10 +5,11 @@
 //! text⏎<tool_call>NAME⏎<arg_key>KEY</arg_key>⏎<arg_value>VALUE</arg_value>⏎</tool_call>
 //! ```
 
+use super::options::Table;
 use super::reasoning::Syntax;
 use super::tagged::{self, CallForm, Grammar, ParamForm, Role};
 use super::{Format, SpecialToken, StreamParser, Typing};
-use crate::event::ToolCall;
+use crate::event::{ToolCall, WarningKind};
 use crate::tools::Tools;
 
 pub use super::tagged::Config;
@@ -38,7 +39,7 @@ pub static GRAMMAR: Grammar = Grammar {
     follow_block_close: false,
     pad: false,
     string_attr: false,
-    block_end_warning: "missing_call_end",
+    block_end_warning: WarningKind::MissingCallEnd,
     reasoning: Some(&REASONING),
 };
 
@@ -94,6 +95,14 @@ fn typing_probe(raw: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// The glm45 format's options, for `--option glm45.NAME=…` and `conform.toml`.
+static OPTION_TABLE: Table<Config> = Table {
+    default: config,
+    options: Config::OPTIONS,
+    nested: &tagged::NESTED,
+    reasoning: None,
+    build: |c, t| tagged::boxed(&GRAMMAR, c, t),
+};
 /// The glm45 format.
 pub static FORMAT: Format = Format {
     id: "glm45",
@@ -110,6 +119,7 @@ pub static FORMAT: Format = Format {
     }),
     special_tokens: SPECIAL_TOKENS,
     reasoning: Some(&REASONING),
+    options: &OPTION_TABLE,
 };
 
 /// GLM-4.5/4.6/4.7 added tokens that can appear in output: each tag is one token (ids as

@@ -6,6 +6,7 @@
 //! ```
 
 use super::glm45::{GRAMMAR, REASONING, SPECIAL_TOKENS, markers};
+use super::options::Table;
 use super::tagged;
 use super::{Format, StreamParser, Typing};
 use crate::event::ToolCall;
@@ -54,6 +55,14 @@ fn typing_probe(raw: &str) -> Vec<u8> {
         .into_bytes()
 }
 
+/// The glm47 format's options, for `--option glm47.NAME=…` and `conform.toml`.
+static OPTION_TABLE: Table<Config> = Table {
+    default: config,
+    options: Config::OPTIONS,
+    nested: &tagged::NESTED,
+    reasoning: None,
+    build: |c, t| tagged::boxed(&GRAMMAR, c, t),
+};
 /// The glm47 format.
 pub static FORMAT: Format = Format {
     id: "glm47",
@@ -70,6 +79,7 @@ pub static FORMAT: Format = Format {
     }),
     special_tokens: SPECIAL_TOKENS,
     reasoning: Some(&REASONING),
+    options: &OPTION_TABLE,
 };
 
 #[cfg(test)]

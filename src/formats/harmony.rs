@@ -9,8 +9,10 @@
 //! buffered (bounded) until `<|message|>`, then its content streams as text, reasoning or a
 //! call's arguments, validated by the incremental JSON parser as they arrive.
 
+use super::config::config;
+use super::options::Table;
 use super::{Format, SpecialToken, StreamParser};
-use crate::event::{ErrorKind, Event, Sink, ToolCall};
+use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};
 use crate::lexers::json::{JsonConfig, JsonErrorKind, JsonParser, SERDE_JSON_MAX_DEPTH};
 use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
 use crate::tools::Tools;
@@ -86,33 +88,37 @@ fn match_marker(s: &[u8]) -> Match {
     }
 }
 
-/// Leniency options and limits; every recovered deviation is one named option, on by default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Config {
-    /// A call message ended by `<|end|>` or `<|return|>` (or another message by `<|call|>`)
-    /// is accepted with a warning: the reference library treats all three as terminators.
-    pub call_terminator: bool,
-    /// A call message whose complete arguments are cut by the end of the stream or by the next
-    /// header keeps its call with a warning (the library closes the message at EOS).
-    pub missing_call_end: bool,
-    /// A message cut by the next header (`<|start|>` or `<|channel|>` inside its content)
-    /// ends there with a warning (outputs that skip `<|end|>`, mlx-openai-server#156).
-    pub missing_end: bool,
-    /// A header that begins with `<|channel|>` after a message, without `<|start|>assistant`,
-    /// is read as an assistant header with a warning.
-    pub missing_start: bool,
-    /// A recipient outside `functions.` (`browser.search`, `python`) is a call named by the
-    /// whole recipient with a warning, instead of an `unknown_tool` error.
-    pub builtin_recipient: bool,
-    /// An `analysis` message still open at the end of the stream is reasoning with a warning;
-    /// off: an `unterminated` error (the reasoning is kept either way).
-    pub unterminated_reasoning: bool,
-    /// Longest header (role, channel, recipient, content type) in bytes.
-    pub max_header_bytes: usize,
-    /// Longest arguments text of one call in bytes.
-    pub max_args_bytes: usize,
-    /// Deepest JSON nesting of the arguments (serde_json's own limit by default).
-    pub max_depth: usize,
+config! {
+    /// Leniency options and limits; every recovered deviation is one named option, on by default.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Config {
+        options {
+            /// A call message ended by `<|end|>` or `<|return|>` (or another message by `<|call|>`)
+            /// is accepted with a warning: the reference library treats all three as terminators.
+            call_terminator,
+            /// A call message whose complete arguments are cut by the end of the stream or by the next
+            /// header keeps its call with a warning (the library closes the message at EOS).
+            missing_call_end,
+            /// A message cut by the next header (`<|start|>` or `<|channel|>` inside its content)
+            /// ends there with a warning (outputs that skip `<|end|>`, mlx-openai-server#156).
+            missing_end,
+            /// A header that begins with `<|channel|>` after a message, without `<|start|>assistant`,
+            /// is read as an assistant header with a warning.
+            missing_start,
+            /// A recipient outside `functions.` (`browser.search`, `python`) is a call named by the
+            /// whole recipient with a warning, instead of an `unknown_tool` error.
+            builtin_recipient,
+            /// An `analysis` message still open at the end of the stream is reasoning with a warning;
+            /// off: an `unterminated` error (the reasoning is kept either way).
+            unterminated_reasoning,
+        }
+        /// Longest header (role, channel, recipient, content type) in bytes.
+        pub max_header_bytes: usize,
+        /// Longest arguments text of one call in bytes.
+        pub max_args_bytes: usize,
+        /// Deepest JSON nesting of the arguments (serde_json's own limit by default).
+        pub max_depth: usize,
+    }
 }
 
 impl Default for Config {
@@ -432,7 +438,14 @@ impl Parser {
     }
 
     /// A recovered deviation: a warning, or with the option off an error of `kind`.
-    fn deviation(&self, on: bool, option: &str, kind: ErrorKind, msg: String, out: &mut dyn Sink) {
+    fn deviation(
+        &self,
+        on: bool,
+        option: WarningKind,
+        kind: ErrorKind,
+        msg: String,
+        out: &mut dyn Sink,
+    ) {
         if on {
             out.push(Event::warning(option, msg));
         } else {
@@ -448,7 +461,7 @@ impl Parser {
                 Marker::Channel => {
                     self.deviation(
                         self.cfg.missing_start,
-                        "missing_start",
+                        WarningKind::MissingStart,
                         ErrorKind::MalformedMarkup,
                         format!("header at byte {at} has no <|start|>assistant"),
                         out,
@@ -562,7 +575,7 @@ impl Parser {
                             out.push(Event::error(ErrorKind::UnknownTool, msg));
                             return;
                         }
-                        out.push(Event::warning("builtin_recipient", msg));
+                        out.push(Event::warning(WarningKind::BuiltinRecipient, msg));
                         r
                     }
                 };
@@ -624,7 +637,7 @@ impl Parser {
                 out.push(Event::error(ErrorKind::MalformedMarkup, msg));
                 return;
             }
-            out.push(Event::warning("call_terminator", msg));
+            out.push(Event::warning(WarningKind::CallTerminator, msg));
         }
         if let Content::Call(a) = c {
             self.end_call(*a, Ending::Terminator, out);
@@ -638,7 +651,7 @@ impl Parser {
             Content::Drop => {}
             Content::Text | Content::Reasoning => self.deviation(
                 self.cfg.missing_end,
-                "missing_end",
+                WarningKind::MissingEnd,
                 ErrorKind::MalformedMarkup,
                 format!("a message ends at byte {at} without <|end|>"),
                 out,
@@ -688,7 +701,7 @@ impl Parser {
                 };
                 return out.push(Event::error(kind, msg));
             }
-            out.push(Event::warning("missing_call_end", msg));
+            out.push(Event::warning(WarningKind::MissingCallEnd, msg));
         }
         out.push(Event::CallEnd { index });
     }
@@ -823,7 +836,7 @@ impl StreamParser for Parser {
             State::Content(Content::Call(a)) => self.end_call(*a, Ending::Eof, out),
             State::Content(Content::Reasoning) => self.deviation(
                 self.cfg.unterminated_reasoning,
-                "unterminated_reasoning",
+                WarningKind::UnterminatedReasoning,
                 ErrorKind::Unterminated,
                 "the stream ended inside an analysis message".into(),
                 out,
@@ -901,6 +914,14 @@ fn markers(_tools: &Tools) -> Vec<String> {
     MARKERS.iter().map(|m| m.to_string()).collect()
 }
 
+/// The harmony format's options, for `--option harmony.NAME=…` and `conform.toml`.
+static OPTION_TABLE: Table<Config> = Table {
+    default: Config::default,
+    options: Config::OPTIONS,
+    nested: &[],
+    reasoning: None,
+    build: |c, _| Box::new(Parser::new(c)),
+};
 /// The harmony format.
 pub static FORMAT: Format = Format {
     id: "harmony",
@@ -912,6 +933,7 @@ pub static FORMAT: Format = Format {
     typing: None,
     special_tokens: SPECIAL_TOKENS,
     reasoning: None,
+    options: &OPTION_TABLE,
 };
 
 /// gpt-oss's special tokens that can appear in its output, with their o200k_harmony ids.

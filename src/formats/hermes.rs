@@ -9,12 +9,14 @@
 //! A grammar over the family driver ([`super::delimited`]): the call object is read by the
 //! envelope reader, so `</tool_call>` inside a JSON string is content.
 
+use super::config::config;
 use super::delimited::{
     Cx, Driver, EnvelopeOptions, EnvelopeReader, Grammar, Limits, TextStep, ValueEnd,
 };
+use super::options::Table;
 use super::reasoning::{self, Syntax};
 use super::{Format, SpecialToken, StreamParser};
-use crate::event::{ErrorKind, Sink, ToolCall};
+use crate::event::{ErrorKind, Sink, ToolCall, WarningKind};
 use crate::tools::Tools;
 
 /// `<tool_call>`: opens a call.
@@ -24,24 +26,28 @@ pub const CLOSE: &str = "</tool_call>";
 /// The delimiters, in the order the grammar numbers them.
 pub const MARKERS: [&str; 2] = [OPEN, CLOSE];
 
-/// Leniency options and limits; every recovered deviation is one named option, on by default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Config {
-    /// `arguments` written as a JSON string holding an object (Granite 4, vLLM's serialized-
-    /// arguments test) is decoded once with a warning instead of rejected.
-    pub string_arguments: bool,
-    /// `parameters` in place of `arguments` (SGLang's reading) is accepted with a warning; off,
-    /// `parameters` is an ordinary (ignored) key.
-    pub parameters_key: bool,
-    /// A call object without an arguments key gets `{}` with a warning instead of failing.
-    pub missing_arguments: bool,
-    /// A complete call object followed by the next `<tool_call>` or the end of the stream
-    /// (a max_tokens cut) is kept with a warning.
-    pub missing_call_end: bool,
-    /// A `</tool_call>` outside a call is dropped with a warning instead of an error.
-    pub stray_call_end: bool,
-    /// Size and nesting limits.
-    pub limits: Limits,
+config! {
+    /// Leniency options and limits; every recovered deviation is one named option, on by default.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Config {
+        options {
+            /// `arguments` written as a JSON string holding an object (Granite 4, vLLM's serialized-
+            /// arguments test) is decoded once with a warning instead of rejected.
+            string_arguments,
+            /// `parameters` in place of `arguments` (SGLang's reading) is accepted with a warning; off,
+            /// `parameters` is an ordinary (ignored) key.
+            parameters_key,
+            /// A call object without an arguments key gets `{}` with a warning instead of failing.
+            missing_arguments,
+            /// A complete call object followed by the next `<tool_call>` or the end of the stream
+            /// (a max_tokens cut) is kept with a warning.
+            missing_call_end,
+            /// A `</tool_call>` outside a call is dropped with a warning instead of an error.
+            stray_call_end,
+        }
+        /// Size and nesting limits.
+        pub limits: Limits,
+    }
 }
 
 impl Default for Config {
@@ -57,9 +63,11 @@ impl Default for Config {
     }
 }
 
-const KEYS_LENIENT: &[(&str, Option<&str>)] =
-    &[("arguments", None), ("parameters", Some("parameters_key"))];
-const KEYS_STRICT: &[(&str, Option<&str>)] = &[("arguments", None)];
+const KEYS_LENIENT: &[(&str, Option<WarningKind>)] = &[
+    ("arguments", None),
+    ("parameters", Some(WarningKind::ParametersKey)),
+];
+const KEYS_STRICT: &[(&str, Option<WarningKind>)] = &[("arguments", None)];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -102,7 +110,12 @@ impl Hermes {
             return;
         };
         let what = format!("call {i} has no {CLOSE}");
-        if cx.lenient(self.cfg.missing_call_end, "missing_call_end", &what, out) {
+        if cx.lenient(
+            self.cfg.missing_call_end,
+            WarningKind::MissingCallEnd,
+            &what,
+            out,
+        ) {
             cx.end_call(i, out);
         }
     }
@@ -140,7 +153,7 @@ impl Grammar for Hermes {
                 } else {
                     cx.lenient(
                         self.cfg.stray_call_end,
-                        "stray_call_end",
+                        WarningKind::StrayCallEnd,
                         "</tool_call> outside a call",
                         out,
                     );
@@ -285,6 +298,14 @@ fn markers(_tools: &Tools) -> Vec<String> {
     MARKERS.iter().map(|m| m.to_string()).collect()
 }
 
+/// The hermes format's options, for `--option hermes.NAME=…` and `conform.toml`.
+static OPTION_TABLE: Table<Config> = Table {
+    default: Config::default,
+    options: Config::OPTIONS,
+    nested: &[],
+    reasoning: Some(&REASONING),
+    build: |c, _| Box::new(parser(c)),
+};
 /// The hermes format.
 pub static FORMAT: Format = Format {
     id: "hermes",
@@ -296,6 +317,7 @@ pub static FORMAT: Format = Format {
     typing: None,
     special_tokens: SPECIAL_TOKENS,
     reasoning: Some(&REASONING),
+    options: &OPTION_TABLE,
 };
 
 /// Qwen2.5 / Qwen3 special tokens that can appear in output, with their ids.

@@ -9,9 +9,11 @@
 //! validated by the incremental JSON parser as they stream, which also tells whether a `<|`
 //! sits inside a JSON string (content) or outside one (a marker).
 
+use super::config::config;
+use super::options::Table;
 use super::reasoning::{self, Syntax};
 use super::{Format, SpecialToken, StreamParser};
-use crate::event::{ErrorKind, Event, Sink, ToolCall};
+use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};
 use crate::lexers::json::{
     Feed, JsonConfig, JsonError, JsonErrorKind, JsonParser, SERDE_JSON_MAX_DEPTH,
 };
@@ -99,37 +101,41 @@ fn match_marker(s: &[u8]) -> Match {
     }
 }
 
-/// Leniency options and limits; every recovered deviation is one named option, on by default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Config {
-    /// Non-whitespace text between calls inside a section (noise such as `!!!!!` or `</think>`,
-    /// vllm#36763, #36969) is kept as text with a warning instead of an error.
-    pub text_in_section: bool,
-    /// Whitespace around the header, the name or the id (spaced tokens, `\n` before the id:
-    /// vllm#38441) is trimmed with a warning instead of failing the call.
-    pub header_whitespace: bool,
-    /// Arguments written as a JSON string holding a JSON object (MoonshotAI/Kimi-K2#26) are
-    /// unwrapped with a warning instead of rejected.
-    pub string_arguments: bool,
-    /// Complete arguments followed by the next call, the section end or the end of the stream
-    /// (max_tokens cuts, llama.cpp fixtures) are accepted with a warning.
-    pub missing_call_end: bool,
-    /// A section still open at the end of the stream keeps its calls (Dynamo#8208).
-    pub missing_section_end: bool,
-    /// A call outside any section opens an implicit section (outputs without the wrapper).
-    pub missing_section_begin: bool,
-    /// `<|tool_call_section_begin|>` / `_end|>` are read as the plural section markers.
-    pub singular_section_marker: bool,
-    /// `<|tool_call_arguments_begin|>` is read as the argument marker.
-    pub plural_argument_marker: bool,
-    /// A section end outside any section is dropped with a warning.
-    pub stray_section_end: bool,
-    /// Longest header (name and id) in bytes.
-    pub max_header_bytes: usize,
-    /// Longest arguments text of one call in bytes.
-    pub max_args_bytes: usize,
-    /// Deepest JSON nesting of the arguments (serde_json's own limit by default).
-    pub max_depth: usize,
+config! {
+    /// Leniency options and limits; every recovered deviation is one named option, on by default.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Config {
+        options {
+            /// Non-whitespace text between calls inside a section (noise such as `!!!!!` or `</think>`,
+            /// vllm#36763, #36969) is kept as text with a warning instead of an error.
+            text_in_section,
+            /// Whitespace around the header, the name or the id (spaced tokens, `\n` before the id:
+            /// vllm#38441) is trimmed with a warning instead of failing the call.
+            header_whitespace,
+            /// Arguments written as a JSON string holding a JSON object (MoonshotAI/Kimi-K2#26) are
+            /// unwrapped with a warning instead of rejected.
+            string_arguments,
+            /// Complete arguments followed by the next call, the section end or the end of the stream
+            /// (max_tokens cuts, llama.cpp fixtures) are accepted with a warning.
+            missing_call_end,
+            /// A section still open at the end of the stream keeps its calls (Dynamo#8208).
+            missing_section_end,
+            /// A call outside any section opens an implicit section (outputs without the wrapper).
+            missing_section_begin,
+            /// `<|tool_call_section_begin|>` / `_end|>` are read as the plural section markers.
+            singular_section_marker,
+            /// `<|tool_call_arguments_begin|>` is read as the argument marker.
+            plural_argument_marker,
+            /// A section end outside any section is dropped with a warning.
+            stray_section_end,
+        }
+        /// Longest header (name and id) in bytes.
+        pub max_header_bytes: usize,
+        /// Longest arguments text of one call in bytes.
+        pub max_args_bytes: usize,
+        /// Deepest JSON nesting of the arguments (serde_json's own limit by default).
+        pub max_depth: usize,
+    }
 }
 
 impl Default for Config {
@@ -417,7 +423,7 @@ impl Parser {
             _ => {
                 if self.cfg.text_in_section {
                     out.push(Event::warning(
-                        "text_in_section",
+                        WarningKind::TextInSection,
                         format!("text between calls inside a section at byte {}", self.pos),
                     ));
                 } else {
@@ -445,7 +451,12 @@ impl Parser {
             State::Text => self.marker_in_text(m, out),
             State::Header { buf, at } => match m {
                 Marker::ArgumentBegin { plural } => {
-                    self.variant(plural, "plural_argument_marker", ARGUMENT_BEGIN_PLURAL, out);
+                    self.variant(
+                        plural,
+                        WarningKind::PluralArgumentMarker,
+                        ARGUMENT_BEGIN_PLURAL,
+                        out,
+                    );
                     self.start_args(&buf, at, out);
                 }
                 _ => {
@@ -470,12 +481,12 @@ impl Parser {
     }
 
     /// Reports a recognised marker variant: a warning, or an error with the option off.
-    fn variant(&mut self, used: bool, option: &str, token: &str, out: &mut dyn Sink) {
+    fn variant(&mut self, used: bool, option: WarningKind, token: &str, out: &mut dyn Sink) {
         if !used {
             return;
         }
         let enabled = match option {
-            "plural_argument_marker" => self.cfg.plural_argument_marker,
+            WarningKind::PluralArgumentMarker => self.cfg.plural_argument_marker,
             _ => self.cfg.singular_section_marker,
         };
         let msg = format!("{token} at byte {} is a non-canonical marker", self.pos);
@@ -492,7 +503,7 @@ impl Parser {
             Marker::SectionBegin { singular } => {
                 self.variant(
                     singular,
-                    "singular_section_marker",
+                    WarningKind::SingularSectionMarker,
                     SECTION_BEGIN_SINGULAR,
                     out,
                 );
@@ -507,14 +518,14 @@ impl Parser {
             Marker::SectionEnd { singular } => {
                 self.variant(
                     singular,
-                    "singular_section_marker",
+                    WarningKind::SingularSectionMarker,
                     SECTION_END_SINGULAR,
                     out,
                 );
                 if self.section == Section::None {
                     let msg = format!("section end at byte {} outside a section", self.pos);
                     if self.cfg.stray_section_end {
-                        out.push(Event::warning("stray_section_end", msg));
+                        out.push(Event::warning(WarningKind::StraySectionEnd, msg));
                     } else {
                         out.push(Event::error(ErrorKind::MalformedMarkup, msg));
                     }
@@ -525,7 +536,7 @@ impl Parser {
                 if self.section == Section::None {
                     let msg = format!("call at byte {} outside a tool-call section", self.pos);
                     if self.cfg.missing_section_begin {
-                        out.push(Event::warning("missing_section_begin", msg));
+                        out.push(Event::warning(WarningKind::MissingSectionBegin, msg));
                     } else {
                         out.push(Event::error(ErrorKind::MalformedMarkup, msg));
                     }
@@ -570,7 +581,7 @@ impl Parser {
         } else {
             if h.trimmed {
                 out.push(Event::warning(
-                    "header_whitespace",
+                    WarningKind::HeaderWhitespace,
                     format!("call header {header:?} at byte {at} has surrounding whitespace"),
                 ));
             }
@@ -797,7 +808,7 @@ impl Parser {
         if missing_end {
             let msg = format!("call {index} has no <|tool_call_end|> (at byte {at})");
             if self.cfg.missing_call_end {
-                out.push(Event::warning("missing_call_end", msg));
+                out.push(Event::warning(WarningKind::MissingCallEnd, msg));
             } else {
                 let kind = if at_eof {
                     ErrorKind::Unterminated
@@ -832,7 +843,7 @@ impl Parser {
                 );
             }
             out.push(Event::warning(
-                "string_arguments",
+                WarningKind::StringArguments,
                 format!("call {index}'s arguments are a JSON string holding an object"),
             ));
             out.args_delta(index, &obj.to_string());
@@ -907,7 +918,7 @@ impl StreamParser for Parser {
                 if self.section == Section::Explicit {
                     let msg = "the stream ended inside a tool-call section".to_string();
                     if self.cfg.missing_section_end {
-                        out.push(Event::warning("missing_section_end", msg));
+                        out.push(Event::warning(WarningKind::MissingSectionEnd, msg));
                     } else {
                         out.push(Event::error(ErrorKind::Unterminated, msg));
                     }
@@ -923,7 +934,7 @@ impl StreamParser for Parser {
                 if self.close_args(&mut a, true, true, out) && explicit {
                     let msg = "the stream ended inside a tool-call section".to_string();
                     if self.cfg.missing_section_end {
-                        out.push(Event::warning("missing_section_end", msg));
+                        out.push(Event::warning(WarningKind::MissingSectionEnd, msg));
                     } else {
                         out.push(Event::error(ErrorKind::Unterminated, msg));
                     }
@@ -1042,6 +1053,14 @@ fn markers(_tools: &Tools) -> Vec<String> {
     MARKERS.iter().map(|m| m.to_string()).collect()
 }
 
+/// The kimi_k2 format's options, for `--option kimi_k2.NAME=…` and `conform.toml`.
+static OPTION_TABLE: Table<Config> = Table {
+    default: Config::default,
+    options: Config::OPTIONS,
+    nested: &[],
+    reasoning: Some(&REASONING),
+    build: |c, _| Box::new(Parser::new(c)),
+};
 /// The kimi_k2 format.
 pub static FORMAT: Format = Format {
     id: "kimi_k2",
@@ -1053,6 +1072,7 @@ pub static FORMAT: Format = Format {
     typing: None,
     special_tokens: SPECIAL_TOKENS,
     reasoning: Some(&REASONING),
+    options: &OPTION_TABLE,
 };
 
 /// Kimi K2's special tokens that can appear in its output, with their ids in its tokenizer.

@@ -4,9 +4,11 @@
 //! No delimiter marks a call's end: the call object ends where its JSON ends. An object that
 //! has no `name` key is an answer written in JSON, not a call: it is text.
 
+use super::config::config;
 use super::delimited::{
     Cx, Driver, EnvelopeOptions, EnvelopeReader, Grammar, Limits, TextStep, ValueEnd, is_ws,
 };
+use super::options::Table;
 use super::{Format, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Sink, ToolCall};
 use crate::tools::Tools;
@@ -20,12 +22,16 @@ pub const EOT: &str = "<|eot_id|>";
 /// The delimiters, in the order the grammar numbers them.
 pub const MARKERS: [&str; 3] = [PYTHON_TAG, EOM, EOT];
 
-/// Options and limits. `parameters` and `arguments` are both canonical (Meta writes the
-/// first, engines accept both), so reading either is no leniency.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Config {
-    /// Size and nesting limits.
-    pub limits: Limits,
+config! {
+    /// Options and limits. `parameters` and `arguments` are both canonical (Meta writes the
+    /// first, engines accept both), so reading either is no leniency.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub struct Config {
+        options {
+        }
+        /// Size and nesting limits.
+        pub limits: Limits,
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -233,6 +239,14 @@ fn markers(_tools: &Tools) -> Vec<String> {
     MARKERS.iter().map(|m| m.to_string()).collect()
 }
 
+/// The llama3_json format's options, for `--option llama3_json.NAME=…` and `conform.toml`.
+static OPTION_TABLE: Table<Config> = Table {
+    default: Config::default,
+    options: Config::OPTIONS,
+    nested: &[],
+    reasoning: None,
+    build: |c, _| Box::new(parser(c)),
+};
 /// The llama3_json format.
 pub static FORMAT: Format = Format {
     id: "llama3_json",
@@ -244,6 +258,7 @@ pub static FORMAT: Format = Format {
     typing: None,
     special_tokens: SPECIAL_TOKENS,
     reasoning: None,
+    options: &OPTION_TABLE,
 };
 
 /// Llama 3 special tokens that can appear in output (ids = 128000 + position).

@@ -5,10 +5,11 @@
 //! text⏎<minimax:tool_call>⏎<invoke name="NAME">⏎<parameter name="KEY">VALUE</parameter>⏎</invoke>⏎</minimax:tool_call>
 //! ```
 
+use super::options::Table;
 use super::reasoning::Syntax;
 use super::tagged::{self, CallForm, Grammar, ParamForm, Role};
 use super::{Format, SpecialToken, StreamParser, Typing};
-use crate::event::ToolCall;
+use crate::event::{ToolCall, WarningKind};
 use crate::tools::Tools;
 
 pub use super::tagged::Config;
@@ -39,7 +40,7 @@ pub static GRAMMAR: Grammar = Grammar {
     follow_block_close: false,
     pad: false,
     string_attr: false,
-    block_end_warning: "missing_section_end",
+    block_end_warning: WarningKind::MissingSectionEnd,
     reasoning: Some(&REASONING),
 };
 
@@ -91,6 +92,14 @@ fn typing_probe(raw: &str) -> Vec<u8> {
         .into_bytes()
 }
 
+/// The minimax_m2 format's options, for `--option minimax_m2.NAME=…` and `conform.toml`.
+static OPTION_TABLE: Table<Config> = Table {
+    default: config,
+    options: Config::OPTIONS,
+    nested: &tagged::NESTED,
+    reasoning: None,
+    build: |c, t| tagged::boxed(&GRAMMAR, c, t),
+};
 /// The minimax_m2 format.
 pub static FORMAT: Format = Format {
     id: "minimax_m2",
@@ -107,6 +116,7 @@ pub static FORMAT: Format = Format {
     }),
     special_tokens: SPECIAL_TOKENS,
     reasoning: Some(&REASONING),
+    options: &OPTION_TABLE,
 };
 
 /// MiniMax-M2 vocabulary tokens that can appear in its output (ids not verified; `<invoke`

@@ -4,12 +4,14 @@
 //! The array's brackets and commas are read by the grammar; each element by the call-object
 //! reader, so brackets inside strings or nested arrays never end the array.
 
+use super::config::config;
 use super::delimited::{
     Cx, Driver, EnvelopeOptions, EnvelopeReader, Grammar, Limits, TextStep, ValueEnd, is_ws,
 };
+use super::options::Table;
 use super::reasoning::{self, Syntax};
 use super::{Format, SpecialToken, StreamParser};
-use crate::event::{ErrorKind, Sink, ToolCall};
+use crate::event::{ErrorKind, Sink, ToolCall, WarningKind};
 use crate::tools::Tools;
 
 /// `[TOOL_CALLS]`: the JSON array of calls follows.
@@ -17,17 +19,21 @@ pub const TOOL_CALLS: &str = "[TOOL_CALLS]";
 /// The delimiters.
 pub const MARKERS: [&str; 1] = [TOOL_CALLS];
 
-/// Leniency options and limits; every recovered deviation is one named option.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Config {
-    /// A single call object instead of an array (Dynamo's fixture form) is accepted with a
-    /// warning.
-    pub object_not_array: bool,
-    /// A call object without `arguments` gets `{}` with a warning (vLLM's reading). Off by
-    /// default: mistral-common rejects it.
-    pub missing_arguments: bool,
-    /// Size and nesting limits.
-    pub limits: Limits,
+config! {
+    /// Leniency options and limits; every recovered deviation is one named option.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Config {
+        options {
+            /// A single call object instead of an array (Dynamo's fixture form) is accepted with a
+            /// warning.
+            object_not_array,
+            /// A call object without `arguments` gets `{}` with a warning (vLLM's reading). Off by
+            /// default: mistral-common rejects it.
+            missing_arguments,
+        }
+        /// Size and nesting limits.
+        pub limits: Limits,
+    }
 }
 
 impl Default for Config {
@@ -106,7 +112,7 @@ impl Grammar for Mistral {
                     b'{' => {
                         if cx.lenient(
                             self.cfg.object_not_array,
-                            "object_not_array",
+                            WarningKind::ObjectNotArray,
                             "a call object instead of an array",
                             out,
                         ) {
@@ -285,6 +291,14 @@ fn markers(_tools: &Tools) -> Vec<String> {
     MARKERS.iter().map(|m| m.to_string()).collect()
 }
 
+/// The mistral format's options, for `--option mistral.NAME=…` and `conform.toml`.
+static OPTION_TABLE: Table<Config> = Table {
+    default: Config::default,
+    options: Config::OPTIONS,
+    nested: &[],
+    reasoning: Some(&REASONING),
+    build: |c, _| Box::new(parser(c)),
+};
 /// The mistral format.
 pub static FORMAT: Format = Format {
     id: "mistral",
@@ -296,6 +310,7 @@ pub static FORMAT: Format = Format {
     typing: None,
     special_tokens: SPECIAL_TOKENS,
     reasoning: Some(&REASONING),
+    options: &OPTION_TABLE,
 };
 
 /// Control tokens of the v3 SentencePiece vocabulary that can appear in output.

@@ -4,10 +4,12 @@
 //! No delimiter ends a call: its arguments end where their JSON object ends, which the
 //! object reader finds string-aware, so `[TOOL_CALLS]` inside an argument string is content.
 
+use super::config::config;
 use super::delimited::{Cx, Driver, Grammar, Limits, ObjectReader, TextStep, ValueEnd};
+use super::options::Table;
 use super::reasoning::{self, Syntax};
 use super::{Format, SpecialToken, StreamParser};
-use crate::event::{ErrorKind, Sink, ToolCall};
+use crate::event::{ErrorKind, Sink, ToolCall, WarningKind};
 use crate::tools::Tools;
 
 /// `[TOOL_CALLS]`: starts a call; the name follows.
@@ -22,15 +24,19 @@ pub const MARKERS: [&str; 3] = [TOOL_CALLS, ARGS, CALL_ID];
 const M_TOOL_CALLS: usize = 0;
 const M_ARGS: usize = 1;
 
-/// Leniency options and limits; every recovered deviation is one named option.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Config {
-    /// `[TOOL_CALLS]NAME{…}` without `[ARGS]` (the control token stripped by a decoder that
-    /// skips special tokens, as in vLLM's own tests) is read with the name ending at the first
-    /// `{`, with a warning.
-    pub missing_args_marker: bool,
-    /// Size and nesting limits.
-    pub limits: Limits,
+config! {
+    /// Leniency options and limits; every recovered deviation is one named option.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Config {
+        options {
+            /// `[TOOL_CALLS]NAME{…}` without `[ARGS]` (the control token stripped by a decoder that
+            /// skips special tokens, as in vLLM's own tests) is read with the name ending at the first
+            /// `{`, with a warning.
+            missing_args_marker,
+        }
+        /// Size and nesting limits.
+        pub limits: Limits,
+    }
 }
 
 impl Default for Config {
@@ -85,7 +91,7 @@ impl MistralV11 {
     ) -> bool {
         if !cx.lenient(
             self.cfg.missing_args_marker,
-            "missing_args_marker",
+            WarningKind::MissingArgsMarker,
             "arguments without [ARGS]",
             out,
         ) {
@@ -360,6 +366,14 @@ fn markers(_tools: &Tools) -> Vec<String> {
     MARKERS.iter().map(|m| m.to_string()).collect()
 }
 
+/// The mistral_v11 format's options, for `--option mistral_v11.NAME=…` and `conform.toml`.
+static OPTION_TABLE: Table<Config> = Table {
+    default: Config::default,
+    options: Config::OPTIONS,
+    nested: &[],
+    reasoning: Some(&REASONING),
+    build: |c, _| Box::new(parser(c)),
+};
 /// The mistral_v11 format.
 pub static FORMAT: Format = Format {
     id: "mistral_v11",
@@ -371,6 +385,7 @@ pub static FORMAT: Format = Format {
     typing: None,
     special_tokens: SPECIAL_TOKENS,
     reasoning: Some(&REASONING),
+    options: &OPTION_TABLE,
 };
 
 /// Tekken control tokens that can appear in v11+ output (ids from mistral-common's tests).

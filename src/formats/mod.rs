@@ -1,9 +1,19 @@
-//! One module per wire format, each registered once in [`REGISTRY`].
+//! One module per wire format, each registered once in [`REGISTRY`] (`registry.rs`); the
+//! contract a format fulfils is in `contract.rs`; a `Config`'s options are declared with
+//! `config.rs`'s macro and gathered into a format's settable options by `options.rs`.
 //!
 //! A format knows the lexers and the event model; it never knows the harness.
 
-use crate::event::{Event, Sink, ToolCall};
-use crate::tools::Tools;
+pub mod config;
+mod contract;
+pub mod options;
+pub mod registry;
+
+pub use contract::{
+    CdataProbe, Format, FormatOptions, OptionInfo, OptionValues, OptionsByFormat, RenderFn,
+    SpecialToken, StreamParser, Typing, run_chunks,
+};
+pub use registry::{REGISTRY, by_id};
 
 pub mod anthropic_sse;
 pub mod deepseek_v3;
@@ -34,135 +44,3 @@ pub mod tagged;
 pub(crate) mod testkit;
 pub mod typing;
 mod xml_prose;
-
-/// A push parser for one turn (or one session) of a format's stream.
-///
-/// The contract is in `specs/streaming.md`: chunks may be cut anywhere, including inside a
-/// UTF-8 character or a marker; the events are the same whatever the cuts.
-pub trait StreamParser: Send {
-    /// Feeds the next chunk of the transcript, appending the events it completes to `out`.
-    fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink);
-    /// Ends the current turn: flushes held-back input and reports what was left open.
-    /// The parser may then be fed the next turn of the same session.
-    fn finish(&mut self, out: &mut dyn Sink);
-    /// True when the next byte fed would be read as plain text, outside any markup of the
-    /// format: only there does the reasoning layer ([`reasoning`]) look for an open tag. The
-    /// default (`false`) keeps a format that does not say so out of reach of the layer.
-    fn at_text(&self) -> bool {
-        false
-    }
-}
-
-/// Renders text and calls into a transcript of the format; `Err` says why it cannot.
-pub type RenderFn = fn(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, String>;
-
-/// Everything the harness needs to know about a format.
-pub struct Format {
-    /// The stable id: names corpus directories and appears in reports.
-    pub id: &'static str,
-    /// One line saying what the format is.
-    pub summary: &'static str,
-    /// Makes a parser with the format's default configuration.
-    pub new_parser: fn(&Tools) -> Box<dyn StreamParser>,
-    /// Renders calls back into the format, when the format has a renderer.
-    pub render: Option<RenderFn>,
-    /// The delimiters of the format, for the `markers` chunking and the markup-leak check.
-    pub markers: fn(&Tools) -> Vec<String>,
-    /// For formats that carry text in CDATA: a one-call transcript whose string argument holds
-    /// `text` in CDATA (with `]]>` split), and the call it must parse to (`cdata_split`).
-    pub cdata: Option<CdataProbe>,
-    /// For formats that type element text: the machine-readable typing table (`type_inference`).
-    pub typing: Option<Typing>,
-    /// Every special token of the model's vocabulary that can appear in its output (the
-    /// format's delimiters among them, when they are special). A server decodes each whole, so
-    /// its parser never sees one split: when an external parser is judged, replays that cut
-    /// inside one are reported apart and do not fail the case; the `tokens` chunking never
-    /// cuts inside one. Empty for formats whose delimiters are ordinary text.
-    pub special_tokens: &'static [SpecialToken],
-    /// The reasoning wrapper the format's models write (`<think>…</think>`…), when
-    /// `new_parser` puts the shared reasoning layer in front of the parser
-    /// ([`reasoning::wrap`]); its tags are delimiters for the markup-leak check in text and in
-    /// reasoning. `None` for formats without one, or whose parser splits reasoning itself
-    /// (harmony's `analysis` channel): their reasoning is checked against all `markers`.
-    pub reasoning: Option<&'static reasoning::Syntax>,
-}
-
-/// A special token of a model's vocabulary: its text and, where the tokenizer is public, its id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SpecialToken {
-    /// The token's text as it appears in the decoded output.
-    pub text: &'static str,
-    /// The token's id in the model's tokenizer, when known.
-    pub id: Option<u32>,
-}
-
-impl SpecialToken {
-    /// A special token with a known id.
-    pub const fn new(text: &'static str, id: u32) -> Self {
-        SpecialToken { text, id: Some(id) }
-    }
-}
-
-/// Renders a one-call transcript carrying `text` in CDATA, with the call it must parse to.
-pub type CdataProbe = fn(text: &str) -> (Vec<u8>, ToolCall);
-
-/// How a format types scalar text, for the `type_inference` invariant: its own table
-/// (forge_xml), or the shared schema-typing table `specs/typing.json` read with each row's
-/// schema.
-pub struct Typing {
-    /// JSON rows `{"xml": raw element text, "json": expected value, "rule": name}` (a file in
-    /// `specs/`, included at build time so the spec and the check cannot drift apart).
-    pub table: &'static str,
-    /// A one-call transcript whose argument `key` is written as exactly this raw element text.
-    pub transcript: fn(raw: &str) -> Vec<u8>,
-    /// The argument that carries the value.
-    pub key: &'static str,
-    /// For formats typed by the tool's schema: the tool the transcript calls. Each row then
-    /// carries a `schema`, which becomes the schema of that tool's parameter `key`.
-    pub schema_tool: Option<&'static str>,
-}
-
-/// Every format, in a fixed order. Adding a format is one module and one line here.
-pub static REGISTRY: &[&Format] = &[
-    &kimi_k2::FORMAT,
-    &openai_sse::FORMAT,
-    &anthropic_sse::FORMAT,
-    &roo_xml::FORMAT,
-    #[cfg(feature = "schema")]
-    &strict_xml::FORMAT,
-    &forge_xml::FORMAT,
-    &forge_json::FORMAT,
-    // harmony before the later families: fuzz seeds name formats by registry position.
-    &harmony::FORMAT,
-    &hermes::FORMAT,
-    &deepseek_v3::FORMAT,
-    &deepseek_v31::FORMAT,
-    &llama3_json::FORMAT,
-    &mistral::FORMAT,
-    &mistral_v11::FORMAT,
-    &pythonic::FORMAT,
-    &qwen3_coder::FORMAT,
-    &seed_oss::FORMAT,
-    &glm45::FORMAT,
-    &glm47::FORMAT,
-    &minimax_m2::FORMAT,
-    &deepseek_v32::FORMAT,
-];
-
-/// Looks a format up by id.
-pub fn by_id(id: &str) -> Option<&'static Format> {
-    REGISTRY.iter().copied().find(|f| f.id == id)
-}
-
-/// Runs a parser over chunks and returns its events: the one way every caller drives a parser.
-pub fn run_chunks<'a>(
-    parser: &mut dyn StreamParser,
-    chunks: impl IntoIterator<Item = &'a [u8]>,
-) -> Vec<Event> {
-    let mut out = Vec::new();
-    for c in chunks {
-        parser.feed(c, &mut out);
-    }
-    parser.finish(&mut out);
-    out
-}

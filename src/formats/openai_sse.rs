@@ -5,8 +5,10 @@
 //! the id and name, later ones argument fragments, which are validated incrementally (one
 //! [`JsonParser`] per call, each fragment fed once). Rules and every deviation: `specs/openai_sse.md`.
 
+use super::config::config;
+use super::options::Table;
 use super::{Format, StreamParser};
-use crate::event::{ErrorKind, Event, Sink, ToolCall};
+use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};
 use crate::lexers::json::{JsonConfig, JsonErrorKind, JsonParser};
 use crate::lexers::sse::{SseConfig, SseEvent, SseItem, SseParser};
 use crate::tools::Tools;
@@ -14,54 +16,58 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use std::collections::{HashMap, HashSet};
 
-/// Leniency options and limits. Every recovered deviation emits `Warning{kind: <option name>}`.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// Parse Kimi-style `<|tool_call_begin|>…` markers inside `content` as calls (seed 001:
-    /// "works alongside" the JSON tool calls). Default true.
-    pub kimi_markers: bool,
-    /// A new index without an `id` still starts a call, with no id (sglang#7048). Default true;
-    /// off → `invalid_stream` and the call is dropped.
-    pub allow_missing_id: bool,
-    /// The same `id`/`name` repeated on later deltas of a call is ignored (warned once per call).
-    /// Default true; off → `invalid_stream` and the call fails.
-    pub allow_repeated_header: bool,
-    /// A second, different `id` on an index that already has a call ends that call and starts a
-    /// new one (Ollama puts parallel calls all on index 0). Default true; off → `invalid_stream`.
-    pub split_calls_on_new_id: bool,
-    /// The same `id` on two indices gives two calls. Default true; off → the second one fails
-    /// with `invalid_stream`.
-    pub allow_duplicate_id: bool,
-    /// Argument fragments that arrive before the call's name are held until the name comes.
-    /// Default true; off → `invalid_stream`.
-    pub buffer_args_before_name: bool,
-    /// A tool-call entry without `index` belongs to the latest call, or starts a new one when it
-    /// carries a new id (term-llm#314). Default true; off → `invalid_stream`.
-    pub infer_missing_index: bool,
-    /// A call whose arguments are empty (`""`, vllm#28806, qwen-code#6249) gets `{}`. Default
-    /// true; off → `empty_arguments`.
-    pub empty_arguments_as_object: bool,
-    /// `finish_reason: "stop"` ends open calls like `"tool_calls"` (gpt-4o under a forced
-    /// `tool_choice`, ollama#7963). Default true; off → each open call fails with `invalid_stream`.
-    pub end_calls_at_stop: bool,
-    /// With no `finish_reason` at all, `[DONE]` ends the open calls whose JSON is complete.
-    /// Default true; off → they fail with `unterminated`.
-    pub end_calls_at_stream_end: bool,
-    /// A stream that has its `finish_reason` but ends without `data: [DONE]` is accepted.
-    /// Default true; off → `invalid_stream`.
-    pub allow_missing_done: bool,
-    /// A last event not closed by a blank line whose payload is complete is used. Default true;
-    /// off → `invalid_stream`.
-    pub accept_unterminated_event: bool,
-    /// Choices other than 0 (`n > 1`) are ignored (warned once per turn). Default true; off →
-    /// `invalid_stream` once.
-    pub ignore_extra_choices: bool,
-    /// Largest arguments text of one call, in bytes; more → `limit_exceeded` for that call.
-    pub max_call_bytes: usize,
-    /// Deepest nesting of a call's arguments; deeper → `limit_exceeded`.
-    pub max_depth: usize,
-    /// Limits of the SSE layer.
-    pub sse: SseConfig,
+config! {
+    /// Leniency options and limits. Every recovered deviation emits `Warning{kind: <option name>}`.
+    #[derive(Debug, Clone)]
+    pub struct Config {
+        options {
+            /// Parse Kimi-style `<|tool_call_begin|>…` markers inside `content` as calls (seed 001:
+            /// "works alongside" the JSON tool calls). Default true.
+            kimi_markers,
+            /// A new index without an `id` still starts a call, with no id (sglang#7048). Default true;
+            /// off → `invalid_stream` and the call is dropped.
+            allow_missing_id,
+            /// The same `id`/`name` repeated on later deltas of a call is ignored (warned once per call).
+            /// Default true; off → `invalid_stream` and the call fails.
+            allow_repeated_header,
+            /// A second, different `id` on an index that already has a call ends that call and starts a
+            /// new one (Ollama puts parallel calls all on index 0). Default true; off → `invalid_stream`.
+            split_calls_on_new_id,
+            /// The same `id` on two indices gives two calls. Default true; off → the second one fails
+            /// with `invalid_stream`.
+            allow_duplicate_id,
+            /// Argument fragments that arrive before the call's name are held until the name comes.
+            /// Default true; off → `invalid_stream`.
+            buffer_args_before_name,
+            /// A tool-call entry without `index` belongs to the latest call, or starts a new one when it
+            /// carries a new id (term-llm#314). Default true; off → `invalid_stream`.
+            infer_missing_index,
+            /// A call whose arguments are empty (`""`, vllm#28806, qwen-code#6249) gets `{}`. Default
+            /// true; off → `empty_arguments`.
+            empty_arguments_as_object,
+            /// `finish_reason: "stop"` ends open calls like `"tool_calls"` (gpt-4o under a forced
+            /// `tool_choice`, ollama#7963). Default true; off → each open call fails with `invalid_stream`.
+            end_calls_at_stop,
+            /// With no `finish_reason` at all, `[DONE]` ends the open calls whose JSON is complete.
+            /// Default true; off → they fail with `unterminated`.
+            end_calls_at_stream_end,
+            /// A stream that has its `finish_reason` but ends without `data: [DONE]` is accepted.
+            /// Default true; off → `invalid_stream`.
+            allow_missing_done,
+            /// A last event not closed by a blank line whose payload is complete is used. Default true;
+            /// off → `invalid_stream`.
+            accept_unterminated_event,
+            /// Choices other than 0 (`n > 1`) are ignored (warned once per turn). Default true; off →
+            /// `invalid_stream` once.
+            ignore_extra_choices,
+        }
+        /// Largest arguments text of one call, in bytes; more → `limit_exceeded` for that call.
+        pub max_call_bytes: usize,
+        /// Deepest nesting of a call's arguments; deeper → `limit_exceeded`.
+        pub max_depth: usize,
+        /// Limits of the SSE layer.
+        pub sse: SseConfig,
+    }
 }
 
 impl Default for Config {
@@ -336,10 +342,10 @@ impl Parser {
     }
 
     /// Emits a warning for `option` once per turn; false when the option is off.
-    fn lenient(&mut self, on: bool, option: &'static str, msg: String, out: &mut dyn Sink) -> bool {
+    fn lenient(&mut self, on: bool, option: WarningKind, msg: String, out: &mut dyn Sink) -> bool {
         if on {
-            if !self.warned.contains(&option) {
-                self.warned.push(option);
+            if !self.warned.contains(&option.as_str()) {
+                self.warned.push(option.as_str());
                 out.push(Event::warning(option, msg));
             }
         } else {
@@ -376,7 +382,7 @@ impl Parser {
             if !ev.terminated
                 && !self.lenient(
                     self.config.accept_unterminated_event,
-                    "accept_unterminated_event",
+                    WarningKind::AcceptUnterminatedEvent,
                     format!("last event at byte {at} has no blank line after it"),
                     out,
                 )
@@ -406,7 +412,7 @@ impl Parser {
         if !ev.terminated
             && !self.lenient(
                 self.config.accept_unterminated_event,
-                "accept_unterminated_event",
+                WarningKind::AcceptUnterminatedEvent,
                 format!("last event at byte {at} has no blank line after it"),
                 out,
             )
@@ -429,7 +435,7 @@ impl Parser {
             if choice.index.unwrap_or(0) != 0 {
                 self.lenient(
                     self.config.ignore_extra_choices,
-                    "ignore_extra_choices",
+                    WarningKind::IgnoreExtraChoices,
                     format!(
                         "chunk at byte {at} has a choice other than 0 (n > 1); only choice 0 is parsed"
                     ),
@@ -588,7 +594,7 @@ impl Parser {
             None => {
                 if !self.lenient(
                     self.config.infer_missing_index,
-                    "infer_missing_index",
+                    WarningKind::InferMissingIndex,
                     format!("tool_calls entry at byte {at} has no index"),
                     out,
                 ) {
@@ -612,7 +618,7 @@ impl Parser {
                     (Some(new), Some(old)) if new != old => {
                         if !self.lenient(
                             self.config.split_calls_on_new_id,
-                            "split_calls_on_new_id",
+                            WarningKind::SplitCallsOnNewId,
                             format!(
                                 "a second id {new:?} on tool index {wire} at byte {at}: a new call"
                             ),
@@ -677,7 +683,7 @@ impl Parser {
             if !self.slots[pos].warned_repeat {
                 self.slots[pos].warned_repeat = true;
                 out.push(Event::warning(
-                    "allow_repeated_header",
+                    WarningKind::AllowRepeatedHeader,
                     format!("id or name sent again at byte {at}"),
                 ));
             }
@@ -700,14 +706,14 @@ impl Parser {
         if id.is_none() {
             ok = self.lenient(
                 self.config.allow_missing_id,
-                "allow_missing_id",
+                WarningKind::AllowMissingId,
                 format!("new tool index {wire} at byte {at} has no id"),
                 out,
             );
         } else if id.is_some_and(|i| self.ids.contains(i)) {
             ok = self.lenient(
                 self.config.allow_duplicate_id,
-                "allow_duplicate_id",
+                WarningKind::AllowDuplicateId,
                 format!(
                     "id {:?} at byte {at} is already used by another call",
                     id.unwrap_or("")
@@ -782,7 +788,7 @@ impl Parser {
                 if !slot.warned_pending {
                     slot.warned_pending = true;
                     out.push(Event::warning(
-                        "buffer_args_before_name",
+                        WarningKind::BufferArgsBeforeName,
                         format!("arguments before the name at byte {at}"),
                     ));
                 }
@@ -842,7 +848,7 @@ impl Parser {
                 } else if a.is_empty() {
                     if empty_ok {
                         out.push(Event::warning(
-                            "empty_arguments_as_object",
+                            WarningKind::EmptyArgumentsAsObject,
                             format!("call {n} has empty arguments; taken as {{}}"),
                         ));
                         out.args_delta(n, "{}");
@@ -907,7 +913,7 @@ impl Parser {
             "stop" if self.has_open() => {
                 if self.lenient(
                     self.config.end_calls_at_stop,
-                    "end_calls_at_stop",
+                    WarningKind::EndCallsAtStop,
                     format!("finish_reason \"stop\" at byte {at} with open tool calls"),
                     out,
                 ) {
@@ -930,7 +936,7 @@ impl Parser {
         let at = self.sse.offset();
         if self.config.end_calls_at_stream_end {
             out.push(Event::warning(
-                "end_calls_at_stream_end",
+                WarningKind::EndCallsAtStreamEnd,
                 "no finish_reason: open calls end at [DONE]",
             ));
             self.close_all(Close::Truncated, at, out);
@@ -971,7 +977,7 @@ impl StreamParser for Parser {
             if self.finished {
                 self.lenient(
                     self.config.allow_missing_done,
-                    "allow_missing_done",
+                    WarningKind::AllowMissingDone,
                     "the stream ended without data: [DONE]".into(),
                     out,
                 );
@@ -1106,6 +1112,14 @@ fn markers(_tools: &Tools) -> Vec<String> {
     m
 }
 
+/// The openai_sse format's options, for `--option openai_sse.NAME=…` and `conform.toml`.
+static OPTION_TABLE: Table<Config> = Table {
+    default: Config::default,
+    options: Config::OPTIONS,
+    nested: &[],
+    reasoning: None,
+    build: |c, _| Box::new(Parser::new(c)),
+};
 /// The openai_sse format.
 pub static FORMAT: Format = Format {
     id: "openai_sse",
@@ -1117,6 +1131,7 @@ pub static FORMAT: Format = Format {
     typing: None,
     special_tokens: &[],
     reasoning: None,
+    options: &OPTION_TABLE,
 };
 
 #[cfg(test)]

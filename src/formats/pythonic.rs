@@ -6,7 +6,9 @@
 //! the end-of-turn tokens. Calls are emitted when the list closes: a syntax error anywhere in
 //! the list voids all of its calls, so none can be known good before the end.
 
+use super::config::config;
 use super::delimited::{Cx, Driver, Grammar, Limits, TextStep, ValueEnd, ValueReader, is_ws};
+use super::options::Table;
 use super::{Format, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Sink, ToolCall};
 use crate::lexers::python::{PyLimits, PyListReader, PyStep};
@@ -29,12 +31,16 @@ pub const MARKERS: [&str; 6] = [
     TERMINATORS[3],
 ];
 
-/// Options and limits. Nothing is recovered silently here, so there is no leniency option:
-/// a call with a non-literal argument is an error (`malformed_markup`), not a repair.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Config {
-    /// Size and nesting limits (`max_args_bytes` bounds the whole list).
-    pub limits: Limits,
+config! {
+    /// Options and limits. Nothing is recovered silently here, so there is no leniency option:
+    /// a call with a non-literal argument is an error (`malformed_markup`), not a repair.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub struct Config {
+        options {
+        }
+        /// Size and nesting limits (`max_args_bytes` bounds the whole list).
+        pub limits: Limits,
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -356,6 +362,14 @@ fn markers(_tools: &Tools) -> Vec<String> {
     MARKERS.iter().map(|m| m.to_string()).collect()
 }
 
+/// The pythonic format's options, for `--option pythonic.NAME=…` and `conform.toml`.
+static OPTION_TABLE: Table<Config> = Table {
+    default: Config::default,
+    options: Config::OPTIONS,
+    nested: &[],
+    reasoning: None,
+    build: |c, _| Box::new(parser(c)),
+};
 /// The pythonic format.
 pub static FORMAT: Format = Format {
     id: "pythonic",
@@ -367,6 +381,7 @@ pub static FORMAT: Format = Format {
     typing: None,
     special_tokens: SPECIAL_TOKENS,
     reasoning: None,
+    options: &OPTION_TABLE,
 };
 
 /// Llama 4 and Llama 3 special tokens that can appear in output, with their ids.

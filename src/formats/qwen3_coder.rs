@@ -5,10 +5,11 @@
 //! text<tool_call>⏎<function=NAME>⏎<parameter=KEY>⏎VALUE⏎</parameter>⏎</function>⏎</tool_call>
 //! ```
 
+use super::options::Table;
 use super::reasoning::Syntax;
 use super::tagged::{self, CallForm, Grammar, ParamForm, Role};
 use super::{Format, SpecialToken, StreamParser, Typing};
-use crate::event::ToolCall;
+use crate::event::{ToolCall, WarningKind};
 use crate::tools::Tools;
 
 pub use super::tagged::Config;
@@ -37,7 +38,7 @@ pub static GRAMMAR: Grammar = Grammar {
     follow_block_close: true,
     pad: true,
     string_attr: false,
-    block_end_warning: "missing_call_end",
+    block_end_warning: WarningKind::MissingCallEnd,
     reasoning: Some(&REASONING),
 };
 
@@ -93,6 +94,14 @@ fn typing_probe(raw: &str) -> Vec<u8> {
         .into_bytes()
 }
 
+/// The qwen3_coder format's options, for `--option qwen3_coder.NAME=…` and `conform.toml`.
+static OPTION_TABLE: Table<Config> = Table {
+    default: config,
+    options: Config::OPTIONS,
+    nested: &tagged::NESTED,
+    reasoning: None,
+    build: |c, t| tagged::boxed(&GRAMMAR, c, t),
+};
 /// The qwen3_coder format.
 pub static FORMAT: Format = Format {
     id: "qwen3_coder",
@@ -109,6 +118,7 @@ pub static FORMAT: Format = Format {
     }),
     special_tokens: SPECIAL_TOKENS,
     reasoning: Some(&REASONING),
+    options: &OPTION_TABLE,
 };
 
 /// Qwen3's added tokens that can appear in a Qwen3-Coder answer (`<function=` and

@@ -8,7 +8,8 @@
 //! of the arguments stays argument text. The rules are in `specs/streaming.md` ("Reasoning").
 
 use super::StreamParser;
-use crate::event::{ErrorKind, Event, Sink};
+use super::config::config;
+use crate::event::{ErrorKind, Event, Sink, WarningKind};
 use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
 
 /// The reasoning wrapper a format's models write.
@@ -51,26 +52,30 @@ impl Syntax {
     }
 }
 
-/// Options of the reasoning layer; every recovered deviation is one named option.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Config {
-    /// Split reasoning from the text at all (off: the tags are whatever the format makes of
-    /// them, usually text). Default: the syntax's `on_by_default`.
-    pub enabled: bool,
-    /// Each turn begins inside a block: chat templates that put the open tag in the prompt
-    /// (Kimi K2.5/K2.6, DeepSeek-R1, Qwen3 thinking) make the output start with reasoning and
-    /// contain only the close tag (smg-project/smg#1873). Off by default: a server knows its
-    /// template, the parser does not.
-    pub starts_inside: bool,
-    /// Call markup inside reasoning stays reasoning with a warning; off: with a
-    /// `malformed_markup` error. Either way it is never a call (see `specs/streaming.md`).
-    pub call_in_reasoning: bool,
-    /// A block still open at the end of the turn is reasoning with a warning; off: an
-    /// `unterminated` error (the reasoning is kept either way, never made text).
-    pub unterminated_reasoning: bool,
-    /// A close tag outside any block (the open tag was in the prompt but `starts_inside` is
-    /// off) is dropped with a warning; off: dropped with a `malformed_markup` error.
-    pub stray_reasoning_end: bool,
+config! {
+    /// Options of the reasoning layer; every recovered deviation is one named option.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Config {
+        options {
+            /// Split reasoning from the text at all (off: the tags are whatever the format makes of
+            /// them, usually text). Default: the syntax's `on_by_default`.
+            enabled,
+            /// Each turn begins inside a block: chat templates that put the open tag in the prompt
+            /// (Kimi K2.5/K2.6, DeepSeek-R1, Qwen3 thinking) make the output start with reasoning and
+            /// contain only the close tag (smg-project/smg#1873). Off by default: a server knows its
+            /// template, the parser does not.
+            starts_inside,
+            /// Call markup inside reasoning stays reasoning with a warning; off: with a
+            /// `malformed_markup` error. Either way it is never a call (see `specs/streaming.md`).
+            call_in_reasoning,
+            /// A block still open at the end of the turn is reasoning with a warning; off: an
+            /// `unterminated` error (the reasoning is kept either way, never made text).
+            unterminated_reasoning,
+            /// A close tag outside any block (the open tag was in the prompt but `starts_inside` is
+            /// off) is dropped with a warning; off: dropped with a `malformed_markup` error.
+            stray_reasoning_end,
+        }
+    }
 }
 
 impl Default for Config {
@@ -302,7 +307,7 @@ impl<P: StreamParser> Reasoned<P> {
                         "reasoning end at byte {at} outside any reasoning block (was the open tag in the prompt?)"
                     );
                     if self.cfg.stray_reasoning_end {
-                        out.push(Event::warning("stray_reasoning_end", msg));
+                        out.push(Event::warning(WarningKind::StrayReasoningEnd, msg));
                     } else {
                         out.push(Event::error(ErrorKind::MalformedMarkup, msg));
                     }
@@ -320,7 +325,7 @@ impl<P: StreamParser> Reasoned<P> {
                         self.pos
                     );
                     if self.cfg.call_in_reasoning {
-                        out.push(Event::warning("call_in_reasoning", msg));
+                        out.push(Event::warning(WarningKind::CallInReasoning, msg));
                     } else {
                         out.push(Event::error(ErrorKind::MalformedMarkup, msg));
                     }
@@ -393,7 +398,7 @@ impl<P: StreamParser> StreamParser for Reasoned<P> {
                 self.flush_utf8(out);
                 let msg = "the turn ended inside a reasoning block".to_string();
                 if self.cfg.unterminated_reasoning {
-                    out.push(Event::warning("unterminated_reasoning", msg));
+                    out.push(Event::warning(WarningKind::UnterminatedReasoning, msg));
                 } else {
                     out.push(Event::error(ErrorKind::Unterminated, msg));
                 }

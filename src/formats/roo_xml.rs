@@ -5,29 +5,35 @@
 //! is text. Built on the shared XML tokenizer: parameter values are read in its raw-until mode,
 //! and the `</content>` rescue is a look-ahead over the tokens that follow a close tag.
 
+use super::config::config;
+use super::options::Table;
 use super::xml_prose::{
     TokenHandler, XmlDriver, is_bare_end, is_bare_start, is_cut_tool_tag, is_xml_ws, raw_of,
     raw_until, section_open,
 };
 use super::{Format, StreamParser};
-use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall};
+use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall, WarningKind};
 use crate::lexers::markdown::CodeTracker;
 use crate::lexers::xml::{Ctl, Token, XmlErrorKind};
 use crate::tools::Tools;
 use serde_json::Value;
 
-/// Parser settings; see the table in `specs/roo_xml.md` §7.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// Leniency (R3.4, default off): drop non-whitespace text and foreign tags between
-    /// parameters with a warning, as Roo does, instead of rejecting the call.
-    pub allow_text_between_params: bool,
-    /// Parameters closed by the `</P>` look-ahead of R4.4 and trimmed of one line break only.
-    pub rescue_params: Vec<String>,
-    /// Tags whose content is reasoning: text, with every tag inside inert (R2.3).
-    pub reasoning_tags: Vec<String>,
-    /// Largest parameter value in bytes (R4.7).
-    pub max_param_bytes: usize,
+config! {
+    /// Parser settings; see the table in `specs/roo_xml.md` §7.
+    #[derive(Debug, Clone)]
+    pub struct Config {
+        options {
+            /// Leniency (R3.4, default off): drop non-whitespace text and foreign tags between
+            /// parameters with a warning, as Roo does, instead of rejecting the call.
+            allow_text_between_params,
+        }
+        /// Parameters closed by the `</P>` look-ahead of R4.4 and trimmed of one line break only.
+        pub rescue_params: Vec<String>,
+        /// Tags whose content is reasoning: text, with every tag inside inert (R2.3).
+        pub reasoning_tags: Vec<String>,
+        /// Largest parameter value in bytes (R4.7).
+        pub max_param_bytes: usize,
+    }
 }
 
 impl Default for Config {
@@ -303,7 +309,7 @@ impl Core {
             {
                 c.warned = true;
                 out.push(Event::warning(
-                    "allow_text_between_params",
+                    WarningKind::AllowTextBetweenParams,
                     format!("dropped {raw:?} between parameters of <{tool}> at byte {at}"),
                 ));
             }
@@ -660,6 +666,14 @@ fn markers(tools: &Tools) -> Vec<String> {
     m
 }
 
+/// The roo_xml format's options, for `--option roo_xml.NAME=…` and `conform.toml`.
+static OPTION_TABLE: Table<Config> = Table {
+    default: Config::default,
+    options: Config::OPTIONS,
+    nested: &[],
+    reasoning: None,
+    build: |c, t| Box::new(Parser::new(c, t)),
+};
 /// The roo_xml format.
 pub static FORMAT: Format = Format {
     id: "roo_xml",
@@ -671,6 +685,7 @@ pub static FORMAT: Format = Format {
     typing: None,
     special_tokens: &[],
     reasoning: None,
+    options: &OPTION_TABLE,
 };
 
 #[cfg(test)]

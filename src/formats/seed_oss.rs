@@ -5,10 +5,11 @@
 //! text<seed:tool_call>⏎<function=NAME>⏎<parameter=KEY>VALUE</parameter>⏎</function>⏎</seed:tool_call>
 //! ```
 
+use super::options::Table;
 use super::reasoning::Syntax;
 use super::tagged::{self, CallForm, Grammar, ParamForm, Role};
 use super::{Format, SpecialToken, StreamParser, Typing};
-use crate::event::ToolCall;
+use crate::event::{ToolCall, WarningKind};
 use crate::tools::Tools;
 
 pub use super::tagged::Config;
@@ -39,7 +40,7 @@ pub static GRAMMAR: Grammar = Grammar {
     follow_block_close: true,
     pad: false,
     string_attr: false,
-    block_end_warning: "missing_call_end",
+    block_end_warning: WarningKind::MissingCallEnd,
     reasoning: Some(&REASONING),
 };
 
@@ -92,6 +93,14 @@ fn typing_probe(raw: &str) -> Vec<u8> {
         .into_bytes()
 }
 
+/// The seed_oss format's options, for `--option seed_oss.NAME=…` and `conform.toml`.
+static OPTION_TABLE: Table<Config> = Table {
+    default: config,
+    options: Config::OPTIONS,
+    nested: &tagged::NESTED,
+    reasoning: None,
+    build: |c, t| tagged::boxed(&GRAMMAR, c, t),
+};
 /// The seed_oss format.
 pub static FORMAT: Format = Format {
     id: "seed_oss",
@@ -108,6 +117,7 @@ pub static FORMAT: Format = Format {
     }),
     special_tokens: SPECIAL_TOKENS,
     reasoning: Some(&REASONING),
+    options: &OPTION_TABLE,
 };
 
 /// Seed-OSS vocabulary tokens that can appear in its output (ids not published in the

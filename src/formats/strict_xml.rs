@@ -7,6 +7,8 @@
 //! read in raw-until mode, and a `</NAME>` met while the JSON parser is inside a string is
 //! string content.
 
+use super::config::config;
+use super::options::Table;
 use super::xml_prose::{
     TokenHandler, XmlDriver, is_bare_end, is_bare_start, is_cut_tool_tag, is_xml_ws, raw_of,
     raw_until,
@@ -20,20 +22,24 @@ use crate::tools::Tools;
 use serde_json::{Map, Value};
 use std::sync::Arc;
 
-/// Parser settings; see the table in `specs/strict_xml.md` §6. The format has no leniency
-/// options: it is strict by definition.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// A turn without any call is `no_tool_blocks` (S5.1).
-    pub require_tool_call: bool,
-    /// Consecutive failing turns that give `max_mistakes` (S5.2); 0 disables the counter.
-    pub max_mistakes: u32,
-    /// Tags whose content is reasoning: text, with every tag inside inert (S1.2).
-    pub reasoning_tags: Vec<String>,
-    /// Largest call body in bytes (S3.9).
-    pub max_call_bytes: usize,
-    /// Largest body of an unknown element held back to decide text vs. unknown tool (S2.3).
-    pub max_unknown_body_bytes: usize,
+config! {
+    /// Parser settings; see the table in `specs/strict_xml.md` §6. The format has no leniency
+    /// options: it is strict by definition.
+    #[derive(Debug, Clone)]
+    pub struct Config {
+        options {
+            /// A turn without any call is `no_tool_blocks` (S5.1).
+            require_tool_call,
+        }
+        /// Consecutive failing turns that give `max_mistakes` (S5.2); 0 disables the counter.
+        pub max_mistakes: u32,
+        /// Tags whose content is reasoning: text, with every tag inside inert (S1.2).
+        pub reasoning_tags: Vec<String>,
+        /// Largest call body in bytes (S3.9).
+        pub max_call_bytes: usize,
+        /// Largest body of an unknown element held back to decide text vs. unknown tool (S2.3).
+        pub max_unknown_body_bytes: usize,
+    }
 }
 
 impl Default for Config {
@@ -820,6 +826,14 @@ fn markers(tools: &Tools) -> Vec<String> {
     m
 }
 
+/// The strict_xml format's options, for `--option strict_xml.NAME=…` and `conform.toml`.
+static OPTION_TABLE: Table<Config> = Table {
+    default: Config::default,
+    options: Config::OPTIONS,
+    nested: &[],
+    reasoning: None,
+    build: |c, t| Box::new(Parser::new(c, t)),
+};
 /// The strict_xml format.
 pub static FORMAT: Format = Format {
     id: "strict_xml",
@@ -831,6 +845,7 @@ pub static FORMAT: Format = Format {
     typing: None,
     special_tokens: &[],
     reasoning: None,
+    options: &OPTION_TABLE,
 };
 
 #[cfg(test)]

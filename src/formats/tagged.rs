@@ -17,9 +17,11 @@
 //! `close_tag_in_value`. The held whitespace is the only look-ahead, kept once, never rescanned.
 
 use super::StreamParser;
+use super::config::config;
+use super::options::{Nest, Nested};
 use super::reasoning::{self, Reasoned, Syntax};
 use super::typing::{Lookup, ParamType, SchemaTypes, TypingOptions, read_json, type_value};
-use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall, excerpt};
+use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall, WarningKind, excerpt};
 use crate::lexers::marker::{MarkerScanner, Token};
 use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
 use crate::tools::Tools;
@@ -91,7 +93,7 @@ pub struct Grammar {
     pub string_attr: bool,
     /// The warning (or, option off, the error) when the stream ends inside a block after
     /// complete calls.
-    pub block_end_warning: &'static str,
+    pub block_end_warning: WarningKind,
     /// The reasoning wrapper the format's models write, split by the shared layer in front of
     /// the parser ([`boxed`]); `None`: no reasoning.
     pub reasoning: Option<&'static Syntax>,
@@ -106,49 +108,53 @@ impl Grammar {
     }
 }
 
-/// Leniencies (each recovered deviation is one named option) and limits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Config {
-    /// A function name or key ended by a newline instead of `>` (vllm#39771: one missing `>`
-    /// killed every call) is read up to the newline, with a warning; off → `malformed_markup`.
-    pub missing_gt: bool,
-    /// A value close the grammar cannot continue after is content, with a warning; off →
-    /// `malformed_markup`.
-    pub close_tag_in_value: bool,
-    /// `<function=NAME>` of a declared tool outside any block is a call (Qwen3-Coder writes
-    /// calls without `<tool_call>`; vLLM and llama.cpp accept them), with a warning.
-    pub missing_wrapper: bool,
-    /// The stream ending inside a block after complete calls keeps them, with a warning; off →
-    /// `unterminated`.
-    pub missing_block_end: bool,
-    /// The block's close right after a value, the call's own close missing, ends the call with
-    /// a warning; off → `malformed_markup`.
-    pub missing_call_close: bool,
-    /// Non-whitespace text after the last block is kept as text, with warning
-    /// `text_after_calls` (templates say "no suffix"); off → `malformed_markup`.
-    pub text_after_calls: bool,
-    /// Non-whitespace text inside a block between calls is kept as text, with a warning; off
-    /// → `malformed_markup`.
-    pub text_in_block: bool,
-    /// The two characters `\n` where a newline belongs between tags (GLM outputs; SGLang
-    /// accepts them) are read as one, with a warning; off → `malformed_markup`.
-    pub escaped_newline: bool,
-    /// Single-quoted attribute values (`name='f'`) are read, with a warning; off →
-    /// `malformed_markup`.
-    pub single_quotes: bool,
-    /// A parameter without its `string` attribute is typed by the schema, with a warning; off
-    /// → `malformed_markup`.
-    pub missing_string_attribute: bool,
-    /// The schema typing's own leniencies.
-    pub typing: TypingOptions,
-    /// Longest value in bytes (`limit_exceeded` beyond).
-    pub max_value_bytes: usize,
-    /// Longest name, key or tag attribute text in bytes (`limit_exceeded` beyond).
-    pub max_tag_bytes: usize,
-    /// The reasoning layer's options, for a grammar that declares a wrapper. `starts_inside`
-    /// is off: a server knows whether its template put the open tag in the prompt (GLM-4.7,
-    /// MiniMax-M2 and DeepSeek-V3.2 thinking prompts do), the parser does not.
-    pub reasoning: reasoning::Config,
+config! {
+    /// Leniencies (each recovered deviation is one named option) and limits.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Config {
+        options {
+            /// A function name or key ended by a newline instead of `>` (vllm#39771: one missing `>`
+            /// killed every call) is read up to the newline, with a warning; off → `malformed_markup`.
+            missing_gt,
+            /// A value close the grammar cannot continue after is content, with a warning; off →
+            /// `malformed_markup`.
+            close_tag_in_value,
+            /// `<function=NAME>` of a declared tool outside any block is a call (Qwen3-Coder writes
+            /// calls without `<tool_call>`; vLLM and llama.cpp accept them), with a warning.
+            missing_wrapper,
+            /// The stream ending inside a block after complete calls keeps them, with a warning; off →
+            /// `unterminated`.
+            missing_block_end,
+            /// The block's close right after a value, the call's own close missing, ends the call with
+            /// a warning; off → `malformed_markup`.
+            missing_call_close,
+            /// Non-whitespace text after the last block is kept as text, with warning
+            /// `text_after_calls` (templates say "no suffix"); off → `malformed_markup`.
+            text_after_calls,
+            /// Non-whitespace text inside a block between calls is kept as text, with a warning; off
+            /// → `malformed_markup`.
+            text_in_block,
+            /// The two characters `\n` where a newline belongs between tags (GLM outputs; SGLang
+            /// accepts them) are read as one, with a warning; off → `malformed_markup`.
+            escaped_newline,
+            /// Single-quoted attribute values (`name='f'`) are read, with a warning; off →
+            /// `malformed_markup`.
+            single_quotes,
+            /// A parameter without its `string` attribute is typed by the schema, with a warning; off
+            /// → `malformed_markup`.
+            missing_string_attribute,
+        }
+        /// The schema typing's own leniencies.
+        pub typing: TypingOptions,
+        /// Longest value in bytes (`limit_exceeded` beyond).
+        pub max_value_bytes: usize,
+        /// Longest name, key or tag attribute text in bytes (`limit_exceeded` beyond).
+        pub max_tag_bytes: usize,
+        /// The reasoning layer's options, for a grammar that declares a wrapper. `starts_inside`
+        /// is off: a server knows whether its template put the open tag in the prompt (GLM-4.7,
+        /// MiniMax-M2 and DeepSeek-V3.2 thinking prompts do), the parser does not.
+        pub reasoning: reasoning::Config,
+    }
 }
 
 impl Default for Config {
@@ -432,7 +438,7 @@ impl Parser {
                         return;
                     }
                     out.push(Event::warning(
-                        "text_in_block",
+                        WarningKind::TextInBlock,
                         format!("text {} between calls inside a block", excerpt(s)),
                     ));
                 } else if self.after_block {
@@ -595,7 +601,7 @@ impl Parser {
                     }
                     Role::BlockClose if self.cfg.missing_call_close => {
                         out.push(Event::warning(
-                            "missing_call_close",
+                            WarningKind::MissingCallClose,
                             format!("{m} closes a call that was not closed"),
                         ));
                         self.end_call(out);
@@ -691,7 +697,7 @@ impl Parser {
                 name.push_str(&t[..k]);
                 if !name.is_empty() && !bad_name(&name) && self.types.knows_tool(&name) {
                     out.push(Event::warning(
-                        "missing_wrapper",
+                        WarningKind::MissingWrapper,
                         format!(
                             "call of {name:?} without {}",
                             self.g.marker(Role::BlockOpen)
@@ -773,7 +779,7 @@ impl Parser {
     fn missing_gt(&mut self, what: &str, raw: &str, out: &mut dyn Sink) -> bool {
         if self.cfg.missing_gt {
             out.push(Event::warning(
-                "missing_gt",
+                WarningKind::MissingGt,
                 format!("the {what} {} ends at a newline, not `>`", excerpt(raw)),
             ));
             true
@@ -816,7 +822,7 @@ impl Parser {
                 return false;
             }
             out.push(Event::warning(
-                "escaped_newline",
+                WarningKind::EscapedNewline,
                 "`\\n` typed out after the call's name",
             ));
         }
@@ -844,7 +850,7 @@ impl Parser {
         });
         if self.has_tools && !self.types.knows_tool(&name) {
             out.push(Event::warning(
-                "unknown_tool",
+                WarningKind::UnknownTool,
                 format!("{name:?} is not a declared tool; its values are kept as strings"),
             ));
         }
@@ -880,7 +886,7 @@ impl Parser {
         }
         if junk.replace("\\n", "").chars().all(char::is_whitespace) {
             out.push(Event::warning(
-                "escaped_newline",
+                WarningKind::EscapedNewline,
                 "`\\n` typed out between tags",
             ));
             return true;
@@ -994,7 +1000,7 @@ impl Parser {
                 return bad(self, out);
             }
             out.push(Event::warning(
-                "single_quotes",
+                WarningKind::SingleQuotes,
                 format!("single-quoted attributes {}", excerpt(raw)),
             ));
         }
@@ -1015,7 +1021,7 @@ impl Parser {
         }
         if call.keys.iter().any(|k| k == key) {
             out.push(Event::warning(
-                "duplicate_parameter",
+                WarningKind::DuplicateParameter,
                 format!("parameter {key:?} given twice; the last one counts"),
             ));
         }
@@ -1023,10 +1029,12 @@ impl Parser {
         let name = call.name.clone();
         match &lookup {
             Lookup::UnknownParam if self.has_tools => out.push(Event::warning(
-                "unknown_parameter",
+                WarningKind::UnknownParameter,
                 format!("{name:?} declares no parameter {key:?}; kept as a string"),
             )),
-            Lookup::Unreadable(e) => out.push(Event::warning("unreadable_schema", e.to_string())),
+            Lookup::Unreadable(e) => {
+                out.push(Event::warning(WarningKind::UnreadableSchema, e.to_string()))
+            }
             _ => {}
         }
         let pt = lookup.param_type();
@@ -1036,7 +1044,7 @@ impl Parser {
                     let schema_string = pt.has(super::typing::Kind::String);
                     if matches!(lookup, Lookup::Typed(_)) && s != schema_string {
                         out.push(Event::warning(
-                            "schema_type_mismatch",
+                            WarningKind::SchemaTypeMismatch,
                             format!(
                                 "parameter {key:?} says string=\"{s}\" but its schema says {}",
                                 pt.describe()
@@ -1052,7 +1060,7 @@ impl Parser {
                         return;
                     }
                     out.push(Event::warning(
-                        "missing_string_attribute",
+                        WarningKind::MissingStringAttribute,
                         format!("parameter {key:?} has no string attribute; typed by the schema"),
                     ));
                     if pt.is_string_only() {
@@ -1196,7 +1204,7 @@ impl Parser {
             return self.fail(ErrorKind::MalformedMarkup, &msg, out);
         }
         out.push(Event::warning(
-            "close_tag_in_value",
+            WarningKind::CloseTagInValue,
             format!(
                 "{} is followed by value text, so it is content",
                 excerpt(held.trim_end())
@@ -1250,7 +1258,7 @@ impl Parser {
                 Some(v) => v,
                 None => {
                     out.push(Event::warning(
-                        "type_mismatch",
+                        WarningKind::TypeMismatch,
                         format!(
                             "parameter {:?}: {} is not JSON; kept as a string",
                             p.key,
@@ -1274,7 +1282,7 @@ impl Parser {
         if self.text_after && matches!(st, St::Text | St::ImplicitName(_)) {
             let msg = "text after the last call";
             if self.cfg.text_after_calls {
-                out.push(Event::warning("text_after_calls", msg));
+                out.push(Event::warning(WarningKind::TextAfterCalls, msg));
             } else {
                 out.push(Event::error(ErrorKind::MalformedMarkup, msg));
             }
@@ -1382,6 +1390,23 @@ fn quoted<'a>(s: &'a str, single: &mut bool) -> Option<(String, &'a str)> {
     let end = s[1..].find(q)? + 1;
     Some((s[1..end].to_string(), &s[end + 1..]))
 }
+
+/// The nested options of every tagged format: the schema typing's (`typing.NAME`) and the
+/// reasoning layer's (`reasoning.NAME`).
+pub static NESTED: [&dyn Nested<Config>; 2] = [
+    &Nest {
+        prefix: "typing",
+        options: TypingOptions::OPTIONS,
+        field: |c: &Config| &c.typing,
+        field_mut: |c: &mut Config| &mut c.typing,
+    },
+    &Nest {
+        prefix: "reasoning",
+        options: reasoning::Config::OPTIONS,
+        field: |c: &Config| &c.reasoning,
+        field_mut: |c: &mut Config| &mut c.reasoning,
+    },
+];
 
 /// The parser of `g` behind the reasoning layer when `g` declares a wrapper (options
 /// `cfg.reasoning`): what a format registers.

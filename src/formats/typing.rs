@@ -7,6 +7,8 @@
 //! it wins. Text that none reads stays the string it was, with a `type_mismatch` note: a value
 //! is never silently turned into `false` or `null`.
 
+use super::config::config;
+use crate::event::WarningKind;
 use crate::tools::Tools;
 use serde_json::{Map, Number, Value};
 use std::collections::HashMap;
@@ -348,16 +350,20 @@ fn value_type(v: &Value) -> ParamType {
     }
 }
 
-/// Leniencies of the typing, each recovered reading noted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TypingOptions {
-    /// Object/array text in Python literal syntax (`{'a': 1}`, `True`, `None`, tuples) is read
-    /// when it is not JSON, with note `python_literal`: templates that render `| string`
-    /// write Python repr.
-    pub python_literals: bool,
-    /// `None`, `none` and `nil` (any case) read as null where null is allowed, with note
-    /// `null_alias`: Python repr writes `None`, MiniMax outputs write `nil`.
-    pub null_aliases: bool,
+config! {
+    /// Leniencies of the typing, each recovered reading noted.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct TypingOptions {
+        options {
+            /// Object/array text in Python literal syntax (`{'a': 1}`, `True`, `None`, tuples) is read
+            /// when it is not JSON, with note `python_literal`: templates that render `| string`
+            /// write Python repr.
+            python_literals,
+            /// `None`, `none` and `nil` (any case) read as null where null is allowed, with note
+            /// `null_alias`: Python repr writes `None`, MiniMax outputs write `nil`.
+            null_aliases,
+        }
+    }
 }
 
 impl Default for TypingOptions {
@@ -370,7 +376,7 @@ impl Default for TypingOptions {
 }
 
 /// The note a typing attaches to its value: a warning kind and its message.
-pub type Note = (&'static str, String);
+pub type Note = (WarningKind, String);
 
 /// Types `raw` (the value text after the format's own whitespace rule) as `t` allows.
 ///
@@ -393,7 +399,9 @@ pub fn type_value(raw: &str, t: ParamType, opts: TypingOptions) -> (Value, Optio
             crate::event::excerpt(s),
             t.describe()
         );
-        let note = alias.map_or(("null_not_allowed", msg), |(_, m)| ("null_alias", m));
+        let note = alias.map_or((WarningKind::NullNotAllowed, msg), |(_, m)| {
+            (WarningKind::NullAlias, m)
+        });
         return (v, Some(note));
     }
     for k in PRIORITY {
@@ -417,7 +425,10 @@ pub fn type_value(raw: &str, t: ParamType, opts: TypingOptions) -> (Value, Optio
         crate::event::excerpt(raw),
         t.describe()
     );
-    (Value::String(raw.to_string()), Some(("type_mismatch", msg)))
+    (
+        Value::String(raw.to_string()),
+        Some((WarningKind::TypeMismatch, msg)),
+    )
 }
 
 fn read_null(s: &str, opts: TypingOptions) -> Option<(Value, Option<Note>)> {
@@ -426,7 +437,7 @@ fn read_null(s: &str, opts: TypingOptions) -> Option<(Value, Option<Note>)> {
     }
     if opts.null_aliases && ["none", "nil"].iter().any(|a| s.eq_ignore_ascii_case(a)) {
         let msg = format!("{s:?} read as null");
-        return Some((Value::Null, Some(("null_alias", msg))));
+        return Some((Value::Null, Some((WarningKind::NullAlias, msg))));
     }
     None
 }
@@ -516,7 +527,7 @@ fn read_structured(s: &str, k: Kind, opts: TypingOptions) -> Option<(Value, Opti
         && let Some(v) = Literal::parse(s, true).filter(want)
     {
         let msg = format!("{} read as a Python literal", crate::event::excerpt(s));
-        return Some((v, Some(("python_literal", msg))));
+        return Some((v, Some((WarningKind::PythonLiteral, msg))));
     }
     None
 }
@@ -768,7 +779,7 @@ mod tests {
 
     fn ty(raw: &str, schema: Value) -> (Value, Option<&'static str>) {
         let (v, n) = type_value(raw, t(schema), TypingOptions::default());
-        (v, n.map(|n| n.0))
+        (v, n.map(|n| n.0.as_str()))
     }
 
     #[test]
@@ -985,11 +996,11 @@ mod tests {
         };
         let (v, n) = type_value("{'a': 1}", ParamType::of(&[Kind::Object]), off);
         assert_eq!(
-            (v, n.map(|n| n.0)),
+            (v, n.map(|n| n.0.as_str())),
             (json!("{'a': 1}"), Some("type_mismatch"))
         );
         let (_, n) = type_value("None", ParamType::of(&[Kind::Null, Kind::Integer]), off);
-        assert_eq!(n.map(|n| n.0), Some("type_mismatch"));
+        assert_eq!(n.map(|n| n.0.as_str()), Some("type_mismatch"));
     }
 }
 
@@ -1017,7 +1028,7 @@ mod table_tests {
             assert_eq!(v.to_string(), r["json"].to_string(), "rule {}", r["rule"]);
             let mismatch = r["rule"].as_str().unwrap().ends_with("_mismatch");
             assert_eq!(
-                note.as_ref().map(|n| n.0) == Some("type_mismatch"),
+                note.as_ref().map(|n| n.0.as_str()) == Some("type_mismatch"),
                 mismatch,
                 "rule {}: {note:?}",
                 r["rule"]

@@ -496,6 +496,7 @@ mod tests {
             completion: None,
             token_split_replays: 0,
             token_split_violations: vec![],
+            options: Default::default(),
         }
     }
 

@@ -5,7 +5,7 @@
 //! `y_`/`n_`/`i_` prefixes label a case, anything else is unlabelled.
 
 use crate::event::{ErrorKind, ToolCall};
-use crate::formats;
+use crate::formats::{self, OptionValues, OptionsByFormat};
 use crate::tools::Tools;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -148,6 +148,9 @@ pub struct Case {
     pub line_id: Option<String>,
     /// The deltas a real server sent for this transcript (`<name>.deltas.json`), if recorded.
     pub recorded: Option<Arc<Recorded>>,
+    /// The format's options in force for this case that differ from its defaults: the nearest
+    /// `conform.toml`'s, overridden by `--option` (empty: the defaults).
+    pub options: Arc<OptionValues>,
 }
 
 /// A recorded chunking: where a real server's deltas ended (`specs/corpus.md` §4).
@@ -249,6 +252,11 @@ impl Case {
         if let Some(r) = &self.recorded {
             h.update(serde_json::to_vec(r.as_ref()).unwrap_or_default());
         }
+        // Options change what the parser accepts, so a case judged under other options is
+        // another case; without options the digest stays as it was.
+        if !self.options.is_empty() {
+            h.update(serde_json::to_vec(self.options.as_ref()).unwrap_or_default());
+        }
         hex(&h.finalize())
     }
 
@@ -310,6 +318,50 @@ pub struct Corpus {
 pub struct LoadOptions {
     /// Use this format for every file instead of the directory rule.
     pub format: Option<String>,
+    /// Format options from the command line (`--option`), by format id: they override those of
+    /// a directory's `conform.toml`.
+    pub options: OptionsByFormat,
+}
+
+/// The options file of a corpus directory: format options for the cases below it.
+pub const OPTIONS_FILE: &str = "conform.toml";
+
+/// `conform.toml`: `[options]` with `"FORMAT.NAME" = true|false` entries.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OptionsFile {
+    #[serde(default)]
+    options: BTreeMap<String, bool>,
+}
+
+/// Reads the text of a `conform.toml`; an unknown format or option is an error naming the
+/// known ones.
+pub fn parse_options_file(text: &str) -> Result<OptionsByFormat, String> {
+    let file: OptionsFile = toml::from_str(text).map_err(|e| e.message().to_string())?;
+    let mut out = OptionsByFormat::new();
+    for (key, on) in file.options {
+        let (format, name) = key
+            .split_once('.')
+            .ok_or_else(|| format!("option {key:?}: expected \"FORMAT.NAME\" = true|false"))?;
+        formats::registry::check(format, name)?;
+        out.entry(format.to_string())
+            .or_default()
+            .insert(name.to_string(), on);
+    }
+    Ok(out)
+}
+
+/// The options in force for a case of `format`: the directory's, overridden by the command
+/// line's, without those equal to the format's defaults.
+fn options_of(dir: &OptionsByFormat, cli: &OptionsByFormat, format: &str) -> Arc<OptionValues> {
+    let mut v = dir.get(format).cloned().unwrap_or_default();
+    if let Some(c) = cli.get(format) {
+        v.extend(c.iter().map(|(k, on)| (k.clone(), *on)));
+    }
+    if v.is_empty() {
+        return Arc::default();
+    }
+    Arc::new(formats::registry::differing(format, &v))
 }
 
 /// Loads every case under `paths` (directories, files or glob patterns).
@@ -370,14 +422,22 @@ pub fn load(paths: &[String], opts: &LoadOptions) -> Corpus {
     orphan_expectations(&files, &walk.expectations, &mut corpus.errors);
     files.sort();
     files.dedup();
-    let mut tools_cache: BTreeMap<PathBuf, Result<Arc<Tools>, CorpusError>> = BTreeMap::new();
-    let mut unusable_tools: BTreeMap<PathBuf, usize> = BTreeMap::new();
+    let mut caches = Caches::default();
+    let mut unusable: BTreeMap<PathBuf, usize> = BTreeMap::new();
     for f in files {
-        load_file(&f, opts, &mut tools_cache, &mut unusable_tools, &mut corpus);
+        load_file(&f, opts, &mut caches, &mut unusable, &mut corpus);
     }
-    // A bad tools.json is named once, with the number of case files it kept out of the run.
-    for (tools, skipped) in unusable_tools {
-        if let Some(Err(e)) = tools_cache.get(&tools) {
+    // A bad tools.json or conform.toml is named once, with the number of case files it kept
+    // out of the run.
+    for (file, skipped) in unusable {
+        let error = match caches.tools.get(&file) {
+            Some(Err(e)) => Some(e),
+            _ => match caches.options.get(&file) {
+                Some(Err(e)) => Some(e),
+                _ => None,
+            },
+        };
+        if let Some(e) = error {
             corpus.errors.push(CorpusError {
                 path: e.path.clone(),
                 message: format!(
@@ -612,14 +672,17 @@ fn format_of_path(p: &Path) -> Option<&'static str> {
         .find_map(|n| formats::by_id(n).map(|f| f.id))
 }
 
-/// The tools of the nearest `tools.json`, each file read and compiled once; an unusable one is
-/// returned by path (its error is in the cache).
-fn tools_for(
+/// The nearest file `name` up from `file` (`tools.json`, `conform.toml`), each read once and
+/// made a `T` by `read`; an unusable one is returned by path (its error is in the cache). No
+/// such file: `T::default()`.
+fn nearest<T: Default>(
     file: &Path,
-    cache: &mut BTreeMap<PathBuf, Result<Arc<Tools>, CorpusError>>,
-) -> Result<Arc<Tools>, PathBuf> {
+    name: &str,
+    cache: &mut BTreeMap<PathBuf, Result<Arc<T>, CorpusError>>,
+    read: fn(&str) -> Result<T, String>,
+) -> Result<Arc<T>, PathBuf> {
     for dir in file.ancestors().skip(1) {
-        let candidate = dir.join("tools.json");
+        let candidate = dir.join(name);
         if let Some(hit) = cache.get(&candidate) {
             return hit.clone().map_err(|_| candidate);
         }
@@ -630,7 +693,7 @@ fn tools_for(
             Some(what) => Err(format!("{what}, not a regular file")),
             None => std::fs::read_to_string(&candidate)
                 .map_err(|e| format!("cannot read: {e}"))
-                .and_then(|t| Tools::from_json(&t)),
+                .and_then(|t| read(&t)),
         }
         .map(Arc::new)
         .map_err(|message| CorpusError {
@@ -640,7 +703,7 @@ fn tools_for(
         cache.insert(candidate.clone(), loaded.clone());
         return loaded.map_err(|_| candidate);
     }
-    Ok(Arc::new(Tools::default()))
+    Ok(Arc::new(T::default()))
 }
 
 fn resolve_format(
@@ -672,11 +735,18 @@ pub fn known_formats() -> String {
         .join(", ")
 }
 
+/// The `tools.json` and `conform.toml` files read so far, by path.
+#[derive(Default)]
+struct Caches {
+    tools: BTreeMap<PathBuf, Result<Arc<Tools>, CorpusError>>,
+    options: BTreeMap<PathBuf, Result<Arc<OptionsByFormat>, CorpusError>>,
+}
+
 fn load_file(
     file: &Path,
     opts: &LoadOptions,
-    tools_cache: &mut BTreeMap<PathBuf, Result<Arc<Tools>, CorpusError>>,
-    unusable_tools: &mut BTreeMap<PathBuf, usize>,
+    caches: &mut Caches,
+    unusable: &mut BTreeMap<PathBuf, usize>,
     corpus: &mut Corpus,
 ) {
     let display = file.display().to_string();
@@ -685,19 +755,27 @@ fn load_file(
         path: display.clone(),
         message,
     };
-    let tools = match tools_for(file, tools_cache) {
+    let tools = match nearest(file, "tools.json", &mut caches.tools, Tools::from_json) {
         Ok(t) => t,
         Err(tools_json) => {
-            *unusable_tools.entry(tools_json).or_default() += 1;
+            *unusable.entry(tools_json).or_default() += 1;
             return;
         }
     };
+    let dir_options = match nearest(file, OPTIONS_FILE, &mut caches.options, parse_options_file) {
+        Ok(o) => o,
+        Err(toml) => {
+            *unusable.entry(toml).or_default() += 1;
+            return;
+        }
+    };
+    let options = |format: &str| options_of(&dir_options, &opts.options, format);
     let bytes = match read_regular(file) {
         Ok(b) => b,
         Err(m) => return corpus.errors.push(err(m)),
     };
     if name.ends_with(".jsonl") {
-        return load_jsonl(file, &display, &bytes, opts, tools, corpus);
+        return load_jsonl(file, &display, &bytes, opts, tools, &options, corpus);
     }
     let format = match resolve_format(opts.format.as_deref(), file, &display) {
         Ok(f) => f,
@@ -717,6 +795,7 @@ fn load_file(
                 path: file.to_path_buf(),
                 line_id: None,
                 recorded: None,
+                options: options(format),
             }),
             Err(m) => corpus.errors.push(err(m)),
         }
@@ -760,6 +839,7 @@ fn load_file(
         path: file.to_path_buf(),
         line_id: None,
         recorded,
+        options: options(format),
     });
 }
 
@@ -827,6 +907,7 @@ fn load_jsonl(
     bytes: &[u8],
     opts: &LoadOptions,
     tools: Arc<Tools>,
+    options: &dyn Fn(&str) -> Arc<OptionValues>,
     corpus: &mut Corpus,
 ) {
     let text = match std::str::from_utf8(bytes) {
@@ -909,6 +990,7 @@ fn load_jsonl(
             path: file.to_path_buf(),
             line_id: Some(id),
             recorded: None,
+            options: options(format),
         });
     }
 }

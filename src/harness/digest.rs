@@ -12,7 +12,7 @@ use super::invariants::{Compare, result_difference};
 use crate::backends::TurnOutcome;
 use crate::backends::builtin::catching;
 use crate::event::{COMPLETION_TOOL, Event, Folder, ParseResult, Sink, ToolCall, excerpt};
-use crate::formats::Format;
+use crate::formats::{Format, OptionValues};
 use crate::tools::Tools;
 use serde_json::Value;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -393,12 +393,16 @@ pub type KeptTurn = (LeanTurn, Option<Vec<ToolCall>>);
 pub fn replay_keeping(
     format: &Format,
     tools: &Tools,
+    options: &OptionValues,
     turns: &[Vec<u8>],
     cuts: &[Cuts],
     keep_calls: bool,
 ) -> Result<Vec<KeptTurn>, String> {
     let run = || {
-        let mut parser = (format.new_parser)(tools);
+        let mut parser = match format.parser(tools, options) {
+            Ok(p) => p,
+            Err(e) => panic!("{e}"),
+        };
         let whole = Cuts::At(Vec::new());
         turns
             .iter()
@@ -418,8 +422,14 @@ pub fn replay_keeping(
 }
 
 /// A lean replay: [`replay_keeping`] without the calls.
-pub fn replay(format: &Format, tools: &Tools, turns: &[Vec<u8>], cuts: &[Cuts]) -> LeanOutcome {
-    match replay_keeping(format, tools, turns, cuts, false) {
+pub fn replay(
+    format: &Format,
+    tools: &Tools,
+    options: &OptionValues,
+    turns: &[Vec<u8>],
+    cuts: &[Cuts],
+) -> LeanOutcome {
+    match replay_keeping(format, tools, options, turns, cuts, false) {
         Ok(turns) => LeanOutcome::Done(turns.into_iter().map(|(t, _)| t).collect()),
         Err(msg) => LeanOutcome::Panicked(msg),
     }
@@ -429,10 +439,11 @@ pub fn replay(format: &Format, tools: &Tools, turns: &[Vec<u8>], cuts: &[Cuts]) 
 pub fn replay_full(
     format: &Format,
     tools: &Tools,
+    options: &OptionValues,
     turns: &[Vec<u8>],
     cuts: &[Cuts],
 ) -> Result<Vec<TurnOutcome>, String> {
-    Ok(replay_keeping(format, tools, turns, cuts, true)?
+    Ok(replay_keeping(format, tools, options, turns, cuts, true)?
         .into_iter()
         .map(|(t, calls)| {
             let mut outcome = t.outcome;
@@ -484,12 +495,23 @@ mod tests {
         let turns = vec![t.into_bytes()];
         let tools = Tools::default();
         for cuts in [Cuts::At(vec![]), Cuts::EveryByte, Cuts::At(vec![40, 41])] {
-            let full = match builtin_replay(f, &tools, &turns, std::slice::from_ref(&cuts)) {
+            let full = match builtin_replay(
+                f,
+                &tools,
+                &OptionValues::new(),
+                &turns,
+                std::slice::from_ref(&cuts),
+            ) {
                 replay::Outcome::Done(t) => t,
                 _ => unreachable!(),
             };
-            let LeanOutcome::Done(lean) = replay(f, &tools, &turns, std::slice::from_ref(&cuts))
-            else {
+            let LeanOutcome::Done(lean) = replay(
+                f,
+                &tools,
+                &OptionValues::new(),
+                &turns,
+                std::slice::from_ref(&cuts),
+            ) else {
                 unreachable!()
             };
             let want = LeanTurn::of(&full[0]);
@@ -498,12 +520,19 @@ mod tests {
             assert_eq!(lean[0].outcome.events_hash, full[0].events_hash);
             assert_eq!(lean[0].outcome.result, want.outcome.result);
             assert_eq!(want.difference(&lean[0]), None);
-            let kept = replay_full(f, &tools, &turns, std::slice::from_ref(&cuts)).unwrap();
+            let kept = replay_full(
+                f,
+                &tools,
+                &OptionValues::new(),
+                &turns,
+                std::slice::from_ref(&cuts),
+            )
+            .unwrap();
             assert_eq!(kept[0].result, full[0].result);
             assert_eq!(kept[0].events_hash, full[0].events_hash);
         }
         // A changed call is found by its index.
-        let mut other = match builtin_replay(f, &tools, &turns, &[]) {
+        let mut other = match builtin_replay(f, &tools, &OptionValues::new(), &turns, &[]) {
             replay::Outcome::Done(t) => t,
             _ => unreachable!(),
         };

@@ -11,7 +11,7 @@ use super::invariants::Invariant;
 use super::run::{CaseReport, Status, Violation};
 use crate::backends::{Backend, Outcome};
 use crate::event::{ToolCall, excerpt};
-use crate::formats::Format;
+use crate::formats::{Format, OptionValues};
 use crate::tools::Tools;
 use serde::Deserialize;
 use serde_json::Value;
@@ -123,9 +123,11 @@ fn probe(
 ) -> Option<(Vec<usize>, String)> {
     for cuts in all_cuts(transcript.len()) {
         report.replays += 1;
+        // A format-level check judges the format's defaults.
         let why = match backend.replay(
             format,
             tools,
+            &OptionValues::new(),
             std::slice::from_ref(&transcript.to_vec()),
             std::slice::from_ref(&cuts),
         ) {
@@ -360,6 +362,7 @@ mod tests {
             }),
             special_tokens: &[],
             reasoning: None,
+            options: FORGE.options,
         };
         let r = check_format(&bad, &Builtin);
         assert_eq!(r.len(), 2);

@@ -8,6 +8,7 @@ use super::corpus::{Case, CorpusError, Label, hex};
 use super::invariants::Invariant;
 use super::run::{CaseReport, Status, Violation};
 use crate::backends::adapter::{AdapterStats, EngineTime};
+use crate::formats::OptionValues;
 use crate::harness::known::KnownFailures;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -183,6 +184,10 @@ pub struct Run {
     pub totals: TotalsOut,
     /// Counts per format, by id.
     pub formats: BTreeMap<String, TotalsOut>,
+    /// The options in force for every case of a format (set on the command line, or by
+    /// `conform.toml` files that agree), where they differ from its defaults; by format id.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub options: BTreeMap<String, OptionValues>,
     /// Every case, sorted by id.
     pub cases: Vec<CaseOut>,
 }
@@ -266,6 +271,9 @@ pub struct CaseOut {
     /// Invariants those replays broke.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub token_split_violations: Vec<ViolationOut>,
+    /// The format's options in force for this case where they differ from its defaults.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub options: OptionValues,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -521,6 +529,7 @@ pub fn build_run(
                     .iter()
                     .map(ViolationOut::from)
                     .collect(),
+                options: r.options.clone(),
             }
         })
         .collect();
@@ -534,6 +543,13 @@ pub fn finish_run(parser: String, cases: Vec<CaseOut>) -> Run {
     for c in &cases {
         per.entry(c.format.clone()).or_default().push(c);
     }
+    let options = per
+        .iter()
+        .filter_map(|(f, cs)| {
+            let common = options_of_every(cs);
+            (!common.is_empty()).then(|| (f.clone(), common))
+        })
+        .collect();
     let formats = per
         .into_iter()
         .map(|(f, cs)| (f, TotalsOut::of(cs)))
@@ -542,8 +558,23 @@ pub fn finish_run(parser: String, cases: Vec<CaseOut>) -> Run {
         parser,
         totals: TotalsOut::of(&cases),
         formats,
+        options,
         cases,
     }
+}
+
+/// The options set alike on every one of a format's cases (a case without an option has the
+/// default, so an option set on only some cases is not the format's).
+fn options_of_every(cases: &[&CaseOut]) -> OptionValues {
+    let Some((first, rest)) = cases.split_first() else {
+        return OptionValues::new();
+    };
+    first
+        .options
+        .iter()
+        .filter(|(name, on)| rest.iter().all(|c| c.options.get(*name) == Some(on)))
+        .map(|(name, on)| (name.clone(), *on))
+        .collect()
 }
 
 /// The corpus digest: SHA-256 over the sorted per-case digests, so shards merge exactly.
@@ -844,6 +875,7 @@ mod tests {
             completion: None,
             token_split_replays: 0,
             token_split_violations: Vec::new(),
+            options: Default::default(),
         }
     }
 

@@ -12,7 +12,7 @@ use super::invariants::{
 use super::minimize::minimize;
 use super::tokens::Tokenizer;
 use crate::backends::{Backend, Breakdown, Builtin, Outcome, TurnOutcome};
-use crate::formats::{self, Format};
+use crate::formats::{self, Format, OptionValues};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -166,6 +166,8 @@ pub struct CaseReport {
     pub token_split_replays: usize,
     /// Invariants those replays broke, minimized like the others.
     pub token_split_violations: Vec<Violation>,
+    /// The format's options in force that differ from its defaults (empty: the defaults).
+    pub options: OptionValues,
     /// Wall time spent on the case.
     #[serde(skip)]
     pub elapsed: Duration,
@@ -187,6 +189,7 @@ impl CaseReport {
             completion: None,
             token_split_replays: 0,
             token_split_violations: Vec::new(),
+            options: OptionValues::new(),
             elapsed: Duration::ZERO,
         }
     }
@@ -265,6 +268,10 @@ pub fn run_case_with(
     markers.extend(format.reasoning.map(|r| r.tags()).unwrap_or_default());
     let cmp = cfg.compare_for(backend);
     let mut report = CaseReport::new(case.id.clone(), format.id, case.label);
+    // Options configure conform's parsers; an adapter is configured by its own command.
+    if backend.is_builtin() {
+        report.options = case.options.as_ref().clone();
+    }
     // Special tokens reach a server's parser whole: for an external parser, a replay that
     // splits one is judged apart (DESIGN §5).
     let special: Vec<String> = format
@@ -294,10 +301,10 @@ pub fn run_case_with(
         && case.len() >= digest::LARGE_CASE_BYTES
         && !case.expects.iter().flatten().any(|e| e.calls.is_some());
     let whole = if lean {
-        digest::replay_full(format, &case.tools, &case.turns, &whole_cuts)
+        digest::replay_full(format, &case.tools, &case.options, &case.turns, &whole_cuts)
             .map_or_else(Outcome::Panicked, Outcome::Done)
     } else {
-        backend.replay(format, &case.tools, &case.turns, &whole_cuts)
+        backend.replay(format, &case.tools, &case.options, &case.turns, &whole_cuts)
     };
     let whole = match whole {
         Outcome::Done(t) => t,
@@ -352,7 +359,7 @@ pub fn run_case_with(
     };
     // The same input again, for the determinism check.
     let (again, again_full): (Option<Vec<u64>>, Option<Vec<TurnOutcome>>) = if lean {
-        match digest::replay(format, &case.tools, &case.turns, &whole_cuts) {
+        match digest::replay(format, &case.tools, &case.options, &case.turns, &whole_cuts) {
             LeanOutcome::Done(t) => (
                 Some(t.iter().map(|x| x.outcome.events_hash).collect()),
                 None,
@@ -360,7 +367,7 @@ pub fn run_case_with(
             LeanOutcome::Panicked(_) => (None, None),
         }
     } else {
-        match backend.replay(format, &case.tools, &case.turns, &whole_cuts) {
+        match backend.replay(format, &case.tools, &case.options, &case.turns, &whole_cuts) {
             Outcome::Done(t) => (Some(t.iter().map(|x| x.events_hash).collect()), Some(t)),
             _ => (None, None),
         }
@@ -650,14 +657,14 @@ fn replay_judged(
     cuts: Vec<Cuts>,
 ) -> Verdict {
     let outcome = if matches!(whole, Baseline::Lean(_)) {
-        match digest::replay(format, &case.tools, &case.turns, &cuts) {
+        match digest::replay(format, &case.tools, &case.options, &case.turns, &cuts) {
             LeanOutcome::Done(turns) => {
                 return judge((case, markers, cmp), whole, &turns, strategy, cuts);
             }
             LeanOutcome::Panicked(msg) => Outcome::Panicked(msg),
         }
     } else {
-        backend.replay(format, &case.tools, &case.turns, &cuts)
+        backend.replay(format, &case.tools, &case.options, &case.turns, &cuts)
     };
     match outcome {
         Outcome::Done(turns) => judge((case, markers, cmp), whole, &turns, strategy, cuts),
@@ -870,14 +877,14 @@ fn roundtrip(
         for cuts in [Cuts::At(Vec::new()), Cuts::EveryByte] {
             let (turns, cut) = (std::slice::from_ref(&rendered), std::slice::from_ref(&cuts));
             let outcome = if lean {
-                match digest::replay(format, &case.tools, turns, cut) {
+                match digest::replay(format, &case.tools, &case.options, turns, cut) {
                     LeanOutcome::Done(back) => {
                         Err(LeanTurn::of(out).roundtrip_difference(&back[0]))
                     }
                     LeanOutcome::Panicked(m) => Ok(Outcome::Panicked(m)),
                 }
             } else {
-                Ok(backend.replay(format, &case.tools, turns, cut))
+                Ok(backend.replay(format, &case.tools, &case.options, turns, cut))
             };
             let problem = match outcome {
                 Err(lean_problem) => lean_problem,
@@ -944,6 +951,11 @@ pub fn replay_command(case: &Case, parser: &str, cuts: &[Vec<usize>]) -> String 
     if let Some(id) = &case.line_id {
         cmd.push_str(&format!(" --line {}", shell_quote(id)));
     }
+    // The options in force, spelled out: the command reproduces the replay even where they
+    // came from a `conform.toml` that is not the file's nearest one any more.
+    for (name, on) in case.options.iter() {
+        cmd.push_str(&format!(" --option {}.{name}={on}", case.format));
+    }
     if cuts.iter().any(|c| !c.is_empty()) {
         let spec = cuts
             .iter()
@@ -1006,6 +1018,7 @@ mod tests {
         typing: None,
         special_tokens: &[],
         reasoning: None,
+        options: &crate::formats::options::NoOptions,
     };
 
     fn case(text: &str, expect: Option<Expectation>) -> Case {
@@ -1019,6 +1032,7 @@ mod tests {
             path: PathBuf::from("t/y_case.txt"),
             line_id: None,
             recorded: None,
+            options: Arc::default(),
         }
     }
 
@@ -1126,6 +1140,7 @@ mod tests {
         typing: None,
         special_tokens: &[SpecialToken::new("<|x|>", 1)],
         reasoning: None,
+        options: &crate::formats::options::NoOptions,
     };
 
     /// The built-in parsers, presented as an external one.
@@ -1134,8 +1149,15 @@ mod tests {
         fn name(&self) -> String {
             "external".into()
         }
-        fn replay(&self, f: &Format, tools: &Tools, turns: &[Vec<u8>], cuts: &[Cuts]) -> Outcome {
-            Builtin.replay(f, tools, turns, cuts)
+        fn replay(
+            &self,
+            f: &Format,
+            tools: &Tools,
+            options: &OptionValues,
+            turns: &[Vec<u8>],
+            cuts: &[Cuts],
+        ) -> Outcome {
+            Builtin.replay(f, tools, options, turns, cuts)
         }
     }
 
@@ -1145,9 +1167,16 @@ mod tests {
         fn name(&self) -> String {
             "slow".into()
         }
-        fn replay(&self, f: &Format, tools: &Tools, turns: &[Vec<u8>], cuts: &[Cuts]) -> Outcome {
+        fn replay(
+            &self,
+            f: &Format,
+            tools: &Tools,
+            options: &OptionValues,
+            turns: &[Vec<u8>],
+            cuts: &[Cuts],
+        ) -> Outcome {
             std::thread::sleep(Duration::from_millis(20));
-            Builtin.replay(f, tools, turns, cuts)
+            Builtin.replay(f, tools, options, turns, cuts)
         }
     }
 
@@ -1205,6 +1234,7 @@ mod tests {
         let plain = Format {
             special_tokens: &[],
             reasoning: None,
+            options: &crate::formats::options::NoOptions,
             cdata: None,
             typing: None,
             ..TOKENS

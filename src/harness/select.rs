@@ -165,6 +165,7 @@ mod tests {
                     note: None,
                 })
             }),
+            options: Arc::default(),
         }
     }
 

@@ -227,7 +227,7 @@ pub fn parse_one(
     let backend = AnyBackend::start(parser, opts)?;
     let (mut turns, ok) = if backend.adapter().is_none() {
         capture_panics();
-        let mut p = (format.new_parser)(&case.tools);
+        let mut p = format.parser(&case.tools, &case.options)?;
         let turns = case
             .turns
             .iter()
@@ -247,7 +247,7 @@ pub fn parse_one(
         let all: Vec<Cuts> = (0..case.turns.len()).map(|t| cuts_of(t).clone()).collect();
         match backend
             .backend()
-            .replay(format, &case.tools, &case.turns, &all)
+            .replay(format, &case.tools, &case.options, &case.turns, &all)
         {
             Outcome::Done(outs) => (
                 outs.into_iter()

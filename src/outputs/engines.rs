@@ -1249,6 +1249,7 @@ mod tests {
             completion: None,
             token_split_replays: 0,
             token_split_violations: vec![],
+            options: Default::default(),
         };
         assert_eq!(
             crash_note(&c),

@@ -1120,6 +1120,7 @@ mod tests {
             completion: None,
             token_split_replays: 0,
             token_split_violations: Vec::new(),
+            options: Default::default(),
         }
     }
 

@@ -13,7 +13,7 @@ pub use spec::{ParserSpec, parse_parser_spec};
 
 use crate::backends::cuts::Cuts;
 use crate::backends::{Backend, Breakdown, Outcome};
-use crate::formats::Format;
+use crate::formats::{Format, OptionValues};
 use crate::tools::Tools;
 use process::{Tail, Worker, lock};
 use protocol::{parse_request, read_timed_response, say_hello};
@@ -360,7 +360,14 @@ impl Backend for Adapter {
         self.hello.formats.iter().any(|f| f == format)
     }
 
-    fn replay(&self, format: &Format, tools: &Tools, turns: &[Vec<u8>], cuts: &[Cuts]) -> Outcome {
+    fn replay(
+        &self,
+        format: &Format,
+        tools: &Tools,
+        _options: &OptionValues,
+        turns: &[Vec<u8>],
+        cuts: &[Cuts],
+    ) -> Outcome {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let ids = if self.hello.protocol >= 2 {
             token_ids(cuts)

@@ -365,6 +365,13 @@ fn main() {
             std::process::exit(1);
         }
     };
+    // Harmony's parser loads its encoding once per process, on first use: load it now, so
+    // that no replay's engine_ns pays for it.
+    let _ = rt.block_on(detect_and_parse_tool_call(
+        "<|channel|>final<|message|>warm-up<|return|>",
+        Some("harmony"),
+        None,
+    ));
     let name = match mode {
         Mode::Jail => format!("dynamo-parsers {VERSION} (jail streaming)"),
         Mode::Batch { recovery: true } => format!("dynamo-parsers {VERSION} (batch)"),

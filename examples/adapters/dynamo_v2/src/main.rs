@@ -294,6 +294,12 @@ fn main() {
         eprintln!("cannot write the o200k vocabulary for harmony: {e}");
         std::process::exit(1);
     }
+    // Harmony's parser loads its encoding once per process, on first use: load it now, so
+    // that no replay's engine_ns pays for it.
+    if let Ok(mut p) = create_tool_parser_for_family("harmony", &[]) {
+        let _ = p.push("<|channel|>final<|message|>warm-up<|return|>");
+        let _ = p.finish();
+    }
     let (table, name) = match api {
         Api::Tool => (
             TOOL_FAMILIES,
