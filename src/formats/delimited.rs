@@ -99,6 +99,12 @@ pub(crate) trait ValueReader: Send {
     fn eof(&mut self, cx: &mut Cx, out: &mut dyn Sink) -> ValueEnd;
     /// Invalid UTF-8 arrived inside the value: the call is dropped without another error.
     fn spoil(&mut self);
+    /// The per-chunk path: takes all of `s` when it only continues a string inside the value
+    /// (what [`feed`](ValueReader::feed) would do with it, with fewer checks); `false`, having
+    /// changed nothing, when `s` needs `feed`.
+    fn stream(&mut self, _s: &str, _cx: &Cx, _out: &mut dyn Sink) -> bool {
+        false
+    }
 }
 
 /// A format's grammar over the driver's tokens.
@@ -388,9 +394,20 @@ impl<G: Grammar> Driver<G> {
 }
 
 impl<G: Grammar> StreamParser for Driver<G> {
+    #[inline]
     fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
         match self.utf8.ascii(chunk) {
-            Some(s) => self.feed_str(s, out),
+            Some(s) => {
+                // The per-chunk path of a streamed value: one reader call, nothing else.
+                if let Some(v) = self.value.as_mut()
+                    && self.scan.held().is_empty()
+                    && v.stream(s, &self.cx, out)
+                {
+                    self.cx.pos += s.len() as u64;
+                    return;
+                }
+                self.feed_str(s, out)
+            }
             None => {
                 let mut utf8 = std::mem::take(&mut self.utf8);
                 utf8.feed(chunk, &mut |p| self.piece(p, out));
@@ -494,7 +511,7 @@ impl Nesting {
                 continue;
             }
             if self.in_str {
-                match memchr::memchr2(b'"', b'\\', &s[i..]) {
+                match crate::lexers::find_byte2(b'"', b'\\', &s[i..]) {
                     None => return None,
                     Some(k) => {
                         i += k;
@@ -652,20 +669,10 @@ impl ValueReader for ObjectReader {
             }
         }
         let s = &s[skipped..];
-        let stream = self.mode == ObjectMode::Object && self.index.is_some() && !self.spoiled;
-        // The common streaming piece: string body only (escapes included). The nesting scan
-        // still reads it, to know whether it ends inside an escape.
-        if self.nest.in_str
-            && self.bytes + s.len() <= cx.limits.max_args_bytes
-            && self.json.continue_string(s)
-        {
-            self.nest.continue_string(s.as_bytes());
-            self.bytes += s.len();
-            if let (true, Some(i)) = (stream, self.index) {
-                out.args_delta(i, s);
-            }
+        if self.stream(s, cx, out) {
             return (skipped + s.len(), None);
         }
+        let stream = self.mode == ObjectMode::Object && self.index.is_some() && !self.spoiled;
         let (valid, err) = match self.json.feed(s) {
             Ok(Feed::NeedMore) | Ok(Feed::Stopped(_)) => (s.len(), None),
             Err(e) => {
@@ -702,6 +709,28 @@ impl ValueReader for ObjectReader {
         ValueEnd::Cut {
             index: if self.spoiled { None } else { self.index },
         }
+    }
+
+    /// The common streaming piece: string body only (escapes included). The nesting scan
+    /// still reads it, to know whether it ends inside an escape.
+    #[inline]
+    fn stream(&mut self, s: &str, cx: &Cx, out: &mut dyn Sink) -> bool {
+        if !(self.nest.in_str
+            && self.mode != ObjectMode::Blank
+            && self.bytes + s.len() <= cx.limits.max_args_bytes
+            && self.json.continue_string(s))
+        {
+            return false;
+        }
+        self.nest.continue_string(s.as_bytes());
+        self.bytes += s.len();
+        if self.mode == ObjectMode::Object
+            && !self.spoiled
+            && let Some(i) = self.index
+        {
+            out.args_delta(i, s);
+        }
+        true
     }
 
     fn spoil(&mut self) {
@@ -1036,7 +1065,7 @@ impl EnvelopeReader {
                         i += n;
                         continue;
                     }
-                    match memchr::memchr2(b'"', b'\\', &b[i..]) {
+                    match crate::lexers::find_byte2(b'"', b'\\', &b[i..]) {
                         None => {
                             self.key_bytes(&s[i..]);
                             return None;
@@ -1197,19 +1226,7 @@ impl ValueReader for EnvelopeReader {
             }
         }
         let s = &s[skipped..];
-        // The common streaming piece: the body of a string inside a value.
-        if self.slot == Slot::InValue
-            && self.value_nested
-            && self.nest.in_str
-            && self.bytes + s.len() <= cx.limits.max_args_bytes
-            && self.json.continue_string(s)
-        {
-            self.nest.continue_string(s.as_bytes());
-            self.take_value_bytes(s, out, cx);
-            if let Some(raw) = &mut self.raw {
-                raw.push_str(s);
-            }
-            self.bytes += s.len();
+        if self.stream(s, cx, out) {
             return (skipped + s.len(), None);
         }
         let (valid, err) = match self.json.feed(s) {
@@ -1275,6 +1292,26 @@ impl ValueReader for EnvelopeReader {
 
     fn spoil(&mut self) {
         self.spoiled = true;
+    }
+
+    /// The common streaming piece: the body of a string inside a value.
+    #[inline]
+    fn stream(&mut self, s: &str, cx: &Cx, out: &mut dyn Sink) -> bool {
+        if !(self.slot == Slot::InValue
+            && self.value_nested
+            && self.nest.in_str
+            && self.bytes + s.len() <= cx.limits.max_args_bytes
+            && self.json.continue_string(s))
+        {
+            return false;
+        }
+        self.nest.continue_string(s.as_bytes());
+        self.take_value_bytes(s, out, cx);
+        if let Some(raw) = &mut self.raw {
+            raw.push_str(s);
+        }
+        self.bytes += s.len();
+        true
     }
 }
 

@@ -324,7 +324,7 @@ impl Parser {
     fn scan(&mut self, s: &str, out: &mut dyn Sink) {
         let mut i = 0;
         while i < s.len() {
-            let k = memchr::memchr(b'<', &s.as_bytes()[i..]).map_or(s.len(), |k| i + k);
+            let k = crate::lexers::find_byte(b'<', &s.as_bytes()[i..]).map_or(s.len(), |k| i + k);
             if k > i {
                 self.content(&s[i..k], out);
                 self.pos += (k - i) as u64;
@@ -358,7 +358,9 @@ impl Parser {
     /// the sink. `false`: nothing was done, take the general path.
     #[inline]
     fn content_fast(&mut self, s: &str, out: &mut dyn Sink) -> bool {
-        if !self.pending.is_empty() || s.is_empty() || memchr::memchr(b'<', s.as_bytes()).is_some()
+        if !self.pending.is_empty()
+            || s.is_empty()
+            || crate::lexers::find_byte(b'<', s.as_bytes()).is_some()
         {
             return false;
         }

@@ -332,7 +332,7 @@ impl Parser {
     /// Text up to the next `<` outside a call's arguments: (bytes consumed, stopped at `<`).
     #[inline(never)]
     fn outside_args(&mut self, s: &str, out: &mut dyn Sink) -> (usize, bool) {
-        let k = memchr::memchr(b'<', s.as_bytes()).unwrap_or(s.len());
+        let k = crate::lexers::find_byte(b'<', s.as_bytes()).unwrap_or(s.len());
         self.content(&s[..k], out);
         (k, k < s.len())
     }

@@ -10,6 +10,7 @@
 use super::StreamParser;
 use super::config::config;
 use crate::event::{ErrorKind, Event, Sink, WarningKind};
+use crate::lexers::ByteSet;
 use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
 
 /// The reasoning wrapper a format's models write.
@@ -127,7 +128,7 @@ pub struct Reasoned<P> {
     /// Call markup was already reported in the current block.
     call_reported: bool,
     /// The bytes any tag or call marker can start with.
-    first: Vec<u8>,
+    first: ByteSet,
     /// The longest tag or call marker.
     longest: usize,
 }
@@ -159,7 +160,7 @@ impl<P: StreamParser> Reasoned<P> {
             utf8: Utf8Decoder::new(),
             pos: 0,
             call_reported: false,
-            first,
+            first: ByteSet::new(first),
             longest,
         }
     }
@@ -175,26 +176,22 @@ impl<P: StreamParser> Reasoned<P> {
     /// The first byte in `s` that may start a tag or call marker.
     #[inline]
     fn find(&self, s: &[u8]) -> Option<usize> {
-        match *self.first.as_slice() {
-            [] => None,
-            [a] => memchr::memchr(a, s),
-            [a, b] => memchr::memchr2(a, b, s),
-            [a, b, c] => memchr::memchr3(a, b, c, s),
-            ref many => s.iter().position(|x| many.contains(x)),
-        }
+        self.first.find(s)
     }
 
     /// Classifies the bytes at `s` (which start with a candidate byte) in the current state.
     fn classify(&self, s: &[u8]) -> Tag {
         let mut need_more = false;
         let mut test = |t: &str| -> bool {
+            // Byte by byte, not `starts_with`: most candidates (a `<` in code) differ at their
+            // second byte, where a loop has already answered and a `memcmp` call has not begun.
             let t = t.as_bytes();
-            if s.len() >= t.len() {
-                s.starts_with(t)
-            } else {
-                need_more |= t.starts_with(s);
-                false
+            let n = s.len().min(t.len());
+            if !s[..n].iter().zip(&t[..n]).all(|(a, b)| a == b) {
+                return false;
             }
+            need_more |= n < t.len();
+            n == t.len()
         };
         match self.state {
             State::Outside => {
@@ -224,6 +221,7 @@ impl<P: StreamParser> Reasoned<P> {
     }
 
     /// Processes bytes with nothing held back, holding back a trailing tag prefix.
+    #[inline(never)]
     fn run(&mut self, mut s: &[u8], out: &mut dyn Sink) {
         while !s.is_empty() {
             // The next place a tag (or a prefix of one, at the end) starts: candidate bytes that
@@ -271,6 +269,7 @@ impl<P: StreamParser> Reasoned<P> {
     }
 
     /// Bytes that are no tag: to the format's parser, or reasoning.
+    #[inline]
     fn pass(&mut self, s: &[u8], out: &mut dyn Sink) {
         self.pos += s.len() as u64;
         match self.state {
@@ -279,6 +278,7 @@ impl<P: StreamParser> Reasoned<P> {
         }
     }
 
+    #[inline(never)]
     fn reason(&mut self, s: &[u8], out: &mut dyn Sink) {
         if let Some(t) = self.utf8.ascii(s) {
             out.reasoning(t);
@@ -358,9 +358,20 @@ fn emit_piece(p: Utf8Piece<'_>, pos: u64, out: &mut dyn Sink) {
 }
 
 impl<P: StreamParser> StreamParser for Reasoned<P> {
+    #[inline]
     fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
         if !self.cfg.enabled {
             return self.inner.feed(chunk, out);
+        }
+        if self.held.is_empty() {
+            // The per-feed path: a piece with no byte that may start a tag goes straight on.
+            if self.find(chunk).is_none() {
+                if !chunk.is_empty() {
+                    self.pass(chunk, out);
+                }
+                return;
+            }
+            return self.run(chunk, out);
         }
         let mut input = chunk;
         while !self.held.is_empty() {

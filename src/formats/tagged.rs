@@ -203,7 +203,7 @@ fn has_lt(b: &[u8]) -> bool {
     if b.len() <= 16 {
         b.contains(&b'<')
     } else {
-        memchr::memchr(b'<', b).is_some()
+        crate::lexers::find_byte(b'<', b).is_some()
     }
 }
 
@@ -1143,7 +1143,9 @@ impl Parser {
             }
         }
         let hold = std::mem::take(&mut p.hold);
-        self.emit(hold, out);
+        if !hold.is_empty() {
+            self.emit(hold, out);
+        }
         let (body, tail) = if let Some(b) = t.strip_suffix("\r\n") {
             (b, "\r\n")
         } else if let Some(b) = t.strip_suffix('\n') {
@@ -1153,7 +1155,9 @@ impl Parser {
         } else {
             (t, "")
         };
-        self.emit(body, out);
+        if !body.is_empty() {
+            self.emit(body, out);
+        }
         if let Some(p) = &mut self.param {
             p.hold = tail;
         }

@@ -14,6 +14,7 @@
 //! Where several delimiters match at one position the longest wins; a shorter one is reported
 //! only once no longer one can still match.
 
+use super::ByteSet;
 use std::borrow::Cow;
 
 /// One piece of the scanned input.
@@ -42,9 +43,9 @@ enum Match {
 pub struct MarkerScanner {
     markers: Vec<Box<str>>,
     /// Bytes that start some delimiter.
-    first: [bool; 256],
-    /// The distinct first bytes, for a `memchr` search when there are few.
-    firsts: Vec<u8>,
+    first: ByteSet,
+    /// The same and `"`, for JSON mode outside a string.
+    first_or_quote: ByteSet,
     max_len: usize,
     /// Received bytes not yet tokenised: a possible delimiter prefix (whole characters).
     pending: String,
@@ -66,19 +67,11 @@ impl MarkerScanner {
             !markers.is_empty() && markers.iter().all(|m| !m.is_empty()),
             "a marker scanner needs non-empty delimiters"
         );
-        let mut first = [false; 256];
-        let mut firsts = Vec::new();
-        for m in markers {
-            let b = m.as_bytes()[0];
-            if !first[b as usize] {
-                first[b as usize] = true;
-                firsts.push(b);
-            }
-        }
+        let firsts = || markers.iter().map(|m| m.as_bytes()[0]);
         MarkerScanner {
             markers: markers.iter().map(|m| Box::from(*m)).collect(),
-            first,
-            firsts,
+            first: ByteSet::new(firsts()),
+            first_or_quote: ByteSet::new(firsts().chain([b'"'])),
             max_len: markers.iter().map(|m| m.len()).max().unwrap_or(1),
             pending: String::new(),
             scratch: Vec::new(),
@@ -217,8 +210,7 @@ impl MarkerScanner {
         let c = self.find(held.as_bytes());
         self.pending = held;
         if c > 0 {
-            let text: String = self.pending.drain(..c).collect();
-            return Some(Token::Text(Cow::Owned(text)));
+            return Some(Token::Text(self.take_text(c)));
         }
         // A delimiter's first byte at the start of what is held: decide it with the next bytes.
         let held = self.pending.len();
@@ -244,11 +236,29 @@ impl MarkerScanner {
                 None
             }
             Match::No => {
+                // The first character is text, and so is what follows it up to the next byte
+                // that may start a delimiter: one token for both.
                 let n = char_len(self.pending.as_bytes()[0]);
-                let text: String = self.pending.drain(..n).collect();
-                Some(Token::Text(Cow::Owned(text)))
+                let held = std::mem::take(&mut self.pending);
+                let n = n + self.find(&held.as_bytes()[n..]);
+                self.pending = held;
+                Some(Token::Text(self.take_text(n)))
             }
         }
+    }
+
+    /// The first `n` held bytes as text, without an allocation when they are one ASCII byte
+    /// (a `<` that began no delimiter, the usual case).
+    fn take_text(&mut self, n: usize) -> Cow<'static, str> {
+        if n == 1 && self.pending.as_bytes()[0].is_ascii() {
+            let b = usize::from(self.pending.as_bytes()[0]);
+            self.pending.drain(..1);
+            return Cow::Borrowed(&ASCII[b..b + 1]);
+        }
+        if n == self.pending.len() {
+            return Cow::Owned(std::mem::take(&mut self.pending));
+        }
+        Cow::Owned(self.pending.drain(..n).collect())
     }
 
     /// The offset in `s` of the next byte that may start a delimiter outside a JSON string
@@ -264,7 +274,7 @@ impl MarkerScanner {
                 self.esc = false;
                 i += 1;
             } else if self.in_str {
-                match memchr::memchr2(b'"', b'\\', &s[i..]) {
+                match super::find_byte2(b'"', b'\\', &s[i..]) {
                     None => return s.len(),
                     Some(k) => {
                         if s[i + k] == b'"' {
@@ -290,26 +300,13 @@ impl MarkerScanner {
     /// The offset of the next delimiter first byte in `s` (`s.len()` if none).
     #[inline]
     fn find_first(&self, s: &[u8]) -> usize {
-        let f = &self.firsts;
-        let found = match f.len() {
-            1 => memchr::memchr(f[0], s),
-            2 => memchr::memchr2(f[0], f[1], s),
-            3 => memchr::memchr3(f[0], f[1], f[2], s),
-            _ => s.iter().position(|&b| self.first[b as usize]),
-        };
-        found.unwrap_or(s.len())
+        self.first.find(s).unwrap_or(s.len())
     }
 
     /// The offset of the next delimiter first byte or `"` in `s` (`s.len()` if none).
     #[inline]
     fn find_first_or_quote(&self, s: &[u8]) -> usize {
-        let f = &self.firsts;
-        let found = match f.len() {
-            1 => memchr::memchr2(f[0], b'"', s),
-            2 => memchr::memchr3(f[0], f[1], b'"', s),
-            _ => s.iter().position(|&b| b == b'"' || self.first[b as usize]),
-        };
-        found.unwrap_or(s.len())
+        self.first_or_quote.find(s).unwrap_or(s.len())
     }
 
     /// Compares a window (starting at a first byte, at most `max_len` bytes, ending where the
@@ -334,6 +331,11 @@ impl MarkerScanner {
         }
     }
 }
+
+/// Every ASCII character, in order: one-byte texts are borrowed from here.
+const ASCII: &str = "\0\x01\x02\x03\x04\x05\x06\x07\x08\t\n\x0b\x0c\r\x0e\x0f\
+\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f \
+!\"#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqrstuvwxyz{|}~\x7f";
 
 /// The length of the UTF-8 character whose first byte is `b`.
 #[inline]
@@ -582,6 +584,12 @@ mod tests {
         assert_eq!(sc.next(&mut input), Some(Token::Marker(0)));
         assert_eq!(input, "{\"a\":1}");
         assert_eq!(sc.held(), "");
+    }
+
+    #[test]
+    fn the_ascii_table_holds_each_byte_at_its_value() {
+        assert_eq!(ASCII.len(), 128);
+        assert!(ASCII.bytes().enumerate().all(|(i, b)| usize::from(b) == i));
     }
 
     #[test]

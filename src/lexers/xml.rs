@@ -261,7 +261,7 @@ fn has_byte(s: &[u8], b: u8) -> bool {
     if s.len() < 16 {
         s.contains(&b)
     } else {
-        memchr::memchr(b, s).is_some()
+        super::find_byte(b, s).is_some()
     }
 }
 
@@ -734,8 +734,8 @@ impl XmlTokenizer {
             match self.st {
                 St::Text => {
                     let found = match self.cfg.entities {
-                        EntityMode::Decode => memchr::memchr3(b'<', b'&', b']', &b[i..]),
-                        EntityMode::Raw => memchr::memchr2(b'<', b']', &b[i..]),
+                        EntityMode::Decode => super::find_byte3(b'<', b'&', b']', &b[i..]),
+                        EntityMode::Raw => super::find_byte2(b'<', b']', &b[i..]),
                     };
                     let j = found.map_or(n, |k| i + k);
                     if j > i {
