@@ -3,7 +3,8 @@
 
 use super::run::CaseReport;
 use crate::backends::AnyBackend;
-use crate::backends::adapter::{Adapter, AdapterStats, Hello};
+use crate::backends::adapter::{Adapter, AdapterStats, EngineTime, Hello};
+use std::collections::BTreeMap;
 
 /// One parser's run over a corpus, with what its adapter left behind.
 #[derive(Debug)]
@@ -20,6 +21,8 @@ pub struct ParserRun {
     pub stderr_tail: String,
     /// Total stderr bytes.
     pub stderr_bytes: u64,
+    /// The engine's own parse time per format, for an adapter that reports `engine_ns`.
+    pub engine_ns: BTreeMap<String, EngineTime>,
 }
 
 impl ParserRun {
@@ -33,6 +36,7 @@ impl ParserRun {
             stats: adapter.map(Adapter::stats),
             stderr_tail: adapter.map(Adapter::stderr_tail).unwrap_or_default(),
             stderr_bytes: adapter.map_or(0, Adapter::stderr_bytes),
+            engine_ns: adapter.map(Adapter::engine_time).unwrap_or_default(),
         }
     }
 

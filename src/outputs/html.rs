@@ -141,8 +141,20 @@ pub fn render(history: &[Report]) -> String {
     )
 }
 
+/// A self-contained page with the report's stylesheet around `body` (already HTML).
+pub fn page(title: &str, body: &str, footer: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<main>\n{body}\
+         <footer>{}</footer>\n</main>\n</body>\n</html>\n",
+        escape(title),
+        escape(footer)
+    )
+}
+
 /// `2026-11-22T05:27:40Z` → `2026-11-22 05:27 UTC`; anything else is shown as given.
-fn human_time(t: &str) -> String {
+pub fn human_time(t: &str) -> String {
     let b = t.as_bytes();
     if b.len() >= 16 && b[10] == b'T' && t.is_char_boundary(16) && t.ends_with('Z') {
         format!("{} {} UTC", &t[..10], &t[11..16])
@@ -739,7 +751,8 @@ fn latest_tables(out: &mut String, r: &Report) {
     out.push_str("</section>\n");
 }
 
-fn cuts_text(cuts: &[Vec<usize>]) -> String {
+/// Cut offsets as a page shows them: `[3, 9] / [1]`, or the whole input.
+pub fn cuts_text(cuts: &[Vec<usize>]) -> String {
     if cuts.iter().all(Vec::is_empty) {
         return "none (the whole input)".into();
     }
