@@ -47,7 +47,7 @@ fn content(len: usize) -> String {
 }
 
 /// Tools every renderer accepts for the benchmark call.
-fn bench_tools() -> Tools {
+pub(crate) fn bench_tools() -> Tools {
     Tools::from_json(
         r#"[{"type":"function","function":{"name":"write_to_file","parameters":{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"]}}}]"#,
     )
@@ -55,7 +55,7 @@ fn bench_tools() -> Tools {
 }
 
 /// A transcript of about `size` bytes: a sentence and one call writing a large file.
-fn transcript(format: &Format, tools: &Tools, size: usize) -> Result<Vec<u8>, String> {
+pub(crate) fn transcript(format: &Format, tools: &Tools, size: usize) -> Result<Vec<u8>, String> {
     let render = format.render.ok_or("no renderer")?;
     // Formats differ in what a call carries (an id, a server): take the first shape they accept.
     let shapes = [

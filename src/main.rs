@@ -1,6 +1,7 @@
 //! The `conform` command line: `run`, `parse`, `formats`, `bench`.
 
 mod bench;
+mod cost;
 mod fuzzing;
 
 use clap::{Args, Parser, Subcommand};
@@ -9,6 +10,7 @@ use conform::backends::adapter;
 use conform::backends::builtin::capture_panics;
 use conform::formats;
 use conform::harness::chunking::{ChunkingParams, Strategy};
+use conform::harness::classify::CaseContext;
 use conform::harness::corpus::{self, LoadOptions};
 use conform::harness::format_checks;
 use conform::harness::invariants::Compare;
@@ -20,7 +22,7 @@ use conform::harness::session::{self, RunPlan};
 use conform::harness::tokens::Tokenizer;
 use conform::outputs::matrix;
 use conform::outputs::table::{self, Colour};
-use conform::outputs::{html, report_dir};
+use conform::outputs::{engines, html, report_dir};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -30,7 +32,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Exit code: every expectation and invariant held.
-const EXIT_OK: u8 = 0;
+pub(crate) const EXIT_OK: u8 = 0;
 /// Exit code: failures (or regressions).
 const EXIT_FAIL: u8 = 1;
 /// Exit code: usage or corpus errors.
@@ -61,6 +63,19 @@ enum Command {
     },
     /// Measure parser throughput (whole and in small chunks) against serde_json.
     Bench(bench::BenchArgs),
+    /// Time an adapter's engine parser on a large-argument call per format, one token per
+    /// delta, beside conform's own parser (specs/engines.md §4).
+    EngineCost(cost::CostArgs),
+    /// Write the engines matrix page (README.md and index.html) from the directory
+    /// `scripts/engines` filled (specs/engines.md).
+    EnginesReport {
+        /// The directory holding manifest.json [default: reports/engines].
+        #[arg(default_value = "reports/engines")]
+        dir: PathBuf,
+        /// Corpus directories the reports' cases come from, read to classify failures.
+        #[arg(long, default_value = "corpus/")]
+        corpus: Vec<String>,
+    },
     #[command(flatten)]
     Fuzzing(fuzzing::FuzzCommand),
     /// Check the format-level invariants (cdata_split, type_inference) of the built-in parsers.
@@ -265,6 +280,8 @@ fn main() -> ExitCode {
         Command::Parse(a) => cmd_parse(a),
         Command::Formats { options } => cmd_formats(options),
         Command::Bench(a) => bench::run(a),
+        Command::EngineCost(a) => cost::run(a),
+        Command::EnginesReport { dir, corpus } => cmd_engines_report(&dir, &corpus),
         Command::Fuzzing(c) => fuzzing::run(c),
         Command::Report(c) => cmd_report(c),
         Command::SelfCheck {
@@ -327,9 +344,63 @@ macro_rules! out {
     }};
 }
 
-fn usage_error(msg: impl std::fmt::Display) -> u8 {
+pub(crate) fn usage_error(msg: impl std::fmt::Display) -> u8 {
     eprintln!("error: {msg}");
     EXIT_USAGE
+}
+
+/// `conform engines-report DIR`: README.md and index.html of the engines matrix.
+fn cmd_engines_report(dir: &Path, corpus_paths: &[String]) -> u8 {
+    let m = match engines::load(dir) {
+        Ok(m) => m,
+        Err(e) => return usage_error(e),
+    };
+    let corpus = corpus::load(corpus_paths, &LoadOptions::default());
+    let by_id: std::collections::HashMap<&str, &corpus::Case> =
+        corpus.cases.iter().map(|c| (c.id.as_str(), c)).collect();
+    let contexts = std::sync::Mutex::new(std::collections::HashMap::new());
+    let context = |c: &report::CaseOut| {
+        let mut cache = contexts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        cache
+            .entry(c.id.clone())
+            .or_insert_with(|| match by_id.get(c.id.as_str()) {
+                Some(case) => CaseContext::of(case),
+                None => CaseContext::of_format(&c.format),
+            })
+            .clone()
+    };
+    let pages = engines::pages(&m, &context);
+    let footer = format!(
+        "Written by conform {} from {} (specs/engines.md).",
+        env!("CARGO_PKG_VERSION"),
+        dir.join("manifest.json").display()
+    );
+    let mut files = vec![
+        (dir.join("README.md"), engines::markdown(&pages.markdown)),
+        (
+            dir.join("index.html"),
+            engines::html_page(&pages.html, &footer),
+        ),
+    ];
+    for (name, blocks) in &pages.failures {
+        files.push((
+            dir.join(name).join("FAILURES.md"),
+            engines::markdown(blocks),
+        ));
+    }
+    for (path, text) in files {
+        if let Err(e) = report_dir::write_atomic(&path, text.as_bytes()) {
+            return usage_error(e);
+        }
+    }
+    eprintln!(
+        "wrote {} and {}",
+        dir.join("README.md").display(),
+        dir.join("index.html").display()
+    );
+    EXIT_OK
 }
 
 fn cmd_formats(options: bool) -> u8 {
@@ -577,7 +648,7 @@ fn cmd_run(a: RunArgs) -> u8 {
 
 /// A number of seconds, as clap's value parser: positive, finite and at most a day (a deadline
 /// must not overflow).
-fn seconds(s: &str) -> Result<Duration, String> {
+pub(crate) fn seconds(s: &str) -> Result<Duration, String> {
     match s.parse::<f64>() {
         Ok(t) if t > 0.0 && t <= 86_400.0 => Ok(Duration::from_secs_f64(t)),
         Ok(_) => Err("must be a number of seconds above 0 and at most 86400 (a day)".into()),

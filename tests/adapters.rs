@@ -4,9 +4,9 @@
 
 use conform::backends::AdapterOptions;
 use conform::harness::chunking::{ChunkingParams, Strategy};
-use conform::harness::corpus::{self, Case, LoadOptions};
-use conform::harness::parsers::{ParserRun, run_parsers};
+use conform::harness::parsers::ParserRun;
 use conform::harness::run::{RunConfig, Status};
+use conform::harness::session::{RunPlan, Silent, execute};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Command, Output};
@@ -186,12 +186,6 @@ const PLAIN: [(&str, &str); 6] = [
     ("f", "hello six"),
 ];
 
-fn cases_of(dir: &Path) -> Vec<Case> {
-    let c = corpus::load(&[dir.display().to_string()], &LoadOptions::default());
-    assert!(c.errors.is_empty(), "{:?}", c.errors);
-    c.cases
-}
-
 fn small_run() -> RunConfig {
     RunConfig {
         strategies: vec![Strategy::Whole, Strategy::Bytes, Strategy::Random],
@@ -222,9 +216,16 @@ fn run_script_with(script: &str, args: &[&str], dir: &Path, opts: &AdapterOption
         spec.push(' ');
         spec.push_str(a);
     }
-    let mut runs =
-        run_parsers(&[spec], &cases_of(dir), &small_run(), opts).expect("the adapter starts");
-    runs.pop().unwrap()
+    let plan = RunPlan {
+        paths: vec![dir.display().to_string()],
+        cfg: small_run(),
+        parsers: vec![spec],
+        adapter: opts.clone(),
+        ..RunPlan::default()
+    };
+    let mut out = execute(&plan, &Silent).expect("the adapter starts");
+    assert!(out.corpus_errors.is_empty(), "{:?}", out.corpus_errors);
+    out.parser_runs.pop().unwrap()
 }
 
 fn statuses(run: &ParserRun) -> BTreeMap<String, Status> {

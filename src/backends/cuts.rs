@@ -56,6 +56,7 @@ impl Tokenized {
     }
 
     /// The offset where unit `i` ends.
+    #[cfg(test)]
     pub fn unit_end(&self, i: usize) -> usize {
         self.ends[i]
     }

@@ -7,8 +7,8 @@
 //! `specs/anthropic_sse.md`.
 
 use super::config::config;
-use super::openai_sse::{Args, pieces};
 use super::options::Table;
+use super::provider::{Args, payload, pieces};
 use super::{Format, StreamParser};
 use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};
 use crate::lexers::sse::{SseConfig, SseEvent, SseItem, SseParser};
@@ -185,22 +185,8 @@ impl Parser {
     fn on_event(&mut self, ev: SseEvent, out: &mut dyn Sink) {
         self.saw_event = true;
         let at = ev.offset;
-        let value: Value = match serde_json::from_str(&ev.data) {
-            Ok(v) => v,
-            Err(e) => {
-                if !ev.terminated && e.is_eof() {
-                    out.push(Event::error(
-                        ErrorKind::Unterminated,
-                        format!("stream cut inside the payload of the event at byte {at}"),
-                    ));
-                } else {
-                    out.push(Event::error(
-                        ErrorKind::InvalidStream,
-                        format!("malformed JSON payload in the event at byte {at}: {e}"),
-                    ));
-                }
-                return;
-            }
+        let Some(value) = payload::<Value>(&ev, out) else {
+            return;
         };
         if !ev.terminated
             && !self.lenient(
@@ -815,6 +801,7 @@ pub static FORMAT: Format = Format {
     cdata: None,
     typing: None,
     special_tokens: &[],
+    vocabulary: None,
     reasoning: None,
     options: &OPTION_TABLE,
 };
@@ -832,14 +819,7 @@ mod tests {
 
     /// Parses whole, byte by byte and at every single cut; all results must agree.
     fn parse_with(input: &str, config: Config) -> ParseResult {
-        let b = input.as_bytes();
-        let whole = run_cfg(b, &config, &[]);
-        let bytes: Vec<usize> = (1..b.len()).collect();
-        assert_eq!(run_cfg(b, &config, &bytes), whole, "byte by byte");
-        for c in 0..=b.len() {
-            assert_eq!(run_cfg(b, &config, &[c]), whole, "cut at {c}");
-        }
-        whole
+        testkit::agree_under_cuts(&|b, c| run_cfg(b, &config, c), input.as_bytes(), usize::MAX)
     }
 
     fn parse(input: &str) -> ParseResult {
@@ -1249,58 +1229,13 @@ mod tests {
         assert!(render("", &[call], &Tools::default()).is_err());
     }
 
-    fn arb_call() -> impl Strategy<Value = ToolCall> {
-        (
-            "[a-z_]{1,10}",
-            "toolu_01[A-Za-z0-9]{1,8}",
-            proptest::collection::btree_map(
-                "[a-z]{1,5}",
-                testkit::arb_json("[a-zé\"\\\\ \n{}€😀]{0,8}"),
-                0..4,
-            ),
-        )
-            .prop_map(|(name, id, args)| ToolCall {
-                name,
-                id: Some(id),
-                server: None,
-                arguments: Value::Object(args.into_iter().collect()),
-            })
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
-
-        #[test]
-        fn roundtrip_under_random_cuts(text in "[a-zé \n€😀]{0,24}", calls in proptest::collection::vec(arb_call(), 0..3),
-                                       cuts in proptest::collection::vec(any::<usize>(), 0..8)) {
-            let bytes = render(&text, &calls, &Tools::default()).unwrap();
-            let r = run_cfg(&bytes, &Config::default(), &cuts);
-            prop_assert!(r.errors.is_empty(), "{:?}", r.errors);
-            prop_assert_eq!(r.text, text);
-            prop_assert_eq!(r.calls, calls);
-        }
-
-        #[test]
-        fn arbitrary_bytes_never_panic_and_are_split_invariant(
-            bytes in proptest::collection::vec(prop_oneof![
-                Just(b'\n'), Just(b'{'), Just(b'}'), Just(b'"'), Just(b':'), any::<u8>()], 0..80),
-            cuts in proptest::collection::vec(any::<usize>(), 0..6)) {
-            let whole = run_cfg(&bytes, &Config::default(), &[]);
-            prop_assert_eq!(run_cfg(&bytes, &Config::default(), &cuts), whole);
-        }
-
-        #[test]
-        fn mutated_streams_never_panic_and_are_split_invariant(
-            calls in proptest::collection::vec(arb_call(), 1..3),
-            edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..4),
-            cuts in proptest::collection::vec(any::<usize>(), 0..6)) {
-            let mut bytes = render("hi", &calls, &Tools::default()).unwrap();
-            for (at, b) in edits {
-                let i = at % bytes.len();
-                bytes[i] = b;
-            }
-            let whole = run_cfg(&bytes, &Config::default(), &[]);
-            prop_assert_eq!(run_cfg(&bytes, &Config::default(), &cuts), whole);
-        }
-    }
+    testkit::stream_properties!(
+        |b: &[u8], c: &[usize]| run_cfg(b, &Config::default(), c),
+        |text: &str, calls: &[ToolCall]| render(text, calls, &Tools::default()),
+        testkit::arb_call(
+            "toolu_01[A-Za-z0-9]{1,8}".prop_map(Some),
+            "[a-zé\"\\\\ \n{}€😀]{0,8}"
+        ),
+        "[a-zé \n€😀]{0,24}"
+    );
 }

@@ -63,6 +63,9 @@ pub struct Format {
     /// inside one are reported apart and do not fail the case; the `tokens` chunking never
     /// cuts inside one. Empty for formats whose delimiters are ordinary text.
     pub special_tokens: &'static [SpecialToken],
+    /// The built-in tokenizer vocabulary the special tokens' ids belong to (`o200k_harmony`),
+    /// used by the `tokens` chunking unless `--tokenizer` is given; `None`: `o200k_base`.
+    pub vocabulary: Option<&'static str>,
     /// The reasoning wrapper the format's models write (`<think>…</think>`…), when
     /// `new_parser` puts the shared reasoning layer in front of the parser
     /// ([`reasoning::wrap`]); its tags are delimiters for the markup-leak check in text and in

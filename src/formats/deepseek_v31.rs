@@ -460,13 +460,7 @@ impl Grammar for Deepseek {
                 State::Skip
             }
             ValueEnd::Cut { index } => {
-                if index.is_some() {
-                    cx.error(
-                        ErrorKind::Unterminated,
-                        "the stream ended inside a call's arguments",
-                        out,
-                    );
-                }
+                cx.cut_in_value(index, out);
                 State::Skip
             }
             ValueEnd::Unnamed(raw) => {
@@ -641,6 +635,7 @@ pub static FORMAT: Format = Format {
     cdata: None,
     typing: None,
     special_tokens: SPECIAL_TOKENS,
+    vocabulary: None,
     reasoning: Some(&REASONING),
     options: &OPTION_TABLE,
 };

@@ -1,4 +1,4 @@
-//! The marker-delimited JSON family's shared machinery (DESIGN §3): one driver that turns bytes
+//! The marker-delimited JSON family's shared machinery (`specs/delimited.md`): one driver that turns bytes
 //! into text, delimiters and JSON values, and the readers of those values.
 //!
 //! A format of the family is a `Grammar`: what each delimiter means in its current state,
@@ -227,6 +227,18 @@ impl Cx {
     /// Reports an error at the current offset.
     pub fn error(&mut self, kind: ErrorKind, what: &str, out: &mut dyn Sink) {
         out.push(Event::error(kind, format!("{what} at byte {}", self.pos)));
+    }
+
+    /// The stream ended inside a value: `unterminated` when it was a call's arguments (`index`),
+    /// nothing for a value that had not become a call.
+    pub fn cut_in_value(&mut self, index: Option<usize>, out: &mut dyn Sink) {
+        if index.is_some() {
+            self.error(
+                ErrorKind::Unterminated,
+                "the stream ended inside a call's arguments",
+                out,
+            );
+        }
     }
 
     /// Reports a failed value's error; an empty message means the call was spoiled by invalid

@@ -12,7 +12,7 @@ use super::{Format, StreamParser};
 use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall};
 use crate::lexers::json::{Feed, JsonConfig, JsonErrorKind, JsonParser};
 use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
-use crate::lexers::xml::{Ctl, EntityMode, Section, Token, XmlConfig, XmlErrorKind, XmlTokenizer};
+use crate::lexers::xml::{Ctl, EntityMode, Token, XmlConfig, XmlErrorKind, XmlTokenizer};
 use crate::tools::Tools;
 use serde_json::{Map, Value};
 
@@ -98,9 +98,9 @@ impl Host {
                 Token::Start { raw, .. } | Token::End { raw, .. } | Token::Error { raw, .. } => {
                     out.text(raw)
                 }
-                Token::SectionStart(s) => out.text(delims(s).0),
+                Token::SectionStart(s) => out.text(s.open()),
                 Token::SectionText(_, s) => out.text(s),
-                Token::SectionEnd(s) => out.text(delims(s).1),
+                Token::SectionEnd(s) => out.text(s.close()),
                 Token::Eof { .. } => {}
             },
             Mode::AwaitClose => match t {
@@ -196,16 +196,6 @@ impl Host {
         );
         self.index += 1;
         self.mode = Mode::AwaitClose;
-    }
-}
-
-fn delims(s: Section) -> (&'static str, &'static str) {
-    match s {
-        Section::CData => ("<![CDATA[", "]]>"),
-        Section::Comment => ("<!--", "-->"),
-        Section::Pi => ("<?", "?>"),
-        Section::Decl => ("<!", ">"),
-        Section::Raw => ("", ""),
     }
 }
 
@@ -421,6 +411,7 @@ pub static FORMAT: Format = Format {
     cdata: None,
     typing: None,
     special_tokens: &[],
+    vocabulary: None,
     reasoning: None,
     options: &OPTION_TABLE,
 };

@@ -14,6 +14,7 @@ use super::options::Table;
 use super::{Format, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};
 use crate::lexers::json::{JsonConfig, JsonErrorKind, JsonParser, SERDE_JSON_MAX_DEPTH};
+use crate::lexers::marker::{Window, classify_window};
 use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
 use crate::tools::Tools;
 
@@ -59,33 +60,13 @@ const MARKER_KINDS: [Marker; 7] = [
     Marker::Return,
 ];
 
-enum Match {
-    Marker(Marker, usize),
-    NotMarker,
-    NeedMore,
-}
-
 /// Classifies bytes starting with `<`: a whole marker, a prefix of one, or neither.
-fn match_marker(s: &[u8]) -> Match {
+#[inline]
+fn match_marker(s: &[u8]) -> Window<Marker> {
     if s.len() >= 2 && s[1] != b'|' {
-        return Match::NotMarker;
+        return Window::NotMarker;
     }
-    let mut need_more = false;
-    for (m, kind) in MARKERS.iter().zip(MARKER_KINDS) {
-        let m = m.as_bytes();
-        if s.len() >= m.len() {
-            if &s[..m.len()] == m {
-                return Match::Marker(kind, m.len());
-            }
-        } else if m.starts_with(s) {
-            need_more = true;
-        }
-    }
-    if need_more {
-        Match::NeedMore
-    } else {
-        Match::NotMarker
-    }
+    classify_window(s, &MARKERS).map(|i| MARKER_KINDS[i])
 }
 
 config! {
@@ -301,16 +282,16 @@ impl Parser {
             let held = tmp.len();
             tmp.push_str(&input[..take]);
             match match_marker(tmp.as_bytes()) {
-                Match::Marker(m, len) => {
+                Window::Marker(m, len) => {
                     input = &input[len - held..];
                     self.pos += len as u64;
                     self.on_marker(m, out);
                 }
-                Match::NeedMore => {
+                Window::NeedMore => {
                     self.pending = tmp;
                     return;
                 }
-                Match::NotMarker => {
+                Window::NotMarker => {
                     self.content("<", out);
                     self.pos += 1;
                     self.scan(&tmp[1..held], out);
@@ -335,17 +316,17 @@ impl Parser {
             }
             let end = (i + MAX_MARKER).min(s.len());
             match match_marker(&s.as_bytes()[i..end]) {
-                Match::Marker(m, len) => {
+                Window::Marker(m, len) => {
                     self.pos += len as u64;
                     self.on_marker(m, out);
                     i += len;
                 }
-                Match::NotMarker => {
+                Window::NotMarker => {
                     self.content("<", out);
                     self.pos += 1;
                     i += 1;
                 }
-                Match::NeedMore => {
+                Window::NeedMore => {
                     self.pending.push_str(&s[i..]);
                     return;
                 }
@@ -934,6 +915,7 @@ pub static FORMAT: Format = Format {
     cdata: None,
     typing: None,
     special_tokens: SPECIAL_TOKENS,
+    vocabulary: Some("o200k_harmony"),
     reasoning: None,
     options: &OPTION_TABLE,
 };

@@ -17,6 +17,7 @@ use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};
 use crate::lexers::json::{
     Feed, JsonConfig, JsonError, JsonErrorKind, JsonParser, SERDE_JSON_MAX_DEPTH,
 };
+use crate::lexers::marker::{Window, classify_window};
 use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
 use crate::tools::Tools;
 use serde_json::Value;
@@ -75,30 +76,10 @@ fn marker_of(i: usize) -> Marker {
     }
 }
 
-enum Match {
-    Marker(Marker, usize),
-    NotMarker,
-    NeedMore,
-}
-
 /// Classifies bytes starting with `<`: a whole marker, a prefix of one, or neither.
-fn match_marker(s: &[u8]) -> Match {
-    let mut need_more = false;
-    for (i, m) in MARKERS.iter().enumerate() {
-        let m = m.as_bytes();
-        if s.len() >= m.len() {
-            if &s[..m.len()] == m {
-                return Match::Marker(marker_of(i), m.len());
-            }
-        } else if m.starts_with(s) {
-            need_more = true;
-        }
-    }
-    if need_more {
-        Match::NeedMore
-    } else {
-        Match::NotMarker
-    }
+#[inline]
+fn match_marker(s: &[u8]) -> Window<Marker> {
+    classify_window(s, &MARKERS).map(marker_of)
 }
 
 config! {
@@ -279,16 +260,16 @@ impl Parser {
             let held = tmp.len();
             tmp.push_str(&input[..take]);
             match match_marker(tmp.as_bytes()) {
-                Match::Marker(m, len) => {
+                Window::Marker(m, len) => {
                     input = &input[len - held..];
                     self.pos += len as u64;
                     self.on_marker(m, out);
                 }
-                Match::NeedMore => {
+                Window::NeedMore => {
                     self.pending = tmp;
                     return;
                 }
-                Match::NotMarker => {
+                Window::NotMarker => {
                     self.lt_not_marker(out);
                     self.pos += 1;
                     // The held bytes after `<` come before `input`: scan them first.
@@ -343,17 +324,17 @@ impl Parser {
     fn at_lt(&mut self, s: &str, i: usize, out: &mut dyn Sink) -> Option<usize> {
         let end = (i + MAX_MARKER).min(s.len());
         match match_marker(&s.as_bytes()[i..end]) {
-            Match::Marker(m, len) => {
+            Window::Marker(m, len) => {
                 self.pos += len as u64;
                 self.on_marker(m, out);
                 Some(i + len)
             }
-            Match::NotMarker => {
+            Window::NotMarker => {
                 self.lt_not_marker(out);
                 self.pos += 1;
                 Some(i + 1)
             }
-            Match::NeedMore => {
+            Window::NeedMore => {
                 self.pending.push_str(&s[i..]);
                 None
             }
@@ -879,7 +860,7 @@ struct Header<'a> {
 }
 
 /// Splits a header: the id is after the last `:`, the name is the last dot-separated segment
-/// before it (DESIGN §3).
+/// before it (`specs/kimi_k2.md` §4.3).
 fn split_header(h: &str) -> Header<'_> {
     let t = h.trim();
     let mut trimmed = t.len() != h.len();
@@ -1071,6 +1052,7 @@ pub static FORMAT: Format = Format {
     cdata: None,
     typing: None,
     special_tokens: SPECIAL_TOKENS,
+    vocabulary: None,
     reasoning: Some(&REASONING),
     options: &OPTION_TABLE,
 };

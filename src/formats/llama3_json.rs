@@ -257,6 +257,7 @@ pub static FORMAT: Format = Format {
     cdata: None,
     typing: None,
     special_tokens: SPECIAL_TOKENS,
+    vocabulary: None,
     reasoning: None,
     options: &OPTION_TABLE,
 };

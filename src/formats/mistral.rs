@@ -309,6 +309,7 @@ pub static FORMAT: Format = Format {
     cdata: None,
     typing: None,
     special_tokens: SPECIAL_TOKENS,
+    vocabulary: None,
     reasoning: Some(&REASONING),
     options: &OPTION_TABLE,
 };

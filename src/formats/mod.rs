@@ -32,6 +32,7 @@ pub mod minimax_m2;
 pub mod mistral;
 pub mod mistral_v11;
 pub mod openai_sse;
+mod provider;
 pub mod pythonic;
 pub mod qwen3_coder;
 pub mod reasoning;

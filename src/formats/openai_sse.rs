@@ -3,13 +3,13 @@
 //! Choice 0's `delta.content` is visible text (Kimi-style markers inside it are parsed with the
 //! kimi_k2 parser, seed 001), `delta.tool_calls[]` carry calls: the first entry for an index has
 //! the id and name, later ones argument fragments, which are validated incrementally (one
-//! [`JsonParser`] per call, each fragment fed once). Rules and every deviation: `specs/openai_sse.md`.
+//! [`JsonParser`](crate::lexers::json::JsonParser) per call, each fragment fed once). Rules and every deviation: `specs/openai_sse.md`.
 
 use super::config::config;
 use super::options::Table;
+use super::provider::{Args, payload, pieces};
 use super::{Format, StreamParser};
 use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};
-use crate::lexers::json::{JsonConfig, JsonErrorKind, JsonParser};
 use crate::lexers::sse::{SseConfig, SseEvent, SseItem, SseParser};
 use crate::tools::Tools;
 use serde::Deserialize;
@@ -90,77 +90,6 @@ impl Default for Config {
             max_depth: 128,
             sse: SseConfig::default(),
         }
-    }
-}
-
-/// Incremental check that one call's arguments form a single JSON object; each fragment is fed
-/// once, so the cost is linear in the arguments whatever the number of deltas.
-pub(crate) struct Args {
-    json: JsonParser,
-    started: bool,
-    bytes: usize,
-    max_bytes: usize,
-}
-
-impl Args {
-    /// A validator for one call.
-    pub(crate) fn new(max_depth: usize, max_bytes: usize) -> Args {
-        Args {
-            json: JsonParser::new(JsonConfig {
-                max_depth,
-                stop_byte: None,
-                build_value: false,
-            }),
-            started: false,
-            bytes: 0,
-            max_bytes,
-        }
-    }
-
-    /// Feeds the next fragment; an `Err` fails the call for good.
-    pub(crate) fn feed(&mut self, frag: &str) -> Result<(), (ErrorKind, String)> {
-        self.bytes += frag.len();
-        if self.bytes > self.max_bytes {
-            return Err((
-                ErrorKind::LimitExceeded,
-                format!("arguments exceed {} bytes", self.max_bytes),
-            ));
-        }
-        if !self.started {
-            let rest = frag.trim_start_matches([' ', '\t', '\n', '\r']);
-            if let Some(c) = rest.chars().next() {
-                self.started = true;
-                if c != '{' {
-                    return Err((
-                        ErrorKind::InvalidJson,
-                        format!("arguments are not a JSON object (start with {c:?})"),
-                    ));
-                }
-            }
-        }
-        match self.json.feed(frag) {
-            Ok(_) => Ok(()),
-            Err(e) if e.kind == JsonErrorKind::DepthLimit => Err((
-                ErrorKind::LimitExceeded,
-                format!("arguments: {}", e.message),
-            )),
-            Err(e) => Err((ErrorKind::InvalidJson, format!("arguments: {}", e.message))),
-        }
-    }
-
-    /// True while only whitespace (or nothing) has been fed.
-    pub(crate) fn is_empty(&self) -> bool {
-        !self.started
-    }
-
-    /// True once the object is complete.
-    pub(crate) fn is_complete(&self) -> bool {
-        self.json.is_complete()
-    }
-
-    /// Ends the arguments; `Err` carries the JSON parser's message.
-    pub(crate) fn finish(&mut self) -> Result<(), String> {
-        self.json.finish().map(|_| ()).map_err(|e| e.message)
     }
 }
 
@@ -293,7 +222,7 @@ impl Parser {
     /// A parser for one session.
     pub fn new(config: Config) -> Parser {
         let sse = SseParser::new(config.sse.clone());
-        let kimi = config.kimi_markers.then(new_kimi);
+        let kimi = config.kimi_markers.then(new_kimi).flatten();
         Parser {
             config,
             sse,
@@ -313,7 +242,7 @@ impl Parser {
     }
 
     fn reset_turn(&mut self) {
-        self.kimi = self.config.kimi_markers.then(new_kimi);
+        self.kimi = self.config.kimi_markers.then(new_kimi).flatten();
         self.kimi_map.clear();
         self.slots.clear();
         self.by_wire.clear();
@@ -392,22 +321,8 @@ impl Parser {
             self.on_done(out);
             return;
         }
-        let chunk: WireChunk = match serde_json::from_str(&ev.data) {
-            Ok(v) => v,
-            Err(e) => {
-                if !ev.terminated && e.is_eof() {
-                    out.push(Event::error(
-                        ErrorKind::Unterminated,
-                        format!("stream cut inside the payload of the event at byte {at}"),
-                    ));
-                } else {
-                    out.push(Event::error(
-                        ErrorKind::InvalidStream,
-                        format!("malformed payload in the event at byte {at}: {e}"),
-                    ));
-                }
-                return;
-            }
+        let Some(chunk) = payload::<WireChunk>(&ev, out) else {
+            return;
         };
         if !ev.terminated
             && !self.lenient(
@@ -946,10 +861,25 @@ impl Parser {
     }
 }
 
-fn new_kimi() -> Box<dyn StreamParser> {
-    Box::new(super::kimi_k2::Parser::new(
-        super::kimi_k2::Config::default(),
-    ))
+/// The format whose markup `content` may carry (seed 001), reached through the registry so
+/// that this module knows nothing of its internals.
+const CONTENT_FORMAT: &str = "kimi_k2";
+
+/// A parser for the markup in `content`: the registered format's, reasoning layer included.
+fn new_kimi() -> Option<Box<dyn StreamParser>> {
+    super::by_id(CONTENT_FORMAT).map(|f| (f.new_parser)(&Tools::default()))
+}
+
+/// The markup of the format in `content`: its markers and reasoning tags, which rendered
+/// text must not contain (they would parse as markup).
+fn content_markup() -> Vec<String> {
+    super::by_id(CONTENT_FORMAT)
+        .map(|f| {
+            let mut m = (f.markers)(&Tools::default());
+            m.extend(f.reasoning.map(|r| r.tags()).unwrap_or_default());
+            m
+        })
+        .unwrap_or_default()
 }
 
 impl StreamParser for Parser {
@@ -999,21 +929,6 @@ const TEXT_PIECE: usize = 16;
 /// Bytes of arguments per delta in rendered streams: small, so a roundtrip exercises reassembly.
 const ARGS_PIECE: usize = 8;
 
-/// Splits `s` into pieces of about `n` bytes, at character boundaries.
-pub(crate) fn pieces(s: &str, n: usize) -> Vec<&str> {
-    let mut v = Vec::new();
-    let mut start = 0;
-    while start < s.len() {
-        let mut end = (start + n).min(s.len());
-        while !s.is_char_boundary(end) {
-            end += 1;
-        }
-        v.push(&s[start..end]);
-        start = end;
-    }
-    v
-}
-
 fn chunk_line(out: &mut Vec<u8>, delta: Value, finish: Option<&str>) {
     let chunk = json!({
         "id": "chatcmpl-conform",
@@ -1027,28 +942,17 @@ fn chunk_line(out: &mut Vec<u8>, delta: Value, finish: Option<&str>) {
     out.extend_from_slice(b"\n\n");
 }
 
-/// The Kimi delimiters, which `content` must not contain when rendered (they would parse as calls).
-const KIMI_MARKERS: [&str; 5] = [
-    "<|tool_calls_section_begin|>",
-    "<|tool_calls_section_end|>",
-    "<|tool_call_begin|>",
-    "<|tool_call_argument_begin|>",
-    "<|tool_call_end|>",
-];
-
 /// Renders text and calls as a canonical gpt-4o-like stream: role chunk, content deltas, per call
 /// a first delta with id/name/`arguments: ""` then ~8-byte argument fragments, a finish chunk,
 /// and `data: [DONE]`.
 pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>, String> {
-    if let Some(m) = super::kimi_k2::MARKERS.iter().find(|m| text.contains(*m)) {
-        // Content is fed to the kimi_k2 parser, so a marker in it is markup, not text (found by
-        // the `roundtrip` fuzz target).
-        return Err(format!("the text contains the kimi_k2 marker {m}"));
-    }
-    if let Some(m) = KIMI_MARKERS.iter().find(|m| text.contains(*m)) {
-        return Err(format!(
-            "text contains the Kimi marker {m}, which would parse as markup"
-        ));
+    if let Some(m) = content_markup()
+        .into_iter()
+        .find(|m| text.contains(m.as_str()))
+    {
+        // Content is fed to the kimi_k2 parser, so its markup in it is not text (found by the
+        // `roundtrip` fuzz target).
+        return Err(format!("the text contains the {CONTENT_FORMAT} markup {m}"));
     }
     let mut out = Vec::new();
     chunk_line(
@@ -1108,7 +1012,7 @@ fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
 
 fn markers(_tools: &Tools) -> Vec<String> {
     let mut m: Vec<String> = vec!["data: ".into(), "[DONE]".into()];
-    m.extend(KIMI_MARKERS.iter().map(|s| s.to_string()));
+    m.extend(content_markup());
     m
 }
 
@@ -1130,6 +1034,7 @@ pub static FORMAT: Format = Format {
     cdata: None,
     typing: None,
     special_tokens: &[],
+    vocabulary: None,
     reasoning: None,
     options: &OPTION_TABLE,
 };
@@ -1146,25 +1051,10 @@ mod tests {
         testkit::fold_cut(&mut Parser::new(config.clone()), input, cuts)
     }
 
-    fn assert_same(a: &ParseResult, b: &ParseResult, what: &str) {
-        assert_eq!(a, b, "{what}");
-        assert_eq!(a.completion, b.completion, "{what}");
-    }
-
     /// Parses whole, byte by byte and at every single cut (in the first `limit` bytes), and
     /// checks the results agree.
     pub(crate) fn parse_all_cuts(input: &[u8], config: &Config, limit: usize) -> ParseResult {
-        let whole = run_cfg(input, config, &[]);
-        let bytes: Vec<usize> = (1..input.len()).collect();
-        assert_same(&run_cfg(input, config, &bytes), &whole, "byte by byte");
-        for c in 0..=input.len().min(limit) {
-            assert_same(
-                &run_cfg(input, config, &[c]),
-                &whole,
-                &format!("cut at {c}"),
-            );
-        }
-        whole
+        testkit::agree_under_cuts(&|b, c| run_cfg(b, config, c), input, limit)
     }
 
     fn parse(input: &str) -> ParseResult {
@@ -1192,6 +1082,22 @@ mod tests {
 
     fn warnings(r: &ParseResult) -> Vec<&str> {
         r.warnings.iter().map(|w| w.kind.as_str()).collect()
+    }
+
+    #[test]
+    fn kimi_reasoning_in_content_is_reasoning_and_refused_by_render() {
+        let s = chunk(json!({"content": "<think>plan</th"}), None)
+            + &chunk(json!({"content": "ink>shown"}), None)
+            + &fin("stop")
+            + DONE;
+        let r = parse(&s);
+        assert_eq!((r.reasoning_text(), r.text.as_str()), ("plan", "shown"));
+        assert!(render("a <think> b", &[], &Tools::default()).is_err());
+        let off = Config {
+            kimi_markers: false,
+            ..Config::default()
+        };
+        assert_eq!(parse_with(&s, off).text, "<think>plan</think>shown");
     }
 
     #[test]
@@ -1914,58 +1820,13 @@ mod tests {
         assert_eq!(with_text, 8);
     }
 
-    fn arb_call() -> impl Strategy<Value = ToolCall> {
-        (
-            "[a-z_]{1,10}",
+    testkit::stream_properties!(
+        |b: &[u8], c: &[usize]| run_cfg(b, &Config::default(), c),
+        |text: &str, calls: &[ToolCall]| render(text, calls, &Tools::default()),
+        testkit::arb_call(
             proptest::option::of("call_[A-Za-z0-9]{1,8}"),
-            proptest::collection::btree_map(
-                "[a-z]{1,5}",
-                testkit::arb_json("[a-zé\"\\\\ \n{}<|€😀]{0,8}"),
-                0..4,
-            ),
-        )
-            .prop_map(|(name, id, args)| ToolCall {
-                name,
-                id,
-                server: None,
-                arguments: Value::Object(args.into_iter().collect()),
-            })
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
-
-        #[test]
-        fn roundtrip_under_random_cuts(text in "[a-zé \n€😀<|]{0,24}", calls in proptest::collection::vec(arb_call(), 0..3),
-                                       cuts in proptest::collection::vec(any::<usize>(), 0..8)) {
-            let bytes = render(&text, &calls, &Tools::default()).unwrap();
-            let r = run_cfg(&bytes, &Config::default(), &cuts);
-            prop_assert!(r.errors.is_empty(), "{:?}", r.errors);
-            prop_assert_eq!(r.text, text);
-            prop_assert_eq!(r.calls, calls);
-        }
-
-        #[test]
-        fn arbitrary_bytes_never_panic_and_are_split_invariant(
-            bytes in proptest::collection::vec(prop_oneof![
-                Just(b'\n'), Just(b'{'), Just(b'}'), Just(b'"'), Just(b':'), any::<u8>()], 0..80),
-            cuts in proptest::collection::vec(any::<usize>(), 0..6)) {
-            let whole = run_cfg(&bytes, &Config::default(), &[]);
-            prop_assert_eq!(run_cfg(&bytes, &Config::default(), &cuts), whole);
-        }
-
-        #[test]
-        fn mutated_streams_never_panic_and_are_split_invariant(
-            calls in proptest::collection::vec(arb_call(), 1..3),
-            edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..4),
-            cuts in proptest::collection::vec(any::<usize>(), 0..6)) {
-            let mut bytes = render("hi", &calls, &Tools::default()).unwrap();
-            for (at, b) in edits {
-                let i = at % bytes.len();
-                bytes[i] = b;
-            }
-            let whole = run_cfg(&bytes, &Config::default(), &[]);
-            prop_assert_eq!(run_cfg(&bytes, &Config::default(), &cuts), whole);
-        }
-    }
+            "[a-zé\"\\\\ \n{}<|€😀]{0,8}"
+        ),
+        "[a-zé \n€😀<|]{0,24}"
+    );
 }

@@ -9,7 +9,7 @@ use super::config::config;
 use super::options::Table;
 use super::xml_prose::{
     TokenHandler, XmlDriver, is_bare_end, is_bare_start, is_cut_tool_tag, is_xml_ws, raw_of,
-    raw_until, section_open,
+    raw_until,
 };
 use super::{Format, StreamParser};
 use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall, WarningKind};
@@ -477,7 +477,7 @@ impl Core {
         let mut buf = buf;
         buf.push_str(&hold);
         buf.push_str(match t {
-            Token::SectionStart(sec) => section_open(sec),
+            Token::SectionStart(sec) => sec.open(),
             _ => raw_of(&t),
         });
         let over = buf.len() > self.cfg.max_param_bytes;
@@ -684,6 +684,7 @@ pub static FORMAT: Format = Format {
     cdata: None,
     typing: None,
     special_tokens: &[],
+    vocabulary: None,
     reasoning: None,
     options: &OPTION_TABLE,
 };

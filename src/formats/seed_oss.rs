@@ -116,6 +116,7 @@ pub static FORMAT: Format = Format {
         schema_tool: Some("typing_probe"),
     }),
     special_tokens: SPECIAL_TOKENS,
+    vocabulary: None,
     reasoning: Some(&REASONING),
     options: &OPTION_TABLE,
 };

@@ -865,6 +865,7 @@ pub static FORMAT: Format = Format {
     cdata: None,
     typing: None,
     special_tokens: &[],
+    vocabulary: None,
     reasoning: None,
     options: &OPTION_TABLE,
 };

@@ -109,3 +109,87 @@ pub(crate) fn arb_json(strings: &'static str) -> impl Strategy<Value = Value> {
         ]
     })
 }
+
+/// Parses `input` whole, byte by byte, and cut once at each of the first `limit` positions,
+/// through `fold(input, cuts)`; asserts every result (completion included) equals the whole
+/// one, and returns it.
+pub(crate) fn agree_under_cuts(
+    fold: &dyn Fn(&[u8], &[usize]) -> ParseResult,
+    input: &[u8],
+    limit: usize,
+) -> ParseResult {
+    let whole = fold(input, &[]);
+    let same = |r: ParseResult, what: &str| {
+        assert_eq!(r, whole, "{what}");
+        assert_eq!(r.completion, whole.completion, "{what}");
+    };
+    let bytes: Vec<usize> = (1..input.len()).collect();
+    same(fold(input, &bytes), "byte by byte");
+    for c in 0..=input.len().min(limit) {
+        same(fold(input, &[c]), &format!("cut at {c}"));
+    }
+    whole
+}
+
+/// A call named by `[a-z_]{1,10}`, with an id from `ids` and up to three arguments whose
+/// strings match `strings` (a regex).
+pub(crate) fn arb_call(
+    ids: impl Strategy<Value = Option<String>>,
+    strings: &'static str,
+) -> impl Strategy<Value = crate::event::ToolCall> {
+    (
+        "[a-z_]{1,10}",
+        ids,
+        proptest::collection::btree_map("[a-z]{1,5}", arb_json(strings), 0..4),
+    )
+        .prop_map(|(name, id, args)| crate::event::ToolCall {
+            name,
+            id,
+            server: None,
+            arguments: Value::Object(args.into_iter().collect()),
+        })
+}
+
+/// The properties of a provider stream's parser, as proptests in the calling test module:
+/// what `$render(text, calls)` writes parses back under random cuts (texts match `$text`,
+/// calls come from `$call`), and arbitrary or mutated bytes never panic and give under any
+/// cuts what they give whole. `$fold(bytes, cuts)` parses with the default options.
+macro_rules! stream_properties {
+    ($fold:expr, $render:expr, $call:expr, $text:literal) => {
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+
+            #[test]
+            fn roundtrip_under_random_cuts(text in $text, calls in proptest::collection::vec($call, 0..3),
+                                           cuts in proptest::collection::vec(any::<usize>(), 0..8)) {
+                let bytes = $render(&text, &calls).unwrap();
+                let r = $fold(&bytes, &cuts);
+                prop_assert!(r.errors.is_empty(), "{:?}", r.errors);
+                prop_assert_eq!(r.text, text);
+                prop_assert_eq!(r.calls, calls);
+            }
+
+            #[test]
+            fn arbitrary_bytes_never_panic_and_are_split_invariant(
+                bytes in proptest::collection::vec(prop_oneof![
+                    Just(b'\n'), Just(b'{'), Just(b'}'), Just(b'"'), Just(b':'), any::<u8>()], 0..80),
+                cuts in proptest::collection::vec(any::<usize>(), 0..6)) {
+                prop_assert_eq!($fold(&bytes, &cuts), $fold(&bytes, &[]));
+            }
+
+            #[test]
+            fn mutated_streams_never_panic_and_are_split_invariant(
+                calls in proptest::collection::vec($call, 1..3),
+                edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..4),
+                cuts in proptest::collection::vec(any::<usize>(), 0..6)) {
+                let mut bytes = $render("hi", &calls).unwrap();
+                for (at, b) in edits {
+                    let i = at % bytes.len();
+                    bytes[i] = b;
+                }
+                prop_assert_eq!($fold(&bytes, &cuts), $fold(&bytes, &[]));
+            }
+        }
+    };
+}
+pub(crate) use stream_properties;

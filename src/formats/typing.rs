@@ -483,8 +483,9 @@ fn read_number(s: &str) -> Option<Value> {
     Number::from_f64(f).map(Value::Number)
 }
 
-/// `(d+ '.' d* | '.' d+) exp? | d+ exp`, exp = `[eE][+-]?d+` (sign already stripped).
-fn is_float_syntax(b: &[u8]) -> bool {
+/// `(d+ '.' d* | '.' d+) exp? | d+ exp`, exp = `[eE][+-]?d+` (sign already stripped); also
+/// forge_xml's float syntax.
+pub(crate) fn is_float_syntax(b: &[u8]) -> bool {
     let int = b.iter().take_while(|c| c.is_ascii_digit()).count();
     let mut i = int;
     let mut frac = 0;

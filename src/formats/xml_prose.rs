@@ -3,7 +3,7 @@
 
 use crate::event::{ErrorKind, Event, Sink};
 use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
-use crate::lexers::xml::{Ctl, EntityMode, RawUntil, Section, Token, XmlConfig, XmlTokenizer};
+use crate::lexers::xml::{Ctl, EntityMode, RawUntil, Token, XmlConfig, XmlTokenizer};
 
 /// A format's reaction to tokens; it may switch the tokenizer's mode through the returned
 /// [`Ctl`].
@@ -71,35 +71,13 @@ fn piece<H: TokenHandler>(tok: &mut XmlTokenizer, p: Utf8Piece<'_>, h: &mut H, o
     }
 }
 
-/// The literal that opens a section.
-pub(crate) fn section_open(sec: Section) -> &'static str {
-    match sec {
-        Section::CData => "<![CDATA[",
-        Section::Comment => "<!--",
-        Section::Pi => "<?",
-        Section::Decl => "<!",
-        Section::Raw => "",
-    }
-}
-
-/// The literal that closes a section.
-pub(crate) fn section_close(sec: Section) -> &'static str {
-    match sec {
-        Section::CData => "]]>",
-        Section::Comment => "-->",
-        Section::Pi => "?>",
-        Section::Decl => ">",
-        Section::Raw => "",
-    }
-}
-
 /// The exact source text of a token (empty for `Eof` and for errors that cover nothing).
 pub(crate) fn raw_of<'a>(t: &Token<'a>) -> &'a str {
     match *t {
         Token::Text(s) | Token::SectionText(_, s) => s,
         Token::Start { raw, .. } | Token::End { raw, .. } | Token::Error { raw, .. } => raw,
-        Token::SectionStart(sec) => section_open(sec),
-        Token::SectionEnd(sec) => section_close(sec),
+        Token::SectionStart(sec) => sec.open(),
+        Token::SectionEnd(sec) => sec.close(),
         Token::Eof { .. } => "",
     }
 }

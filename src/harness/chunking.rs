@@ -147,6 +147,8 @@ pub struct TurnSources<'a> {
     pub tokenizer: Option<&'a Tokenizer>,
     /// The format's special tokens, kept whole.
     pub special: &'a [SpecialToken],
+    /// The format's declared vocabulary, used when the run names no tokenizer.
+    pub vocabulary: Option<&'static str>,
     /// The recorded cuts of the turn, if it has a `.deltas.json` sidecar.
     pub recorded: Option<&'a [usize]>,
     tokens: OnceLock<Arc<Tokenized>>,
@@ -164,19 +166,26 @@ impl<'a> TurnSources<'a> {
             data,
             tokenizer,
             special,
+            vocabulary: None,
             recorded,
             tokens: OnceLock::new(),
         }
     }
 
-    /// The turn's tokens (computed once; the default tokenizer is loaded on first use).
+    /// The same sources, tokenized with `vocabulary` when the run names no tokenizer.
+    pub fn with_vocabulary(mut self, vocabulary: Option<&'static str>) -> Self {
+        self.vocabulary = vocabulary;
+        self
+    }
+
+    /// The turn's tokens (computed once; the format's tokenizer is loaded on first use).
     pub fn tokens(&self) -> Arc<Tokenized> {
         let data = self.data;
         self.tokens
             .get_or_init(|| {
                 let tokens = match self.tokenizer {
                     Some(t) => t.tokenize(data, self.special),
-                    None => Tokenizer::default_shared().tokenize(data, self.special),
+                    None => Tokenizer::for_vocabulary(self.vocabulary).tokenize(data, self.special),
                 };
                 Arc::new(tokens)
             })

@@ -260,11 +260,6 @@ impl Case {
         hex(&h.finalize())
     }
 
-    /// True when the case is a multi-turn session.
-    pub fn is_session(&self) -> bool {
-        self.turns.len() > 1
-    }
-
     /// Total bytes over all turns.
     pub fn len(&self) -> usize {
         self.turns.iter().map(Vec::len).sum()

@@ -361,6 +361,7 @@ mod tests {
                 schema_tool: None,
             }),
             special_tokens: &[],
+            vocabulary: None,
             reasoning: None,
             options: FORGE.options,
         };

@@ -1,4 +1,5 @@
-//! The invariants every replay is checked against (DESIGN §6), as pure functions of outcomes.
+//! The invariants every replay is checked against (`specs/streaming.md`, `specs/report.md`), as
+//! pure functions of outcomes.
 
 use super::corpus::{Expectation, Label};
 use crate::event::{ParseResult, excerpt, json_eq};

@@ -3,6 +3,7 @@
 //! The harness knows formats only through the registry: it never names one.
 
 pub mod chunking;
+pub mod classify;
 pub mod corpus;
 pub mod digest;
 pub mod format_checks;

@@ -1,10 +1,10 @@
-//! One run of the corpus per `--parser`: the backend started, every case judged, and what an
-//! adapter left behind (its hello, counters and stderr) kept for the report.
+//! What one `--parser` left behind after `session::execute` judged the corpus with it: its
+//! case reports and its adapter's hello, counters and stderr, kept for the report.
 
-use super::corpus::Case;
-use super::run::{CaseReport, RunConfig, run_cases_on};
+use super::run::CaseReport;
 use crate::backends::AnyBackend;
-use crate::backends::adapter::{Adapter, AdapterOptions, AdapterStats, Hello, parse_parser_spec};
+use crate::backends::adapter::{Adapter, AdapterStats, EngineTime, Hello};
+use std::collections::BTreeMap;
 
 /// One parser's run over a corpus, with what its adapter left behind.
 #[derive(Debug)]
@@ -21,6 +21,8 @@ pub struct ParserRun {
     pub stderr_tail: String,
     /// Total stderr bytes.
     pub stderr_bytes: u64,
+    /// The engine's own parse time per format, for an adapter that reports `engine_ns`.
+    pub engine_ns: BTreeMap<String, EngineTime>,
 }
 
 impl ParserRun {
@@ -34,6 +36,7 @@ impl ParserRun {
             stats: adapter.map(Adapter::stats),
             stderr_tail: adapter.map(Adapter::stderr_tail).unwrap_or_default(),
             stderr_bytes: adapter.map_or(0, Adapter::stderr_bytes),
+            engine_ns: adapter.map(Adapter::engine_time).unwrap_or_default(),
         }
     }
 
@@ -45,24 +48,4 @@ impl ParserRun {
                 .any(|n| n.starts_with("delta_contract:"))
         })
     }
-}
-
-/// Runs every `--parser` over the same cases, one after the other (each adapter is stopped
-/// before the next starts). `Err` names a parser that is not understood or does not start.
-pub fn run_parsers(
-    specs: &[String],
-    cases: &[Case],
-    cfg: &RunConfig,
-    opts: &AdapterOptions,
-) -> Result<Vec<ParserRun>, String> {
-    for s in specs {
-        parse_parser_spec(s)?;
-    }
-    let mut runs = Vec::new();
-    for s in specs {
-        let backend = AnyBackend::start(s, opts)?;
-        let reports = run_cases_on(cases, backend.backend(), cfg, &|| {});
-        runs.push(ParserRun::new(s, &backend, reports));
-    }
-    Ok(runs)
 }

@@ -7,7 +7,7 @@ use super::chunking::{ChunkingParams, CutClass, Strategy};
 use super::corpus::{Case, CorpusError, Label, hex};
 use super::invariants::Invariant;
 use super::run::{CaseReport, Status, Violation};
-use crate::backends::adapter::AdapterStats;
+use crate::backends::adapter::{AdapterStats, EngineTime};
 use crate::formats::OptionValues;
 use crate::harness::known::KnownFailures;
 use serde::{Deserialize, Serialize};
@@ -64,6 +64,10 @@ pub struct AdapterOut {
     pub stderr_bytes: u64,
     /// The last 64 KiB of that, each line prefixed with the copy's pid.
     pub stderr_tail: String,
+    /// The engine's own parse time per format, from the responses' `engine_ns`
+    /// (`specs/adapter.md` §2.6); empty when the adapter reports none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub engine_ns: BTreeMap<String, EngineTime>,
 }
 
 /// Name and version of the tool.
@@ -802,6 +806,9 @@ pub fn merge(parts: &[Report]) -> Result<Report, String> {
                 m.stats.timeouts += a.stats.timeouts;
                 m.stats.protocol_errors += a.stats.protocol_errors;
                 m.stderr_bytes += a.stderr_bytes;
+                for (f, t) in &a.engine_ns {
+                    m.engine_ns.entry(f.clone()).or_default().merge(t);
+                }
             }
         }
     }

@@ -11,7 +11,7 @@ use super::invariants::{
 };
 use super::minimize::minimize;
 use super::tokens::Tokenizer;
-use crate::backends::{Backend, Breakdown, Builtin, Outcome, TurnOutcome};
+use crate::backends::{Backend, Breakdown, Outcome, TurnOutcome};
 use crate::formats::{self, Format, OptionValues};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -47,11 +47,21 @@ impl RunConfig {
         })
     }
 
-    /// The tokenizer of the token-aligned strategies, loaded once per run.
-    pub fn tokenizer(&self) -> Arc<Tokenizer> {
+    /// The tokenizer of the token-aligned strategies for `format`: the one given, else the
+    /// format's declared vocabulary, else the default (each loaded once per process).
+    pub fn tokenizer_for(&self, format: &Format) -> Arc<Tokenizer> {
         self.tokenizer
             .clone()
-            .unwrap_or_else(Tokenizer::default_shared)
+            .unwrap_or_else(|| Tokenizer::for_vocabulary(format.vocabulary))
+    }
+
+    /// The name reports give the tokenizer: the one given, or the default's (formats that
+    /// declare a vocabulary use theirs).
+    pub fn tokenizer_name(&self) -> String {
+        self.tokenizer
+            .as_deref()
+            .map_or(super::tokens::DEFAULT_TOKENIZER, Tokenizer::name)
+            .to_string()
     }
 }
 
@@ -121,11 +131,6 @@ impl Status {
             Status::CorpusError => "corpus_error",
         }
     }
-
-    /// True for every status but `pass`.
-    pub fn is_failure(self) -> bool {
-        self != Status::Pass
-    }
 }
 
 impl From<Breakdown> for Status {
@@ -193,16 +198,6 @@ impl CaseReport {
             elapsed: Duration::ZERO,
         }
     }
-
-    /// True when the case counts toward the parse success rate (y_ and unlabelled).
-    pub fn counts_for_parse_rate(&self) -> bool {
-        matches!(self.label, Label::Accept | Label::Unlabelled)
-    }
-
-    /// True when the case counts toward the match rate (y_).
-    pub fn counts_for_match_rate(&self) -> bool {
-        self.label == Label::Accept
-    }
 }
 
 /// The first replay that broke an invariant, and how many did.
@@ -228,11 +223,6 @@ struct Verdict {
     broken: Vec<(Invariant, String)>,
     /// An external parser that did not answer this replay.
     breakdown: Option<(Breakdown, String)>,
-}
-
-/// Replays every case (in parallel) with the built-in parsers; one report per case, in order.
-pub fn run_cases(cases: &[Case], cfg: &RunConfig) -> Vec<CaseReport> {
-    run_cases_on(cases, &Builtin, cfg, &|| {})
 }
 
 /// Replays every case the backend supports (in parallel), calling `progress` as each case
@@ -273,7 +263,7 @@ pub fn run_case_with(
         report.options = case.options.as_ref().clone();
     }
     // Special tokens reach a server's parser whole: for an external parser, a replay that
-    // splits one is judged apart (DESIGN §5).
+    // splits one is judged apart (`specs/adapter.md` §5).
     let special: Vec<String> = format
         .special_tokens
         .iter()
@@ -458,7 +448,7 @@ pub fn run_case_with(
     let tokenized: std::sync::OnceLock<Vec<TurnTokens>> = std::sync::OnceLock::new();
     let class_of = |cuts: &[Cuts]| -> CutClass {
         let turns = tokenized.get_or_init(|| {
-            let tokenizer = cfg.tokenizer();
+            let tokenizer = cfg.tokenizer_for(format);
             case.turns
                 .iter()
                 .map(|d| {
@@ -624,6 +614,7 @@ fn plan_replays(
                 format.special_tokens,
                 case.recorded_cuts(t),
             )
+            .with_vocabulary(format.vocabulary)
         })
         .collect();
     for &s in &cfg.strategies {
@@ -982,6 +973,7 @@ pub fn shell_quote(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backends::Builtin;
     use crate::event::{Sink, ToolCall};
     use crate::formats::{SpecialToken, StreamParser};
     use crate::harness::corpus::Expectation;
@@ -1017,6 +1009,7 @@ mod tests {
         cdata: None,
         typing: None,
         special_tokens: &[],
+        vocabulary: None,
         reasoning: None,
         options: &crate::formats::options::NoOptions,
     };
@@ -1139,6 +1132,7 @@ mod tests {
         cdata: None,
         typing: None,
         special_tokens: &[SpecialToken::new("<|x|>", 1)],
+        vocabulary: None,
         reasoning: None,
         options: &crate::formats::options::NoOptions,
     };

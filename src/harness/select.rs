@@ -52,6 +52,7 @@ pub fn select_cuts(case: &Case, format: &Format, sel: &Selection) -> Result<Vec<
                 format.special_tokens,
                 case.recorded_cuts(t),
             )
+            .with_vocabulary(format.vocabulary)
         })
         .collect();
     let lists: Vec<Vec<usize>> = match &sel.choice {
@@ -129,9 +130,10 @@ pub fn select_cuts(case: &Case, format: &Format, sel: &Selection) -> Result<Vec<
                     "cut {} of turn {} is not a token boundary of {} (token ids need token-aligned cuts)",
                     bad.unwrap_or_default(),
                     t + 1,
-                    sel.tokenizer
-                        .as_deref()
-                        .map_or(super::tokens::DEFAULT_TOKENIZER, Tokenizer::name)
+                    sel.tokenizer.as_deref().map_or(
+                        format.vocabulary.unwrap_or(super::tokens::DEFAULT_TOKENIZER),
+                        Tokenizer::name
+                    )
                 )),
             }
         })

@@ -156,6 +156,7 @@ pub fn execute(plan: &RunPlan, progress: &dyn Progress) -> Result<RunOutput, Str
                     stats: run.stats.unwrap_or_default(),
                     stderr_bytes: run.stderr_bytes,
                     stderr_tail: run.stderr_tail.clone(),
+                    engine_ns: run.engine_ns.clone(),
                 },
             );
         }
@@ -174,7 +175,7 @@ pub fn execute(plan: &RunPlan, progress: &dyn Progress) -> Result<RunOutput, Str
             .iter()
             .map(|s| Strategy::as_str(*s).to_string())
             .collect(),
-        chunking: report::Chunking::new(&plan.cfg.params, plan.cfg.tokenizer().name()),
+        chunking: report::Chunking::new(&plan.cfg.params, &plan.cfg.tokenizer_name()),
         shard: plan.shard,
         corpus: report::corpus_info(&digests, &corpus.errors),
         runs,
@@ -271,6 +272,13 @@ pub fn parse_one(
     } else {
         json!({"turns": turns})
     };
+    if let Some(t) = backend
+        .adapter()
+        .and_then(|a| a.engine_time().get(format.id).copied())
+    {
+        // The engine's own parse time for this one request (specs/adapter.md §2.6).
+        doc["engine_ns"] = json!(t.total_ns);
+    }
     doc["format"] = json!(case.format);
     doc["case"] = json!(case.id);
     if parser != "builtin" {

@@ -11,8 +11,10 @@
 //! several when a token ends inside a character.
 //!
 //! The default tokenizer is tiktoken's `o200k_base`, whose ranks are embedded in the
-//! `tiktoken-rs` crate (no file, no network). `--tokenizer FILE` loads a tiktoken ranks file or,
-//! with the `hf-tokenizers` cargo feature, a Hugging Face `tokenizer.json`.
+//! `tiktoken-rs` crate (no file, no network); a format whose model uses another built-in
+//! vocabulary declares it (`Format::vocabulary`: harmony, `o200k_harmony`). `--tokenizer FILE`
+//! loads a tiktoken ranks file or, with the `hf-tokenizers` cargo feature, a Hugging Face
+//! `tokenizer.json`, for every format.
 
 pub use crate::backends::cuts::{TokenId, Tokenized};
 use crate::formats::SpecialToken;
@@ -22,6 +24,12 @@ use std::sync::{Arc, OnceLock};
 
 /// The name of the default tokenizer.
 pub const DEFAULT_TOKENIZER: &str = "o200k_base";
+
+/// The name of gpt-oss's vocabulary: o200k_base's ranks and the harmony special tokens.
+pub const HARMONY_TOKENIZER: &str = "o200k_harmony";
+
+/// The vocabularies built in (embedded in tiktoken-rs), which a format may declare.
+pub const VOCABULARIES: &[&str] = &[DEFAULT_TOKENIZER, HARMONY_TOKENIZER];
 
 /// A loaded tokenizer, shared by every thread of a run.
 pub struct Tokenizer {
@@ -59,6 +67,34 @@ impl Tokenizer {
                 Arc::new(Tokenizer::from_bpe(DEFAULT_TOKENIZER.into(), bpe))
             })
             .clone()
+    }
+
+    /// A built-in vocabulary by name ([`VOCABULARIES`]), loaded once per process and shared;
+    /// `None` for any other name.
+    pub fn builtin(name: &str) -> Option<Arc<Tokenizer>> {
+        static HARMONY: OnceLock<Arc<Tokenizer>> = OnceLock::new();
+        match name {
+            DEFAULT_TOKENIZER => Some(Tokenizer::default_shared()),
+            HARMONY_TOKENIZER => Some(
+                HARMONY
+                    .get_or_init(|| {
+                        // Embedded in tiktoken-rs, like o200k_base.
+                        let bpe = tiktoken_rs::o200k_harmony()
+                            .expect("tiktoken-rs's embedded o200k_harmony");
+                        Arc::new(Tokenizer::from_bpe(HARMONY_TOKENIZER.into(), bpe))
+                    })
+                    .clone(),
+            ),
+            _ => None,
+        }
+    }
+
+    /// The tokenizer of a format that declares `vocabulary` (`Format::vocabulary`) when no
+    /// `--tokenizer` is given: that built-in vocabulary, or the default.
+    pub fn for_vocabulary(vocabulary: Option<&str>) -> Arc<Tokenizer> {
+        vocabulary
+            .and_then(Tokenizer::builtin)
+            .unwrap_or_else(Tokenizer::default_shared)
     }
 
     /// Loads a tiktoken ranks file (one `base64-token rank` per line) or a Hugging Face
@@ -150,6 +186,14 @@ impl Tokenizer {
     #[cfg_attr(not(feature = "hf-tokenizers"), allow(unused_variables))]
     fn special_id(&self, text: &str) -> TokenId {
         match &self.engine {
+            // Only a special token of the vocabulary has an id of its own; any other text
+            // would be several ordinary tokens.
+            Engine::Tiktoken { bpe, .. } if bpe.special_tokens().contains(text) => {
+                match bpe.encode_with_special_tokens(text)[..] {
+                    [id] => Some(id),
+                    _ => None,
+                }
+            }
             Engine::Tiktoken { .. } => None,
             #[cfg(feature = "hf-tokenizers")]
             Engine::HuggingFace(t) => t.token_to_id(text),
@@ -298,6 +342,54 @@ fn parse_ranks(text: &str) -> Result<rustc_hash::FxHashMap<Vec<u8>, u32>, String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_declared_vocabulary_is_built_in_and_agrees_with_the_declared_ids() {
+        for f in crate::formats::REGISTRY {
+            let Some(v) = f.vocabulary else { continue };
+            assert!(
+                VOCABULARIES.contains(&v),
+                "{}: unknown vocabulary {v}",
+                f.id
+            );
+            let tok = Tokenizer::for_vocabulary(Some(v));
+            assert_eq!(tok.name(), v);
+            for s in f.special_tokens {
+                // The vocabulary's own id for the text, found without the declaration.
+                assert_eq!(tok.special_id(s.text), s.id, "{}: {}", f.id, s.text);
+            }
+        }
+    }
+
+    #[test]
+    fn harmony_is_tokenized_with_o200k_harmony_unless_a_tokenizer_is_given() {
+        let f = crate::formats::by_id("harmony").unwrap();
+        assert_eq!(f.vocabulary, Some(HARMONY_TOKENIZER));
+        let text = "<|channel|>final<|message|>Hi<|return|>";
+        let undeclared: Vec<SpecialToken> = f
+            .special_tokens
+            .iter()
+            .map(|s| SpecialToken { id: None, ..*s })
+            .collect();
+        // Without the declared ids the vocabulary still gives the special tokens theirs.
+        let harmony =
+            Tokenizer::for_vocabulary(f.vocabulary).tokenize(text.as_bytes(), &undeclared);
+        let base = Tokenizer::default_shared().tokenize(text.as_bytes(), &undeclared);
+        let ids = |k: &Tokenized| k.ids().iter().flatten().copied().collect::<Vec<_>>();
+        assert!(ids(&harmony).starts_with(&[200005]), "{:?}", ids(&harmony));
+        assert!(ids(&harmony).ends_with(&[200002]));
+        assert_eq!(base.ids().iter().filter(|i| i.is_none()).count(), 3);
+        assert!(!ids(&base).contains(&200005));
+        let run = crate::harness::run::RunConfig::default();
+        assert_eq!(run.tokenizer_for(f).name(), HARMONY_TOKENIZER);
+        let given = crate::harness::run::RunConfig {
+            tokenizer: Some(Tokenizer::default_shared()),
+            ..run
+        };
+        assert_eq!(given.tokenizer_for(f).name(), DEFAULT_TOKENIZER);
+        assert!(Tokenizer::builtin("cl100k_base").is_none());
+        assert_eq!(Tokenizer::for_vocabulary(None).name(), DEFAULT_TOKENIZER);
+    }
 
     fn specials() -> Vec<SpecialToken> {
         vec![

@@ -38,6 +38,52 @@ enum Match {
     No,
 }
 
+/// What a window of bytes starting at a possible delimiter is, for formats that match their
+/// special tokens themselves (kimi_k2, harmony): see [`classify_window`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Window<M> {
+    /// The delimiter `M` (byte length) starts the window.
+    Marker(M, usize),
+    /// The window is a proper prefix of a delimiter: more input decides.
+    NeedMore,
+    /// No delimiter starts here.
+    NotMarker,
+}
+
+impl<M> Window<M> {
+    /// The same window with the delimiter mapped (an index to a format's own kind).
+    #[inline]
+    pub fn map<N>(self, f: impl FnOnce(M) -> N) -> Window<N> {
+        match self {
+            Window::Marker(m, len) => Window::Marker(f(m), len),
+            Window::NeedMore => Window::NeedMore,
+            Window::NotMarker => Window::NotMarker,
+        }
+    }
+}
+
+/// Classifies `s` against `markers`, none a prefix of another: the index and length of the one
+/// that starts `s`, [`Window::NeedMore`] when `s` is a proper prefix of one, or neither.
+#[inline]
+pub fn classify_window(s: &[u8], markers: &[&str]) -> Window<usize> {
+    let mut need_more = false;
+    for (i, m) in markers.iter().enumerate() {
+        let m = m.as_bytes();
+        if s.len() >= m.len() {
+            if &s[..m.len()] == m {
+                return Window::Marker(i, m.len());
+            }
+        } else if m.starts_with(s) {
+            need_more = true;
+        }
+    }
+    if need_more {
+        Window::NeedMore
+    } else {
+        Window::NotMarker
+    }
+}
+
 /// Splits a stream of text into text and literal delimiters, across piece boundaries.
 #[derive(Debug, Clone)]
 pub struct MarkerScanner {
@@ -83,6 +129,7 @@ impl MarkerScanner {
     }
 
     /// The same scanner with JSON-string awareness set (see [`set_json_strings`](Self::set_json_strings)).
+    #[cfg(test)]
     pub fn with_json_strings(mut self, on: bool) -> MarkerScanner {
         self.set_json_strings(on);
         self
@@ -99,16 +146,6 @@ impl MarkerScanner {
         self.json = on;
         self.in_str = false;
         self.esc = false;
-    }
-
-    /// Whether JSON-string awareness is on.
-    pub fn json_strings(&self) -> bool {
-        self.json
-    }
-
-    /// In JSON mode: the text so far ends inside a JSON string.
-    pub fn in_json_string(&self) -> bool {
-        self.in_str
     }
 
     /// The delimiter with index `i`.
@@ -351,6 +388,20 @@ fn char_len(b: u8) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_window_is_a_marker_a_prefix_of_one_or_neither() {
+        let m = ["<|a|>", "<|bb|>"];
+        assert_eq!(classify_window(b"<|bb|>x", &m), Window::Marker(1, 6));
+        assert_eq!(classify_window(b"<|a|>", &m), Window::Marker(0, 5));
+        assert_eq!(classify_window(b"<|b", &m), Window::NeedMore);
+        assert_eq!(classify_window(b"<", &m), Window::NeedMore);
+        assert_eq!(classify_window(b"<|c", &m), Window::NotMarker);
+        assert_eq!(
+            classify_window(b"<|a|>", &m).map(|i| i + 10),
+            Window::Marker(10, 5)
+        );
+    }
     use proptest::prelude::*;
 
     /// Tokens with adjacent text merged, owned.

@@ -322,7 +322,8 @@ impl SseParser {
     }
 }
 
-/// Parses a whole stream at once (tests and small tools).
+/// Parses a whole stream at once (for tests).
+#[cfg(test)]
 pub fn parse_all(input: &[u8], config: SseConfig) -> Vec<SseItem> {
     let mut p = SseParser::new(config);
     let mut out = Vec::new();

@@ -100,6 +100,30 @@ pub enum Section {
     Raw,
 }
 
+impl Section {
+    /// The literal that opens the section (empty for `Raw`, which the host opens).
+    pub fn open(self) -> &'static str {
+        match self {
+            Section::CData => "<![CDATA[",
+            Section::Comment => "<!--",
+            Section::Pi => "<?",
+            Section::Decl => "<!",
+            Section::Raw => "",
+        }
+    }
+
+    /// The literal that closes the section (empty for `Raw`, closed by the host's literal).
+    pub fn close(self) -> &'static str {
+        match self {
+            Section::CData => "]]>",
+            Section::Comment => "-->",
+            Section::Pi => "?>",
+            Section::Decl => ">",
+            Section::Raw => "",
+        }
+    }
+}
+
 /// One attribute of a start tag.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attr {
@@ -572,15 +596,7 @@ impl XmlTokenizer {
         F: FnMut(Token<'_>, u64) -> Ctl,
     {
         self.held.clear();
-        self.set_close(
-            match sec {
-                Section::CData => "]]>",
-                Section::Comment => "-->",
-                Section::Pi => "?>",
-                _ => ">",
-            }
-            .to_string(),
-        );
+        self.set_close(sec.close().to_string());
         self.st = St::Until(sec);
         let c = sink(Token::SectionStart(sec), self.cstart);
         self.apply(c);

@@ -141,8 +141,20 @@ pub fn render(history: &[Report]) -> String {
     )
 }
 
+/// A self-contained page with the report's stylesheet around `body` (already HTML).
+pub fn page(title: &str, body: &str, footer: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<main>\n{body}\
+         <footer>{}</footer>\n</main>\n</body>\n</html>\n",
+        escape(title),
+        escape(footer)
+    )
+}
+
 /// `2026-11-22T05:27:40Z` → `2026-11-22 05:27 UTC`; anything else is shown as given.
-fn human_time(t: &str) -> String {
+pub fn human_time(t: &str) -> String {
     let b = t.as_bytes();
     if b.len() >= 16 && b[10] == b'T' && t.is_char_boundary(16) && t.ends_with('Z') {
         format!("{} {} UTC", &t[..10], &t[11..16])
@@ -174,11 +186,14 @@ fn failing_count(r: &Report) -> usize {
     r.runs.iter().map(|x| x.totals.failed).sum()
 }
 
-/// A rate class for colouring: full, partial, or absent.
-fn rate_class(r: Option<f64>) -> &'static str {
+/// A rate class for colouring: full, partial, or absent. A rate below 100 % is a warning only
+/// when cases of its totals fail: with none failing it comes from unlabelled inputs that end in
+/// an error as they should (a truncated seed transcript), and is shown plainly.
+fn rate_class(r: Option<f64>, failed: usize) -> &'static str {
     match r {
         None => "na",
         Some(x) if x >= 1.0 => "good",
+        Some(_) if failed == 0 => "plain",
         Some(x) if x >= 0.95 => "warn",
         Some(_) => "bad",
     }
@@ -212,9 +227,9 @@ fn header(out: &mut String, r: &Report, count: usize) {
              <div class=\"kpi\"><span class=\"v\">{}</span><span class=\"k\">cases</span></div>\
              <div class=\"kpi\"><span class=\"v {}\">{}</span><span class=\"k\">failing</span></div>\
              </div></section>",
-            rate_class(t.parse_success_rate),
+            rate_class(t.parse_success_rate, t.failed),
             percent(t.parse_success_rate),
-            rate_class(t.match_rate),
+            rate_class(t.match_rate, t.failed),
             percent(t.match_rate),
             thousands(t.cases),
             if t.failed > 0 { "bad" } else { "good" },
@@ -376,13 +391,19 @@ fn trends(out: &mut String, reports: &[&Report]) {
     formats.dedup();
     // Panels: overall per parser (when there is more than one format), then each format with
     // its parsers side by side, so that parsers compare at a glance.
-    let mut panels: Vec<(&str, usize, Vec<Option<&TotalsOut>>)> = Vec::new();
+    // Each panel carries, per report, the identity of the cases behind its rates: points of
+    // different corpora are not joined (a change is marked), since their rates do not compare.
+    type Panel<'a> = (&'a str, usize, Vec<Option<&'a TotalsOut>>, Vec<Option<u64>>);
+    let mut panels: Vec<Panel> = Vec::new();
     if formats.len() > 1 {
         for (p, rs) in runs.iter().enumerate() {
             panels.push((
                 "all formats",
                 p,
                 rs.iter().map(|r| r.map(|r| &r.totals)).collect(),
+                rs.iter()
+                    .map(|r| r.map(|r| corpus_key(r.cases.iter())))
+                    .collect(),
             ));
         }
     }
@@ -395,13 +416,19 @@ fn trends(out: &mut String, reports: &[&Report]) {
                     rs.iter()
                         .map(|r| r.and_then(|r| r.formats.get(*f)))
                         .collect(),
+                    rs.iter()
+                        .map(|r| {
+                            r.filter(|r| r.formats.contains_key(*f))
+                                .map(|r| corpus_key(r.cases.iter().filter(|c| c.format == *f)))
+                        })
+                        .collect(),
                 ));
             }
         }
     }
     let labels = x_labels(reports);
-    out.push_str("<section id=\"trends\"><h2>Rates over time</h2>\n<p class=\"muted\">Parse success: replays of <code>y_</code> and unlabelled cases that ended without an error. Match: <code>y_</code> replays equal to their expectation. One point per report; hover a point for its numbers.</p>\n<div class=\"charts\">\n");
-    for (name, p, totals) in panels {
+    out.push_str("<section id=\"trends\"><h2>Rates over time</h2>\n<p class=\"muted\">Parse success: replays of <code>y_</code> and unlabelled cases that ended without an error. Match: <code>y_</code> replays equal to their expectation. One point per report; hover a point for its numbers. A dotted vertical line marks a report whose cases differ from the previous one's (another corpus): the lines do not join across it.</p>\n<div class=\"charts\">\n");
+    for (name, p, totals, corpora) in panels {
         let parse: Vec<Sample> = totals.iter().map(|t| parse_sample(*t)).collect();
         let matched: Vec<Sample> = totals.iter().map(|t| match_sample(*t)).collect();
         let sub = if parsers.len() > 1 {
@@ -416,10 +443,37 @@ fn trends(out: &mut String, reports: &[&Report]) {
             out,
             "<figure class=\"chart\"><figcaption>{}{sub}</figcaption>{}</figure>",
             escape(name),
-            chart(name, &labels, &parse, &matched)
+            chart(name, &labels, &parse, &matched, &corpora)
         );
     }
     out.push_str("</div>\n</section>\n");
+}
+
+/// The identity of a set of cases: their ids and digests (equal keys, equal cases).
+fn corpus_key<'a>(cases: impl Iterator<Item = &'a CaseOut>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut pairs: Vec<(&str, &str)> = cases.map(|c| (c.id.as_str(), c.digest.as_str())).collect();
+    pairs.sort_unstable();
+    // SipHash with fixed keys: the same cases give the same key in every report of the page.
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    pairs.hash(&mut h);
+    h.finish()
+}
+
+/// The reports (by position) whose corpus differs from that of the previous report that has
+/// one: where a series starts again.
+fn corpus_changes(corpora: &[Option<u64>]) -> Vec<bool> {
+    let mut last = None;
+    corpora
+        .iter()
+        .map(|k| {
+            let changed = k.is_some() && last.is_some() && *k != last;
+            if k.is_some() {
+                last = *k;
+            }
+            changed
+        })
+        .collect()
 }
 
 /// One label per report: full timestamp (tooltips) and a short tick label.
@@ -457,8 +511,15 @@ const RIGHT: f64 = 14.0;
 const TOP: f64 = 34.0;
 const BOTTOM: f64 = 42.0;
 
-/// A line chart of two rates (0–100 %) over the reports, as inline SVG.
-fn chart(name: &str, labels: &[(String, String)], parse: &[Sample], matched: &[Sample]) -> String {
+/// A line chart of two rates (0–100 %) over the reports, as inline SVG; `corpora` identifies
+/// each report's cases (a change starts new lines and is marked).
+fn chart(
+    name: &str,
+    labels: &[(String, String)],
+    parse: &[Sample],
+    matched: &[Sample],
+    corpora: &[Option<u64>],
+) -> String {
     let n = labels.len();
     let (pw, ph) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
     let x = |i: usize| {
@@ -546,6 +607,16 @@ fn chart(name: &str, labels: &[(String, String)], parse: &[Sample], matched: &[S
         LEFT + 214.0,
         latest(matched),
     );
+    let changes = corpus_changes(corpora);
+    for (i, _) in changes.iter().enumerate().filter(|(_, c)| **c) {
+        let xi = (x(i - 1) + x(i)) / 2.0;
+        let _ = write!(
+            s,
+            "<line class=\"corpus-change\" x1=\"{xi:.1}\" x2=\"{xi:.1}\" y1=\"{TOP}\" y2=\"{:.1}\"><title>{}: other cases than the report before</title></line>",
+            TOP + ph,
+            escape(&labels[i].0)
+        );
+    }
     // Both rates often sit at 100 %: lines go first (parse under the dashed match line), then
     // the hollow match squares, then the parse dots inside them, so both stay visible.
     let (dot, half) = if n > 60 { (1.6, 2.6) } else { (2.8, 4.5) };
@@ -567,6 +638,9 @@ fn chart(name: &str, labels: &[(String, String)], parse: &[Sample], matched: &[S
             seg.clear();
         };
         for (i, v) in ser.iter().enumerate() {
+            if changes[i] {
+                flush(&mut segment, &mut s);
+            }
             match v {
                 Some((r, _, _)) => segment.push(format!("{:.1},{:.1}", x(i), y(*r))),
                 None => flush(&mut segment, &mut s),
@@ -615,12 +689,12 @@ fn chart(name: &str, labels: &[(String, String)], parse: &[Sample], matched: &[S
     s
 }
 
-fn meter(r: Option<f64>) -> String {
+fn meter(r: Option<f64>, failed: usize) -> String {
     match r {
         None => "<td class=\"num na\">–</td>".into(),
         Some(v) => format!(
             "<td class=\"num {}\"><span class=\"meter\"><span style=\"width:{:.1}%\"></span></span>{}</td>",
-            rate_class(r),
+            rate_class(r, failed),
             (v * 100.0).clamp(0.0, 100.0),
             percent(r)
         ),
@@ -651,8 +725,8 @@ fn totals_row(out: &mut String, name: &str, t: &TotalsOut, all: bool) {
         thousands(t.xfail),
         thousands(t.xpass),
         thousands(t.replays),
-        meter(t.parse_success_rate),
-        meter(t.match_rate),
+        meter(t.parse_success_rate, t.failed),
+        meter(t.match_rate, t.failed),
     );
 }
 
@@ -677,7 +751,8 @@ fn latest_tables(out: &mut String, r: &Report) {
     out.push_str("</section>\n");
 }
 
-fn cuts_text(cuts: &[Vec<usize>]) -> String {
+/// Cut offsets as a page shows them: `[3, 9] / [1]`, or the whole input.
+pub fn cuts_text(cuts: &[Vec<usize>]) -> String {
     if cuts.iter().all(Vec::is_empty) {
         return "none (the whole input)".into();
     }
@@ -1004,7 +1079,7 @@ code{background:var(--code-bg);padding:1px 5px;border-radius:4px;overflow-wrap:a
 .kpi .k{white-space:nowrap}
 .kpi .v{display:block;font-size:22px;font-weight:650;font-variant-numeric:tabular-nums}
 .kpi .k{font-size:12px;color:var(--muted)}
-.good{color:var(--good)}.bad{color:var(--bad)}.warn{color:var(--warn)}.na{color:var(--muted)}
+.good{color:var(--good)}.bad{color:var(--bad)}.warn{color:var(--warn)}.na{color:var(--muted)}.plain{color:inherit}
 .meta{display:flex;flex-wrap:wrap;gap:6px 26px;margin:16px 0 0}
 .meta div{display:flex;gap:6px}.meta dt{color:var(--muted)}.meta dd{margin:0}
 .callout{border-radius:8px;padding:12px 16px;margin:12px 0 0;border:1px solid var(--line)}
@@ -1024,6 +1099,7 @@ details{margin-top:10px}summary{cursor:pointer;color:var(--muted)}
 .axis-title,.empty{fill:var(--muted);font-size:10.5px}
 .legend text{fill:var(--fg);font-size:11.5px}
 .line{fill:none;stroke-width:2;stroke-linejoin:round;stroke-linecap:round}
+.corpus-change{stroke:var(--muted);stroke-width:1.5;stroke-dasharray:2 3}
 .line.s-parse{stroke:var(--c-parse);stroke-width:3}
 .line.s-match{stroke:var(--c-match);stroke-dasharray:5 3}
 .pt.s-parse{fill:var(--c-parse)}
@@ -1224,6 +1300,55 @@ mod tests {
         assert!(page.contains("9.9.9") && page.contains(">42<"));
         assert!(!page.contains("id=\"matrix\""));
         assert!(!page.contains("id=\"regressions\""));
+    }
+
+    #[test]
+    fn a_rate_below_full_is_not_red_when_nothing_fails() {
+        // An unlabelled transcript that ends in an error, as a truncated seed does: its
+        // replays lower parse success, but no case fails.
+        let mut broken = case("corpus/k/seed.jsonl#truncated", "kimi_k2", "pass");
+        broken.label = Label::Unlabelled;
+        broken.error_free = 0;
+        let page = render(&[report(
+            Some("2026-01-01T00:00:00Z"),
+            vec![(
+                "builtin",
+                vec![case("corpus/k/y_a.txt", "kimi_k2", "pass"), broken],
+            )],
+        )]);
+        assert!(page.contains(">50.0%<"), "the rate is still shown");
+        assert!(page.contains("class=\"v plain\">50.0%"));
+        assert!(page.contains("class=\"num plain\"><span class=\"meter\">"));
+        assert!(!page.contains("class=\"v bad\"") && !page.contains("class=\"num bad\""));
+        assert_eq!(rate_class(Some(0.5), 1), "bad");
+        assert_eq!(rate_class(Some(0.97), 1), "warn");
+        assert_eq!(rate_class(Some(1.0), 0), "good");
+    }
+
+    #[test]
+    fn a_change_of_corpus_is_marked_and_not_joined() {
+        let at = |day: u32, digest: &str| {
+            let mut c = case("corpus/k/y_a.txt", "kimi_k2", "pass");
+            c.digest = digest.into();
+            report(
+                Some(&format!("2026-01-0{day}T00:00:00Z")),
+                vec![("builtin", vec![c])],
+            )
+        };
+        let same = render(&[at(1, "d1"), at(2, "d1"), at(3, "d1")]);
+        assert!(!same.contains("class=\"corpus-change\""));
+        assert_eq!(same.matches("<polyline class=\"line s-parse\"").count(), 1);
+        let changed = render(&[at(1, "d1"), at(2, "d1"), at(3, "d2"), at(4, "d2")]);
+        assert_eq!(changed.matches("class=\"corpus-change\"").count(), 1);
+        // Two segments of two points each: the cases of 01-03 are not those of 01-02.
+        assert_eq!(
+            changed.matches("<polyline class=\"line s-parse\"").count(),
+            2
+        );
+        assert_eq!(
+            corpus_changes(&[Some(1), None, Some(1), Some(2)]),
+            [false, false, false, true]
+        );
     }
 
     #[test]

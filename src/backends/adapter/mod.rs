@@ -16,7 +16,8 @@ use crate::backends::{Backend, Breakdown, Outcome};
 use crate::formats::{Format, OptionValues};
 use crate::tools::Tools;
 use process::{Tail, Worker, lock};
-use protocol::{parse_request, read_response, say_hello};
+use protocol::{parse_request, read_timed_response, say_hello};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -79,6 +80,35 @@ pub struct AdapterStats {
     pub protocol_errors: u64,
 }
 
+/// The time an engine's own parser took, summed over the responses of one format that carried
+/// `engine_ns` (`specs/adapter.md` §2.6).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineTime {
+    /// Responses that carried `engine_ns`.
+    pub responses: u64,
+    /// Their sum, in nanoseconds.
+    pub total_ns: u64,
+    /// The largest of them, in nanoseconds.
+    pub max_ns: u64,
+}
+
+impl EngineTime {
+    /// Adds one response's `engine_ns`.
+    pub fn add(&mut self, ns: u64) {
+        self.responses += 1;
+        self.total_ns = self.total_ns.saturating_add(ns);
+        self.max_ns = self.max_ns.max(ns);
+    }
+
+    /// Adds another tally (shards of one run).
+    pub fn merge(&mut self, o: &EngineTime) {
+        self.responses += o.responses;
+        self.total_ns = self.total_ns.saturating_add(o.total_ns);
+        self.max_ns = self.max_ns.max(o.max_ns);
+    }
+}
+
 /// The idle children and how many exist.
 struct Pool {
     idle: Vec<Worker>,
@@ -100,6 +130,7 @@ pub struct Adapter {
     started: AtomicU64,
     requests: AtomicU64,
     broke: [AtomicUsize; 3],
+    engine: Mutex<BTreeMap<String, EngineTime>>,
 }
 
 impl std::fmt::Debug for Adapter {
@@ -143,6 +174,7 @@ impl Adapter {
             started: AtomicU64::new(1),
             requests: AtomicU64::new(0),
             broke: Default::default(),
+            engine: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -171,6 +203,11 @@ impl Adapter {
             timeouts: self.broke[1].load(Ordering::Relaxed) as u64,
             protocol_errors: self.broke[2].load(Ordering::Relaxed) as u64,
         }
+    }
+
+    /// The engine's own parse time per format id, from the responses that reported it.
+    pub fn engine_time(&self) -> BTreeMap<String, EngineTime> {
+        lock(&self.engine).clone()
     }
 
     /// A free child, started if the pool has room, or the reason none can be had.
@@ -349,10 +386,16 @@ impl Backend for Adapter {
         let deadline = Instant::now() + self.opts.timeout;
         let answer = w
             .exchange(request, deadline)
-            .and_then(|line| read_response(&line, id, turns.len()));
+            .and_then(|line| read_timed_response(&line, id, turns.len()));
         match answer {
-            Ok(Ok(turns)) => {
+            Ok(Ok((turns, engine_ns))) => {
                 self.release(w, true);
+                if let Some(ns) = engine_ns {
+                    lock(&self.engine)
+                        .entry(format.id.to_string())
+                        .or_default()
+                        .add(ns);
+                }
                 Outcome::Done(turns)
             }
             Ok(Err(msg)) => {

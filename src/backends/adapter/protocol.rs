@@ -267,13 +267,28 @@ fn breach(msg: String) -> (Breakdown, String) {
 
 /// Reads one response line for request `id` with `n` turns: the outcomes, or the adapter's
 /// own `error` message (`Ok(Err)`), or a breach of the protocol.
+#[cfg(test)]
 #[allow(clippy::type_complexity)]
 pub(super) fn read_response(
     line: &[u8],
     id: u64,
     n: usize,
 ) -> Result<Result<Vec<TurnOutcome>, String>, (Breakdown, String)> {
+    read_timed_response(line, id, n).map(|r| r.map(|(turns, _)| turns))
+}
+
+/// [`read_response`], with the response's optional `engine_ns` (§2.6): the nanoseconds the
+/// engine's own parser spent on the request, as the adapter measured them.
+#[allow(clippy::type_complexity)]
+pub(super) fn read_timed_response(
+    line: &[u8],
+    id: u64,
+    n: usize,
+) -> Result<Result<(Vec<TurnOutcome>, Option<u64>), String>, (Breakdown, String)> {
     let mut v = read_line_json(line).map_err(|m| breach(format!("the response is {m}")))?;
+    // Optional and advisory: a value that is not a non-negative integer is ignored, not a
+    // breach, since the verdict does not depend on it.
+    let engine_ns = v.get("engine_ns").and_then(Value::as_u64);
     let kind = v
         .get("type")
         .and_then(Value::as_str)
@@ -333,7 +348,7 @@ pub(super) fn read_response(
             }
         })
         .collect::<Result<Vec<_>, _>>()
-        .map(Ok)
+        .map(|turns| Ok((turns, engine_ns)))
 }
 
 fn fold_events(events: impl Iterator<Item = Event>) -> TurnOutcome {
@@ -524,6 +539,17 @@ mod tests {
             .unwrap();
         assert_eq!(t[0].anomalies, Vec::<String>::new());
         assert_eq!(t[0].result.calls[0].arguments, Value::String(too_deep));
+    }
+
+    #[test]
+    fn engine_time_is_read_when_present_and_ignored_when_odd() {
+        let timed = br#"{"type":"result","id":5,"engine_ns":12345,"turns":[{"text":"","calls":[],"errors":[]}]}"#;
+        let (turns, ns) = read_timed_response(timed, 5, 1).unwrap().unwrap();
+        assert_eq!((turns.len(), ns), (1, Some(12345)));
+        let plain = br#"{"type":"events","id":5,"turns":[[]]}"#;
+        assert_eq!(read_timed_response(plain, 5, 1).unwrap().unwrap().1, None);
+        let odd = br#"{"type":"events","id":5,"engine_ns":-3,"turns":[[]]}"#;
+        assert_eq!(read_timed_response(odd, 5, 1).unwrap().unwrap().1, None);
     }
 
     #[test]

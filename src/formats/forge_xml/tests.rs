@@ -707,3 +707,21 @@ fn corpus_cases_meet_their_expectations() {
     }
     assert!(n_cases >= 30);
 }
+
+#[test]
+fn text_escaping_matches_quick_xml_and_reads_back() {
+    for s in ["", "plain", "a<b>&c\r\nd", "<<&&>>", "é\r€😀&amp;"] {
+        assert_eq!(
+            escape_text(s),
+            quick_xml::escape::partial_escape(s),
+            "{s:?}"
+        );
+    }
+}
+
+proptest! {
+    #[test]
+    fn text_escaping_agrees_with_quick_xml(s in "[a-z<>&\r\n\"' é😀]{0,40}") {
+        prop_assert_eq!(escape_text(&s), quick_xml::escape::partial_escape(s.as_str()));
+    }
+}

@@ -109,6 +109,24 @@ fn end(n: &str) -> T {
 }
 
 #[test]
+fn each_section_is_read_between_its_own_open_and_close_literals() {
+    for (sec, body) in [
+        (Section::CData, "x<y"),
+        (Section::Comment, " c "),
+        (Section::Pi, "t x"),
+        (Section::Decl, "DOCTYPE x"),
+    ] {
+        let s = format!("a{}{body}{}b", sec.open(), sec.close());
+        assert_eq!(
+            split_invariant(&s),
+            vec![text("a"), T::Sec(sec, body.into()), text("b"), T::Eof(0)],
+            "{s}"
+        );
+    }
+    assert_eq!((Section::Raw.open(), Section::Raw.close()), ("", ""));
+}
+
+#[test]
 fn tags_text_and_offsets() {
     let w = run_with(&["a<b>c</b >"], XmlConfig::default(), |_| Ctl::go());
     assert_eq!(
