@@ -1469,12 +1469,7 @@ pub const fn options<M: Member>() -> Table<Config> {
 /// The registry entry of `M`, whose options table is `options` (made by [`options`]).
 pub const fn format<M: Member>(options: &'static Table<Config>) -> Format {
     Format {
-        id: M::ID,
-        summary: M::SUMMARY,
-        new_parser: new_parser::<M>,
         render: Some(render::<M>),
-        markers: markers::<M>,
-        cdata: None,
         typing: Some(Typing {
             table: include_str!("../../specs/typing.json"),
             transcript: M::typing_probe,
@@ -1482,9 +1477,8 @@ pub const fn format<M: Member>(options: &'static Table<Config>) -> Format {
             schema_tool: Some("typing_probe"),
         }),
         special_tokens: M::SPECIAL_TOKENS,
-        vocabulary: None,
         reasoning: M::GRAMMAR.reasoning,
-        options,
+        ..Format::new(M::ID, M::SUMMARY, new_parser::<M>, markers::<M>, options)
     }
 }
 
