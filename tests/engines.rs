@@ -1,6 +1,7 @@
 //! End to end: `scripts/engines` over a fake engine and one whose setup fails, on a tiny corpus
 //! (tests/engines/): the page holds the failed row, the summary, failures by class with their
 //! replay commands (which replay), the policy cases apart, and the cost table.
+#![cfg(feature = "cli")] // drives the `conform` binary
 
 use std::path::Path;
 use std::process::Command;

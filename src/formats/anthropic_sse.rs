@@ -784,26 +784,19 @@ fn markers(_tools: &Tools) -> Vec<String> {
 }
 
 /// The anthropic_sse format's options, for `--option anthropic_sse.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table {
-    default: Config::default,
-    options: Config::OPTIONS,
-    nested: &[],
-    reasoning: None,
-    build: |c, _| Box::new(Parser::new(c)),
-};
+static OPTION_TABLE: Table<Config> = Table::new(Config::default, Config::OPTIONS, |c, _| {
+    Box::new(Parser::new(c))
+});
 /// The anthropic_sse format.
 pub static FORMAT: Format = Format {
-    id: "anthropic_sse",
-    summary: "Anthropic Messages SSE stream (content_block_start/delta/stop, input_json_delta)",
-    new_parser,
     render: Some(render),
-    markers,
-    cdata: None,
-    typing: None,
-    special_tokens: &[],
-    vocabulary: None,
-    reasoning: None,
-    options: &OPTION_TABLE,
+    ..Format::new(
+        "anthropic_sse",
+        "Anthropic Messages SSE stream (content_block_start/delta/stop, input_json_delta)",
+        new_parser,
+        markers,
+        &OPTION_TABLE,
+    )
 };
 
 #[cfg(test)]

@@ -78,6 +78,31 @@ pub struct Format {
 }
 
 impl Format {
+    /// A format with what every format has; the optional parts (renderer, probes, special
+    /// tokens, vocabulary, reasoning wrapper) are `None` or empty, to be set with struct update
+    /// syntax (`Format { render: Some(render), ..Format::new(…) }`).
+    pub const fn new(
+        id: &'static str,
+        summary: &'static str,
+        new_parser: fn(&Tools) -> Box<dyn StreamParser>,
+        markers: fn(&Tools) -> Vec<String>,
+        options: &'static dyn FormatOptions,
+    ) -> Format {
+        Format {
+            id,
+            summary,
+            new_parser,
+            render: None,
+            markers,
+            cdata: None,
+            typing: None,
+            special_tokens: &[],
+            vocabulary: None,
+            reasoning: None,
+            options,
+        }
+    }
+
     /// A parser with `values` set over the format's defaults (none: `new_parser`'s parser);
     /// an unknown option is an error naming the known ones.
     pub fn parser(

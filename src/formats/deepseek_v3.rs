@@ -39,25 +39,23 @@ fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
 
 /// The deepseek_v3 format's options, for `--option deepseek_v3.NAME=…` and `conform.toml`.
 static OPTION_TABLE: Table<Config> = Table {
-    default: Config::default,
-    options: Config::OPTIONS,
     nested: &super::deepseek_v31::NESTED,
-    reasoning: None,
-    build: |c, _| reasoned(Shape::V3, c),
+    ..Table::new(Config::default, Config::OPTIONS, |c, _| {
+        reasoned(Shape::V3, c)
+    })
 };
 /// The deepseek_v3 format.
 pub static FORMAT: Format = Format {
-    id: "deepseek_v3",
-    summary: "DeepSeek V3 / R1: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME⏎```json⏎{json}⏎```<｜tool▁call▁end｜>…",
-    new_parser,
     render: Some(render),
-    markers,
-    cdata: None,
-    typing: None,
     special_tokens: SPECIAL_TOKENS,
-    vocabulary: None,
     reasoning: Some(&REASONING),
-    options: &OPTION_TABLE,
+    ..Format::new(
+        "deepseek_v3",
+        "DeepSeek V3 / R1: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME⏎```json⏎{json}⏎```<｜tool▁call▁end｜>…",
+        new_parser,
+        markers,
+        &OPTION_TABLE,
+    )
 };
 
 #[cfg(test)]

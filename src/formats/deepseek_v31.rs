@@ -619,25 +619,23 @@ pub(crate) fn markers(_tools: &Tools) -> Vec<String> {
 
 /// The deepseek_v31 format's options, for `--option deepseek_v31.NAME=…` and `conform.toml`.
 static OPTION_TABLE: Table<Config> = Table {
-    default: Config::default,
-    options: Config::OPTIONS,
     nested: &NESTED,
-    reasoning: None,
-    build: |c, _| reasoned(Shape::V31, c),
+    ..Table::new(Config::default, Config::OPTIONS, |c, _| {
+        reasoned(Shape::V31, c)
+    })
 };
 /// The deepseek_v31 format.
 pub static FORMAT: Format = Format {
-    id: "deepseek_v31",
-    summary: "DeepSeek V3.1: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{json}<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>",
-    new_parser,
     render: Some(render),
-    markers,
-    cdata: None,
-    typing: None,
     special_tokens: SPECIAL_TOKENS,
-    vocabulary: None,
     reasoning: Some(&REASONING),
-    options: &OPTION_TABLE,
+    ..Format::new(
+        "deepseek_v31",
+        "DeepSeek V3.1: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{json}<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>",
+        new_parser,
+        markers,
+        &OPTION_TABLE,
+    )
 };
 
 /// DeepSeek V3 / V3.1 special tokens that can appear in output, with their ids.

@@ -8,7 +8,7 @@
 use super::options::Table;
 use super::reasoning::Syntax;
 use super::tagged::{self, CallForm, Grammar, ParamForm, Role};
-use super::{Format, SpecialToken, StreamParser, Typing};
+use super::{Format, SpecialToken};
 use crate::event::{ToolCall, WarningKind};
 use crate::tools::Tools;
 
@@ -52,79 +52,58 @@ pub fn parser(cfg: Config, tools: &Tools) -> tagged::Parser {
     tagged::Parser::new(&GRAMMAR, cfg, tools)
 }
 
-fn write_calls(out: &mut String, calls: &[ToolCall]) {
-    out.push_str("<｜DSML｜function_calls>");
-    for c in calls {
-        out.push_str("\n<｜DSML｜invoke name=\"");
-        out.push_str(&c.name);
-        out.push_str("\">\n");
-        for (i, (k, v)) in c.arguments.as_object().into_iter().flatten().enumerate() {
-            if i > 0 {
-                out.push('\n');
+/// deepseek_v32's place in the tagged family.
+pub struct DeepseekV32;
+
+impl tagged::Member for DeepseekV32 {
+    const ID: &'static str = "deepseek_v32";
+    const SUMMARY: &'static str = "DeepSeek-V3.2 DSML: <｜DSML｜function_calls><｜DSML｜invoke name=\"f\"><｜DSML｜parameter name=\"p\" string=\"true|false\">value</｜DSML｜parameter>…";
+    const GRAMMAR: &'static Grammar = &GRAMMAR;
+    const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
+
+    fn write_calls(out: &mut String, calls: &[ToolCall]) {
+        out.push_str("<｜DSML｜function_calls>");
+        for c in calls {
+            out.push_str("\n<｜DSML｜invoke name=\"");
+            out.push_str(&c.name);
+            out.push_str("\">\n");
+            for (i, (k, v)) in c.arguments.as_object().into_iter().flatten().enumerate() {
+                if i > 0 {
+                    out.push('\n');
+                }
+                out.push_str("<｜DSML｜parameter name=\"");
+                out.push_str(k);
+                out.push_str(if v.is_string() {
+                    "\" string=\"true\">"
+                } else {
+                    "\" string=\"false\">"
+                });
+                out.push_str(&tagged::value_text(v));
+                out.push_str("</｜DSML｜parameter>");
             }
-            out.push_str("<｜DSML｜parameter name=\"");
-            out.push_str(k);
-            out.push_str(if v.is_string() {
-                "\" string=\"true\">"
-            } else {
-                "\" string=\"false\">"
-            });
-            out.push_str(&tagged::value_text(v));
-            out.push_str("</｜DSML｜parameter>");
+            out.push_str("\n</｜DSML｜invoke>");
         }
-        out.push_str("\n</｜DSML｜invoke>");
+        out.push_str("\n</｜DSML｜function_calls>");
     }
-    out.push_str("\n</｜DSML｜function_calls>");
+
+    /// A call of `typing_probe` whose parameter `v` is written as exactly `raw`, without a
+    /// `string` attribute, so the schema types it.
+    fn typing_probe(raw: &str) -> Vec<u8> {
+        format!("<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"typing_probe\">\n<｜DSML｜parameter name=\"v\">{raw}</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>")
+            .into_bytes()
+    }
 }
 
 /// Renders text and calls as the chat template does (`string="true"` exactly for string
 /// values, written verbatim; others as JSON), refusing what would not parse back.
 pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, String> {
-    tagged::render_checked(&GRAMMAR, config(), text, calls, tools, &write_calls)
+    tagged::render::<DeepseekV32>(text, calls, tools)
 }
 
-fn new_parser(tools: &Tools) -> Box<dyn StreamParser> {
-    tagged::boxed(&GRAMMAR, config(), tools)
-}
+static OPTIONS: Table<Config> = tagged::options::<DeepseekV32>();
 
-fn markers(_tools: &Tools) -> Vec<String> {
-    GRAMMAR.markers.iter().map(|m| m.0.to_string()).collect()
-}
-
-/// A call of `typing_probe` whose parameter `v` is written as exactly `raw`, without a
-/// `string` attribute, so the schema types it.
-fn typing_probe(raw: &str) -> Vec<u8> {
-    format!("<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"typing_probe\">\n<｜DSML｜parameter name=\"v\">{raw}</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>")
-        .into_bytes()
-}
-
-/// The deepseek_v32 format's options, for `--option deepseek_v32.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table {
-    default: config,
-    options: Config::OPTIONS,
-    nested: &tagged::NESTED,
-    reasoning: None,
-    build: |c, t| tagged::boxed(&GRAMMAR, c, t),
-};
 /// The deepseek_v32 format.
-pub static FORMAT: Format = Format {
-    id: "deepseek_v32",
-    summary: "DeepSeek-V3.2 DSML: <｜DSML｜function_calls><｜DSML｜invoke name=\"f\"><｜DSML｜parameter name=\"p\" string=\"true|false\">value</｜DSML｜parameter>…",
-    new_parser,
-    render: Some(render),
-    markers,
-    cdata: None,
-    typing: Some(Typing {
-        table: include_str!("../../specs/typing.json"),
-        transcript: typing_probe,
-        key: "v",
-        schema_tool: Some("typing_probe"),
-    }),
-    special_tokens: SPECIAL_TOKENS,
-    vocabulary: None,
-    reasoning: Some(&REASONING),
-    options: &OPTION_TABLE,
-};
+pub static FORMAT: Format = tagged::format::<DeepseekV32>(&OPTIONS);
 
 /// DeepSeek-V3 special tokens that can appear in output; no DSML marker is one token.
 const SPECIAL_TOKENS: &[SpecialToken] = &[SpecialToken::new("<｜end▁of▁sentence｜>", 1)];

@@ -394,26 +394,19 @@ fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
 }
 
 /// The forge_json format's options, for `--option forge_json.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table {
-    default: Config::default,
-    options: Config::OPTIONS,
-    nested: &[],
-    reasoning: None,
-    build: |c, _| Box::new(Parser::new(c)),
-};
+static OPTION_TABLE: Table<Config> = Table::new(Config::default, Config::OPTIONS, |c, _| {
+    Box::new(Parser::new(c))
+});
 /// The forge_json format.
 pub static FORMAT: Format = Format {
-    id: "forge_json",
-    summary: "Forge XML+JSON hybrid: <tool>{\"server_name\",\"tool_name\",\"arguments\"}</tool>",
-    new_parser,
     render: Some(render),
-    markers,
-    cdata: None,
-    typing: None,
-    special_tokens: &[],
-    vocabulary: None,
-    reasoning: None,
-    options: &OPTION_TABLE,
+    ..Format::new(
+        "forge_json",
+        "Forge XML+JSON hybrid: <tool>{\"server_name\",\"tool_name\",\"arguments\"}</tool>",
+        new_parser,
+        markers,
+        &OPTION_TABLE,
+    )
 };
 
 #[cfg(test)]

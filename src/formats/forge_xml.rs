@@ -1000,20 +1000,12 @@ fn new_parser(tools: &Tools) -> Box<dyn StreamParser> {
 }
 
 /// The forge_xml format's options, for `--option forge_xml.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table {
-    default: Config::default,
-    options: Config::OPTIONS,
-    nested: &[],
-    reasoning: None,
-    build: |c, t| Box::new(Parser::new(c, t)),
-};
+static OPTION_TABLE: Table<Config> = Table::new(Config::default, Config::OPTIONS, |c, t| {
+    Box::new(Parser::new(c, t))
+});
 /// The forge_xml format.
 pub static FORMAT: Format = Format {
-    id: "forge_xml",
-    summary: "Forge pure XML: <tool><server_name/><tool_name/><arguments>elements</arguments></tool>",
-    new_parser,
     render: Some(render),
-    markers,
     cdata: Some(cdata_probe),
     typing: Some(Typing {
         table: include_str!("../../specs/forge_xml_typing.json"),
@@ -1021,10 +1013,13 @@ pub static FORMAT: Format = Format {
         key: "v",
         schema_tool: None,
     }),
-    special_tokens: &[],
-    vocabulary: None,
-    reasoning: None,
-    options: &OPTION_TABLE,
+    ..Format::new(
+        "forge_xml",
+        "Forge pure XML: <tool><server_name/><tool_name/><arguments>elements</arguments></tool>",
+        new_parser,
+        markers,
+        &OPTION_TABLE,
+    )
 };
 
 /// A call whose `content` travels in CDATA, for the `cdata_split` invariant.

@@ -8,7 +8,7 @@
 use super::options::Table;
 use super::reasoning::Syntax;
 use super::tagged::{self, CallForm, Grammar, ParamForm, Role};
-use super::{Format, SpecialToken, StreamParser, Typing};
+use super::{Format, SpecialToken};
 use crate::event::{ToolCall, WarningKind};
 use crate::tools::Tools;
 
@@ -53,75 +53,52 @@ pub fn parser(cfg: Config, tools: &Tools) -> tagged::Parser {
     tagged::Parser::new(&GRAMMAR, cfg, tools)
 }
 
-fn write_calls(out: &mut String, calls: &[ToolCall]) {
-    for (i, c) in calls.iter().enumerate() {
-        if i > 0 {
+/// glm45's place in the tagged family.
+pub struct Glm45;
+
+impl tagged::Member for Glm45 {
+    const ID: &'static str = "glm45";
+    const SUMMARY: &'static str = "GLM-4.5/4.6: <tool_call>NAME⏎<arg_key>K</arg_key>⏎<arg_value>raw value</arg_value>⏎</tool_call>, typed by the tool's schema";
+    const GRAMMAR: &'static Grammar = &GRAMMAR;
+    const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
+
+    fn write_calls(out: &mut String, calls: &[ToolCall]) {
+        for (i, c) in calls.iter().enumerate() {
+            if i > 0 {
+                out.push('\n');
+            }
+            out.push_str("<tool_call>");
+            out.push_str(&c.name);
             out.push('\n');
+            for (k, v) in c.arguments.as_object().into_iter().flatten() {
+                out.push_str("<arg_key>");
+                out.push_str(k);
+                out.push_str("</arg_key>\n<arg_value>");
+                out.push_str(&tagged::value_text(v));
+                out.push_str("</arg_value>\n");
+            }
+            out.push_str("</tool_call>");
         }
-        out.push_str("<tool_call>");
-        out.push_str(&c.name);
-        out.push('\n');
-        for (k, v) in c.arguments.as_object().into_iter().flatten() {
-            out.push_str("<arg_key>");
-            out.push_str(k);
-            out.push_str("</arg_key>\n<arg_value>");
-            out.push_str(&tagged::value_text(v));
-            out.push_str("</arg_value>\n");
-        }
-        out.push_str("</tool_call>");
+    }
+
+    fn typing_probe(raw: &str) -> Vec<u8> {
+        format!(
+            "<tool_call>typing_probe\n<arg_key>v</arg_key>\n<arg_value>{raw}</arg_value>\n</tool_call>"
+        )
+        .into_bytes()
     }
 }
 
 /// Renders text and calls as the GLM-4.5/4.6 template does (strings verbatim, other values
 /// as JSON), refusing what would not parse back.
 pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, String> {
-    tagged::render_checked(&GRAMMAR, config(), text, calls, tools, &write_calls)
+    tagged::render::<Glm45>(text, calls, tools)
 }
 
-fn new_parser(tools: &Tools) -> Box<dyn StreamParser> {
-    tagged::boxed(&GRAMMAR, config(), tools)
-}
+static OPTIONS: Table<Config> = tagged::options::<Glm45>();
 
-/// The delimiters of both GLM formats.
-pub fn markers(_tools: &Tools) -> Vec<String> {
-    GRAMMAR.markers.iter().map(|m| m.0.to_string()).collect()
-}
-
-/// A call of `typing_probe` whose parameter `v` is written as exactly `raw`.
-fn typing_probe(raw: &str) -> Vec<u8> {
-    format!(
-        "<tool_call>typing_probe\n<arg_key>v</arg_key>\n<arg_value>{raw}</arg_value>\n</tool_call>"
-    )
-    .into_bytes()
-}
-
-/// The glm45 format's options, for `--option glm45.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table {
-    default: config,
-    options: Config::OPTIONS,
-    nested: &tagged::NESTED,
-    reasoning: None,
-    build: |c, t| tagged::boxed(&GRAMMAR, c, t),
-};
 /// The glm45 format.
-pub static FORMAT: Format = Format {
-    id: "glm45",
-    summary: "GLM-4.5/4.6: <tool_call>NAME⏎<arg_key>K</arg_key>⏎<arg_value>raw value</arg_value>⏎</tool_call>, typed by the tool's schema",
-    new_parser,
-    render: Some(render),
-    markers,
-    cdata: None,
-    typing: Some(Typing {
-        table: include_str!("../../specs/typing.json"),
-        transcript: typing_probe,
-        key: "v",
-        schema_tool: Some("typing_probe"),
-    }),
-    special_tokens: SPECIAL_TOKENS,
-    vocabulary: None,
-    reasoning: Some(&REASONING),
-    options: &OPTION_TABLE,
-};
+pub static FORMAT: Format = tagged::format::<Glm45>(&OPTIONS);
 
 /// GLM-4.5/4.6/4.7 added tokens that can appear in output: each tag is one token (ids as
 /// quoted from `tokenizer_config.json` in the fact sheet); the others' ids were not checked.

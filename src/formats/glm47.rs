@@ -5,10 +5,10 @@
 //! text<tool_call>NAME<arg_key>KEY</arg_key><arg_value>VALUE</arg_value></tool_call>
 //! ```
 
-use super::glm45::{GRAMMAR, REASONING, SPECIAL_TOKENS, markers};
+use super::glm45::{GRAMMAR, SPECIAL_TOKENS};
 use super::options::Table;
-use super::tagged;
-use super::{Format, StreamParser, Typing};
+use super::tagged::{self, Grammar};
+use super::{Format, SpecialToken};
 use crate::event::ToolCall;
 use crate::tools::Tools;
 
@@ -24,64 +24,48 @@ pub fn parser(cfg: Config, tools: &Tools) -> tagged::Parser {
     tagged::Parser::new(&GRAMMAR, cfg, tools)
 }
 
-fn write_calls(out: &mut String, calls: &[ToolCall]) {
-    for c in calls {
-        out.push_str("<tool_call>");
-        out.push_str(&c.name);
-        for (k, v) in c.arguments.as_object().into_iter().flatten() {
-            out.push_str("<arg_key>");
-            out.push_str(k);
-            out.push_str("</arg_key><arg_value>");
-            out.push_str(&tagged::value_text(v));
-            out.push_str("</arg_value>");
+/// glm47's place in the tagged family.
+pub struct Glm47;
+
+impl tagged::Member for Glm47 {
+    const ID: &'static str = "glm47";
+    const SUMMARY: &'static str = "GLM-4.7/5: <tool_call>NAME<arg_key>K</arg_key><arg_value>raw value</arg_value></tool_call> without newlines, typed by the tool's schema";
+    const GRAMMAR: &'static Grammar = &GRAMMAR;
+    const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
+
+    fn write_calls(out: &mut String, calls: &[ToolCall]) {
+        for c in calls {
+            out.push_str("<tool_call>");
+            out.push_str(&c.name);
+            for (k, v) in c.arguments.as_object().into_iter().flatten() {
+                out.push_str("<arg_key>");
+                out.push_str(k);
+                out.push_str("</arg_key><arg_value>");
+                out.push_str(&tagged::value_text(v));
+                out.push_str("</arg_value>");
+            }
+            out.push_str("</tool_call>");
         }
-        out.push_str("</tool_call>");
+    }
+
+    fn typing_probe(raw: &str) -> Vec<u8> {
+        format!(
+            "<tool_call>typing_probe<arg_key>v</arg_key><arg_value>{raw}</arg_value></tool_call>"
+        )
+        .into_bytes()
     }
 }
 
 /// Renders text and calls as the GLM-4.7 template does (no newlines, calls back to back),
 /// refusing what would not parse back.
 pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, String> {
-    tagged::render_checked(&GRAMMAR, config(), text, calls, tools, &write_calls)
+    tagged::render::<Glm47>(text, calls, tools)
 }
 
-fn new_parser(tools: &Tools) -> Box<dyn StreamParser> {
-    tagged::boxed(&GRAMMAR, config(), tools)
-}
+static OPTIONS: Table<Config> = tagged::options::<Glm47>();
 
-/// A call of `typing_probe` whose parameter `v` is written as exactly `raw`.
-fn typing_probe(raw: &str) -> Vec<u8> {
-    format!("<tool_call>typing_probe<arg_key>v</arg_key><arg_value>{raw}</arg_value></tool_call>")
-        .into_bytes()
-}
-
-/// The glm47 format's options, for `--option glm47.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table {
-    default: config,
-    options: Config::OPTIONS,
-    nested: &tagged::NESTED,
-    reasoning: None,
-    build: |c, t| tagged::boxed(&GRAMMAR, c, t),
-};
 /// The glm47 format.
-pub static FORMAT: Format = Format {
-    id: "glm47",
-    summary: "GLM-4.7/5: <tool_call>NAME<arg_key>K</arg_key><arg_value>raw value</arg_value></tool_call> without newlines, typed by the tool's schema",
-    new_parser,
-    render: Some(render),
-    markers,
-    cdata: None,
-    typing: Some(Typing {
-        table: include_str!("../../specs/typing.json"),
-        transcript: typing_probe,
-        key: "v",
-        schema_tool: Some("typing_probe"),
-    }),
-    special_tokens: SPECIAL_TOKENS,
-    vocabulary: None,
-    reasoning: Some(&REASONING),
-    options: &OPTION_TABLE,
-};
+pub static FORMAT: Format = tagged::format::<Glm47>(&OPTIONS);
 
 #[cfg(test)]
 mod tests {

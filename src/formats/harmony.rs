@@ -898,26 +898,21 @@ fn markers(_tools: &Tools) -> Vec<String> {
 }
 
 /// The harmony format's options, for `--option harmony.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table {
-    default: Config::default,
-    options: Config::OPTIONS,
-    nested: &[],
-    reasoning: None,
-    build: |c, _| Box::new(Parser::new(c)),
-};
+static OPTION_TABLE: Table<Config> = Table::new(Config::default, Config::OPTIONS, |c, _| {
+    Box::new(Parser::new(c))
+});
 /// The harmony format.
 pub static FORMAT: Format = Format {
-    id: "harmony",
-    summary: "OpenAI gpt-oss harmony messages: <|channel|>analysis<|message|>…<|end|><|start|>assistant<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{json}<|call|>",
-    new_parser,
     render: Some(render),
-    markers,
-    cdata: None,
-    typing: None,
     special_tokens: SPECIAL_TOKENS,
     vocabulary: Some("o200k_harmony"),
-    reasoning: None,
-    options: &OPTION_TABLE,
+    ..Format::new(
+        "harmony",
+        "OpenAI gpt-oss harmony messages: <|channel|>analysis<|message|>…<|end|><|start|>assistant<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{json}<|call|>",
+        new_parser,
+        markers,
+        &OPTION_TABLE,
+    )
 };
 
 /// gpt-oss's special tokens that can appear in its output, with their o200k_harmony ids.

@@ -300,25 +300,21 @@ fn markers(_tools: &Tools) -> Vec<String> {
 
 /// The hermes format's options, for `--option hermes.NAME=…` and `conform.toml`.
 static OPTION_TABLE: Table<Config> = Table {
-    default: Config::default,
-    options: Config::OPTIONS,
-    nested: &[],
     reasoning: Some(&REASONING),
-    build: |c, _| Box::new(parser(c)),
+    ..Table::new(Config::default, Config::OPTIONS, |c, _| Box::new(parser(c)))
 };
 /// The hermes format.
 pub static FORMAT: Format = Format {
-    id: "hermes",
-    summary: "Hermes 2 Pro / Qwen2.5 / Qwen3: <tool_call>{\"name\": …, \"arguments\": {…}}</tool_call>",
-    new_parser,
     render: Some(render),
-    markers,
-    cdata: None,
-    typing: None,
     special_tokens: SPECIAL_TOKENS,
-    vocabulary: None,
     reasoning: Some(&REASONING),
-    options: &OPTION_TABLE,
+    ..Format::new(
+        "hermes",
+        "Hermes 2 Pro / Qwen2.5 / Qwen3: <tool_call>{\"name\": …, \"arguments\": {…}}</tool_call>",
+        new_parser,
+        markers,
+        &OPTION_TABLE,
+    )
 };
 
 /// Qwen2.5 / Qwen3 special tokens that can appear in output, with their ids.

@@ -1036,25 +1036,23 @@ fn markers(_tools: &Tools) -> Vec<String> {
 
 /// The kimi_k2 format's options, for `--option kimi_k2.NAME=…` and `conform.toml`.
 static OPTION_TABLE: Table<Config> = Table {
-    default: Config::default,
-    options: Config::OPTIONS,
-    nested: &[],
     reasoning: Some(&REASONING),
-    build: |c, _| Box::new(Parser::new(c)),
+    ..Table::new(Config::default, Config::OPTIONS, |c, _| {
+        Box::new(Parser::new(c))
+    })
 };
 /// The kimi_k2 format.
 pub static FORMAT: Format = Format {
-    id: "kimi_k2",
-    summary: "Kimi K2 special tokens: <|tool_calls_section_begin|>…<|tool_call_begin|>functions.NAME:ID<|tool_call_argument_begin|>{json}<|tool_call_end|>",
-    new_parser,
     render: Some(render),
-    markers,
-    cdata: None,
-    typing: None,
     special_tokens: SPECIAL_TOKENS,
-    vocabulary: None,
     reasoning: Some(&REASONING),
-    options: &OPTION_TABLE,
+    ..Format::new(
+        "kimi_k2",
+        "Kimi K2 special tokens: <|tool_calls_section_begin|>…<|tool_call_begin|>functions.NAME:ID<|tool_call_argument_begin|>{json}<|tool_call_end|>",
+        new_parser,
+        markers,
+        &OPTION_TABLE,
+    )
 };
 
 /// Kimi K2's special tokens that can appear in its output, with their ids in its tokenizer.

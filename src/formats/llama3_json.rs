@@ -240,26 +240,19 @@ fn markers(_tools: &Tools) -> Vec<String> {
 }
 
 /// The llama3_json format's options, for `--option llama3_json.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table {
-    default: Config::default,
-    options: Config::OPTIONS,
-    nested: &[],
-    reasoning: None,
-    build: |c, _| Box::new(parser(c)),
-};
+static OPTION_TABLE: Table<Config> =
+    Table::new(Config::default, Config::OPTIONS, |c, _| Box::new(parser(c)));
 /// The llama3_json format.
 pub static FORMAT: Format = Format {
-    id: "llama3_json",
-    summary: "Llama 3.x JSON calls: [<|python_tag|>]{\"name\": …, \"parameters\": {…}}; …",
-    new_parser,
     render: Some(render),
-    markers,
-    cdata: None,
-    typing: None,
     special_tokens: SPECIAL_TOKENS,
-    vocabulary: None,
-    reasoning: None,
-    options: &OPTION_TABLE,
+    ..Format::new(
+        "llama3_json",
+        "Llama 3.x JSON calls: [<|python_tag|>]{\"name\": …, \"parameters\": {…}}; …",
+        new_parser,
+        markers,
+        &OPTION_TABLE,
+    )
 };
 
 /// Llama 3 special tokens that can appear in output (ids = 128000 + position).

@@ -8,7 +8,7 @@
 use super::options::Table;
 use super::reasoning::Syntax;
 use super::tagged::{self, CallForm, Grammar, ParamForm, Role};
-use super::{Format, SpecialToken, StreamParser, Typing};
+use super::{Format, SpecialToken};
 use crate::event::{ToolCall, WarningKind};
 use crate::tools::Tools;
 
@@ -54,71 +54,49 @@ pub fn parser(cfg: Config, tools: &Tools) -> tagged::Parser {
     tagged::Parser::new(&GRAMMAR, cfg, tools)
 }
 
-fn write_calls(out: &mut String, calls: &[ToolCall]) {
-    out.push_str("<minimax:tool_call>\n");
-    for c in calls {
-        out.push_str("<invoke name=\"");
-        out.push_str(&c.name);
-        out.push_str("\">\n");
-        for (k, v) in c.arguments.as_object().into_iter().flatten() {
-            out.push_str("<parameter name=\"");
-            out.push_str(k);
-            out.push_str("\">");
-            out.push_str(&tagged::value_text(v));
-            out.push_str("</parameter>\n");
+/// minimax_m2's place in the tagged family.
+pub struct MinimaxM2;
+
+impl tagged::Member for MinimaxM2 {
+    const ID: &'static str = "minimax_m2";
+    const SUMMARY: &'static str = "MiniMax-M2: <minimax:tool_call><invoke name=\"f\"><parameter name=\"p\">raw value</parameter></invoke></minimax:tool_call>, typed by the tool's schema";
+    const GRAMMAR: &'static Grammar = &GRAMMAR;
+    const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
+
+    fn write_calls(out: &mut String, calls: &[ToolCall]) {
+        out.push_str("<minimax:tool_call>\n");
+        for c in calls {
+            out.push_str("<invoke name=\"");
+            out.push_str(&c.name);
+            out.push_str("\">\n");
+            for (k, v) in c.arguments.as_object().into_iter().flatten() {
+                out.push_str("<parameter name=\"");
+                out.push_str(k);
+                out.push_str("\">");
+                out.push_str(&tagged::value_text(v));
+                out.push_str("</parameter>\n");
+            }
+            out.push_str("</invoke>\n");
         }
-        out.push_str("</invoke>\n");
+        out.push_str("</minimax:tool_call>");
     }
-    out.push_str("</minimax:tool_call>");
+
+    fn typing_probe(raw: &str) -> Vec<u8> {
+        format!("<minimax:tool_call>\n<invoke name=\"typing_probe\">\n<parameter name=\"v\">{raw}</parameter>\n</invoke>\n</minimax:tool_call>")
+            .into_bytes()
+    }
 }
 
 /// Renders text and calls as the chat template does (one block, strings verbatim, other
 /// values as JSON), refusing what would not parse back.
 pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, String> {
-    tagged::render_checked(&GRAMMAR, config(), text, calls, tools, &write_calls)
+    tagged::render::<MinimaxM2>(text, calls, tools)
 }
 
-fn new_parser(tools: &Tools) -> Box<dyn StreamParser> {
-    tagged::boxed(&GRAMMAR, config(), tools)
-}
+static OPTIONS: Table<Config> = tagged::options::<MinimaxM2>();
 
-fn markers(_tools: &Tools) -> Vec<String> {
-    GRAMMAR.markers.iter().map(|m| m.0.to_string()).collect()
-}
-
-/// A call of `typing_probe` whose parameter `v` is written as exactly `raw`.
-fn typing_probe(raw: &str) -> Vec<u8> {
-    format!("<minimax:tool_call>\n<invoke name=\"typing_probe\">\n<parameter name=\"v\">{raw}</parameter>\n</invoke>\n</minimax:tool_call>")
-        .into_bytes()
-}
-
-/// The minimax_m2 format's options, for `--option minimax_m2.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table {
-    default: config,
-    options: Config::OPTIONS,
-    nested: &tagged::NESTED,
-    reasoning: None,
-    build: |c, t| tagged::boxed(&GRAMMAR, c, t),
-};
 /// The minimax_m2 format.
-pub static FORMAT: Format = Format {
-    id: "minimax_m2",
-    summary: "MiniMax-M2: <minimax:tool_call><invoke name=\"f\"><parameter name=\"p\">raw value</parameter></invoke></minimax:tool_call>, typed by the tool's schema",
-    new_parser,
-    render: Some(render),
-    markers,
-    cdata: None,
-    typing: Some(Typing {
-        table: include_str!("../../specs/typing.json"),
-        transcript: typing_probe,
-        key: "v",
-        schema_tool: Some("typing_probe"),
-    }),
-    special_tokens: SPECIAL_TOKENS,
-    vocabulary: None,
-    reasoning: Some(&REASONING),
-    options: &OPTION_TABLE,
-};
+pub static FORMAT: Format = tagged::format::<MinimaxM2>(&OPTIONS);
 
 /// MiniMax-M2 vocabulary tokens that can appear in its output (ids not verified; `<invoke`
 /// and `<parameter` are ordinary text).

@@ -293,25 +293,21 @@ fn markers(_tools: &Tools) -> Vec<String> {
 
 /// The mistral format's options, for `--option mistral.NAME=…` and `conform.toml`.
 static OPTION_TABLE: Table<Config> = Table {
-    default: Config::default,
-    options: Config::OPTIONS,
-    nested: &[],
     reasoning: Some(&REASONING),
-    build: |c, _| Box::new(parser(c)),
+    ..Table::new(Config::default, Config::OPTIONS, |c, _| Box::new(parser(c)))
 };
 /// The mistral format.
 pub static FORMAT: Format = Format {
-    id: "mistral",
-    summary: "Mistral before v11: [TOOL_CALLS][{\"name\": …, \"arguments\": {…}, \"id\": …}, …]",
-    new_parser,
     render: Some(render),
-    markers,
-    cdata: None,
-    typing: None,
     special_tokens: SPECIAL_TOKENS,
-    vocabulary: None,
     reasoning: Some(&REASONING),
-    options: &OPTION_TABLE,
+    ..Format::new(
+        "mistral",
+        "Mistral before v11: [TOOL_CALLS][{\"name\": …, \"arguments\": {…}, \"id\": …}, …]",
+        new_parser,
+        markers,
+        &OPTION_TABLE,
+    )
 };
 
 /// Control tokens of the v3 SentencePiece vocabulary that can appear in output.

@@ -7,7 +7,7 @@
 use super::config::config;
 use super::delimited::{Cx, Driver, Grammar, Limits, ObjectReader, TextStep, ValueEnd};
 use super::options::Table;
-use super::reasoning::{self, Syntax};
+use super::reasoning;
 use super::{Format, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Sink, ToolCall, WarningKind};
 use crate::tools::Tools;
@@ -347,14 +347,9 @@ fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
     reasoning::wrap(parser(Config::default()), &REASONING)
 }
 
-/// Magistral's reasoning blocks, `[THINK]…[/THINK]` (control tokens: no plain text spells
-/// them, so the layer is on); a call written inside one is reasoning, never a call
-/// (`specs/mistral_v11.md`, Reasoning).
-pub static REASONING: Syntax = Syntax {
-    pairs: &[("[THINK]", "[/THINK]")],
-    call_markers: &[TOOL_CALLS],
-    on_by_default: true,
-};
+/// Magistral's reasoning blocks, as in `mistral` (the same control tokens); a call written
+/// inside one is reasoning, never a call (`specs/mistral_v11.md`, Reasoning).
+pub use super::mistral::REASONING;
 
 fn markers(_tools: &Tools) -> Vec<String> {
     MARKERS.iter().map(|m| m.to_string()).collect()
@@ -362,25 +357,21 @@ fn markers(_tools: &Tools) -> Vec<String> {
 
 /// The mistral_v11 format's options, for `--option mistral_v11.NAME=…` and `conform.toml`.
 static OPTION_TABLE: Table<Config> = Table {
-    default: Config::default,
-    options: Config::OPTIONS,
-    nested: &[],
     reasoning: Some(&REASONING),
-    build: |c, _| Box::new(parser(c)),
+    ..Table::new(Config::default, Config::OPTIONS, |c, _| Box::new(parser(c)))
 };
 /// The mistral_v11 format.
 pub static FORMAT: Format = Format {
-    id: "mistral_v11",
-    summary: "Mistral v11+: [TOOL_CALLS]NAME[CALL_ID]ID[ARGS]{json} (v11) / [TOOL_CALLS]NAME[ARGS]{json} (v13+)",
-    new_parser,
     render: Some(render),
-    markers,
-    cdata: None,
-    typing: None,
     special_tokens: SPECIAL_TOKENS,
-    vocabulary: None,
     reasoning: Some(&REASONING),
-    options: &OPTION_TABLE,
+    ..Format::new(
+        "mistral_v11",
+        "Mistral v11+: [TOOL_CALLS]NAME[CALL_ID]ID[ARGS]{json} (v11) / [TOOL_CALLS]NAME[ARGS]{json} (v13+)",
+        new_parser,
+        markers,
+        &OPTION_TABLE,
+    )
 };
 
 /// Tekken control tokens that can appear in v11+ output (ids from mistral-common's tests).

@@ -1017,26 +1017,19 @@ fn markers(_tools: &Tools) -> Vec<String> {
 }
 
 /// The openai_sse format's options, for `--option openai_sse.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table {
-    default: Config::default,
-    options: Config::OPTIONS,
-    nested: &[],
-    reasoning: None,
-    build: |c, _| Box::new(Parser::new(c)),
-};
+static OPTION_TABLE: Table<Config> = Table::new(Config::default, Config::OPTIONS, |c, _| {
+    Box::new(Parser::new(c))
+});
 /// The openai_sse format.
 pub static FORMAT: Format = Format {
-    id: "openai_sse",
-    summary: "OpenAI Chat Completions SSE stream (delta.content, delta.tool_calls[])",
-    new_parser,
     render: Some(render),
-    markers,
-    cdata: None,
-    typing: None,
-    special_tokens: &[],
-    vocabulary: None,
-    reasoning: None,
-    options: &OPTION_TABLE,
+    ..Format::new(
+        "openai_sse",
+        "OpenAI Chat Completions SSE stream (delta.content, delta.tool_calls[])",
+        new_parser,
+        markers,
+        &OPTION_TABLE,
+    )
 };
 
 #[cfg(test)]

@@ -82,6 +82,24 @@ static LAYER: Nest<reasoning::Config, reasoning::Config> = Nest {
     field_mut: |c| c,
 };
 
+impl<C: 'static> Table<C> {
+    /// The table of a format whose options are those of `C` alone (no nested configuration,
+    /// no reasoning layer outside `C`); the others are set with struct update syntax.
+    pub const fn new(
+        default: fn() -> C,
+        options: &'static [Opt<C>],
+        build: fn(C, &Tools) -> Box<dyn StreamParser>,
+    ) -> Table<C> {
+        Table {
+            default,
+            options,
+            nested: &[],
+            reasoning: None,
+            build,
+        }
+    }
+}
+
 impl<C: 'static> FormatOptions for Table<C> {
     fn list(&self) -> Vec<OptionInfo> {
         let c = (self.default)();

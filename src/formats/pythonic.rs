@@ -363,26 +363,19 @@ fn markers(_tools: &Tools) -> Vec<String> {
 }
 
 /// The pythonic format's options, for `--option pythonic.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table {
-    default: Config::default,
-    options: Config::OPTIONS,
-    nested: &[],
-    reasoning: None,
-    build: |c, _| Box::new(parser(c)),
-};
+static OPTION_TABLE: Table<Config> =
+    Table::new(Config::default, Config::OPTIONS, |c, _| Box::new(parser(c)));
 /// The pythonic format.
 pub static FORMAT: Format = Format {
-    id: "pythonic",
-    summary: "Python call list (Llama 3.2 / 4): [get_weather(city=\"Paris\"), get_time()], optionally in <|python_start|>…<|python_end|>",
-    new_parser,
     render: Some(render),
-    markers,
-    cdata: None,
-    typing: None,
     special_tokens: SPECIAL_TOKENS,
-    vocabulary: None,
-    reasoning: None,
-    options: &OPTION_TABLE,
+    ..Format::new(
+        "pythonic",
+        "Python call list (Llama 3.2 / 4): [get_weather(city=\"Paris\"), get_time()], optionally in <|python_start|>…<|python_end|>",
+        new_parser,
+        markers,
+        &OPTION_TABLE,
+    )
 };
 
 /// Llama 4 and Llama 3 special tokens that can appear in output, with their ids.

@@ -8,7 +8,7 @@
 use super::options::Table;
 use super::reasoning::Syntax;
 use super::tagged::{self, CallForm, Grammar, ParamForm, Role};
-use super::{Format, SpecialToken, StreamParser, Typing};
+use super::{Format, SpecialToken};
 use crate::event::{ToolCall, WarningKind};
 use crate::tools::Tools;
 
@@ -55,72 +55,54 @@ pub fn parser(cfg: Config, tools: &Tools) -> tagged::Parser {
     tagged::Parser::new(&GRAMMAR, cfg, tools)
 }
 
-fn write_calls(out: &mut String, calls: &[ToolCall]) {
-    for (i, c) in calls.iter().enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        out.push_str("<tool_call>\n<function=");
-        out.push_str(&c.name);
-        out.push_str(">\n");
-        for (k, v) in c.arguments.as_object().into_iter().flatten() {
-            out.push_str("<parameter=");
-            out.push_str(k);
+/// qwen3_coder's place in the tagged family.
+pub struct Qwen3Coder;
+
+impl tagged::Member for Qwen3Coder {
+    const ID: &'static str = "qwen3_coder";
+    const SUMMARY: &'static str = "Qwen3-Coder: <tool_call><function=NAME><parameter=KEY>raw value</parameter></function></tool_call>, typed by the tool's schema";
+    const GRAMMAR: &'static Grammar = &GRAMMAR;
+    const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
+
+    fn config() -> Config {
+        config()
+    }
+
+    fn write_calls(out: &mut String, calls: &[ToolCall]) {
+        for (i, c) in calls.iter().enumerate() {
+            if i > 0 {
+                out.push('\n');
+            }
+            out.push_str("<tool_call>\n<function=");
+            out.push_str(&c.name);
             out.push_str(">\n");
-            out.push_str(&tagged::value_text(v));
-            out.push_str("\n</parameter>\n");
+            for (k, v) in c.arguments.as_object().into_iter().flatten() {
+                out.push_str("<parameter=");
+                out.push_str(k);
+                out.push_str(">\n");
+                out.push_str(&tagged::value_text(v));
+                out.push_str("\n</parameter>\n");
+            }
+            out.push_str("</function>\n</tool_call>");
         }
-        out.push_str("</function>\n</tool_call>");
+    }
+
+    fn typing_probe(raw: &str) -> Vec<u8> {
+        format!("<tool_call>\n<function=typing_probe>\n<parameter=v>\n{raw}\n</parameter>\n</function>\n</tool_call>")
+            .into_bytes()
     }
 }
 
 /// Renders text and calls as the chat template does (values padded with one newline, strings
 /// verbatim, other values as JSON), refusing what would not parse back.
 pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, String> {
-    tagged::render_checked(&GRAMMAR, config(), text, calls, tools, &write_calls)
+    tagged::render::<Qwen3Coder>(text, calls, tools)
 }
 
-fn new_parser(tools: &Tools) -> Box<dyn StreamParser> {
-    tagged::boxed(&GRAMMAR, config(), tools)
-}
+static OPTIONS: Table<Config> = tagged::options::<Qwen3Coder>();
 
-fn markers(_tools: &Tools) -> Vec<String> {
-    GRAMMAR.markers.iter().map(|m| m.0.to_string()).collect()
-}
-
-/// A call of `typing_probe` whose parameter `v` is written as exactly `raw`.
-fn typing_probe(raw: &str) -> Vec<u8> {
-    format!("<tool_call>\n<function=typing_probe>\n<parameter=v>\n{raw}\n</parameter>\n</function>\n</tool_call>")
-        .into_bytes()
-}
-
-/// The qwen3_coder format's options, for `--option qwen3_coder.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table {
-    default: config,
-    options: Config::OPTIONS,
-    nested: &tagged::NESTED,
-    reasoning: None,
-    build: |c, t| tagged::boxed(&GRAMMAR, c, t),
-};
 /// The qwen3_coder format.
-pub static FORMAT: Format = Format {
-    id: "qwen3_coder",
-    summary: "Qwen3-Coder: <tool_call><function=NAME><parameter=KEY>raw value</parameter></function></tool_call>, typed by the tool's schema",
-    new_parser,
-    render: Some(render),
-    markers,
-    cdata: None,
-    typing: Some(Typing {
-        table: include_str!("../../specs/typing.json"),
-        transcript: typing_probe,
-        key: "v",
-        schema_tool: Some("typing_probe"),
-    }),
-    special_tokens: SPECIAL_TOKENS,
-    vocabulary: None,
-    reasoning: Some(&REASONING),
-    options: &OPTION_TABLE,
-};
+pub static FORMAT: Format = tagged::format::<Qwen3Coder>(&OPTIONS);
 
 /// Qwen3's added tokens that can appear in a Qwen3-Coder answer (`<function=` and
 /// `<parameter=` are ordinary text).

@@ -667,26 +667,19 @@ fn markers(tools: &Tools) -> Vec<String> {
 }
 
 /// The roo_xml format's options, for `--option roo_xml.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table {
-    default: Config::default,
-    options: Config::OPTIONS,
-    nested: &[],
-    reasoning: None,
-    build: |c, t| Box::new(Parser::new(c, t)),
-};
+static OPTION_TABLE: Table<Config> = Table::new(Config::default, Config::OPTIONS, |c, t| {
+    Box::new(Parser::new(c, t))
+});
 /// The roo_xml format.
 pub static FORMAT: Format = Format {
-    id: "roo_xml",
-    summary: "Roo Code / Cline XML tool protocol: <tool><param>value</param></tool> in prose",
-    new_parser,
     render: Some(render),
-    markers,
-    cdata: None,
-    typing: None,
-    special_tokens: &[],
-    vocabulary: None,
-    reasoning: None,
-    options: &OPTION_TABLE,
+    ..Format::new(
+        "roo_xml",
+        "Roo Code / Cline XML tool protocol: <tool><param>value</param></tool> in prose",
+        new_parser,
+        markers,
+        &OPTION_TABLE,
+    )
 };
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 use super::options::Table;
 use super::reasoning::Syntax;
 use super::tagged::{self, CallForm, Grammar, ParamForm, Role};
-use super::{Format, SpecialToken, StreamParser, Typing};
+use super::{Format, SpecialToken};
 use crate::event::{ToolCall, WarningKind};
 use crate::tools::Tools;
 
@@ -54,72 +54,50 @@ pub fn parser(cfg: Config, tools: &Tools) -> tagged::Parser {
     tagged::Parser::new(&GRAMMAR, cfg, tools)
 }
 
-fn write_calls(out: &mut String, calls: &[ToolCall]) {
-    for (i, c) in calls.iter().enumerate() {
-        if i > 0 {
-            out.push('\n');
+/// seed_oss's place in the tagged family.
+pub struct SeedOss;
+
+impl tagged::Member for SeedOss {
+    const ID: &'static str = "seed_oss";
+    const SUMMARY: &'static str = "Seed-OSS: <seed:tool_call><function=NAME><parameter=KEY>raw value</parameter></function></seed:tool_call>, typed by the tool's schema";
+    const GRAMMAR: &'static Grammar = &GRAMMAR;
+    const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
+
+    fn write_calls(out: &mut String, calls: &[ToolCall]) {
+        for (i, c) in calls.iter().enumerate() {
+            if i > 0 {
+                out.push('\n');
+            }
+            out.push_str("<seed:tool_call>\n<function=");
+            out.push_str(&c.name);
+            out.push_str(">\n");
+            for (k, v) in c.arguments.as_object().into_iter().flatten() {
+                out.push_str("<parameter=");
+                out.push_str(k);
+                out.push('>');
+                out.push_str(&tagged::python_text(v));
+                out.push_str("</parameter>\n");
+            }
+            out.push_str("</function>\n</seed:tool_call>");
         }
-        out.push_str("<seed:tool_call>\n<function=");
-        out.push_str(&c.name);
-        out.push_str(">\n");
-        for (k, v) in c.arguments.as_object().into_iter().flatten() {
-            out.push_str("<parameter=");
-            out.push_str(k);
-            out.push('>');
-            out.push_str(&tagged::python_text(v));
-            out.push_str("</parameter>\n");
-        }
-        out.push_str("</function>\n</seed:tool_call>");
+    }
+
+    fn typing_probe(raw: &str) -> Vec<u8> {
+        format!("<seed:tool_call>\n<function=typing_probe>\n<parameter=v>{raw}</parameter>\n</function>\n</seed:tool_call>")
+            .into_bytes()
     }
 }
 
 /// Renders text and calls as the chat template does (values unpadded, strings verbatim,
 /// other values through `| string`, i.e. Python repr), refusing what would not parse back.
 pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, String> {
-    tagged::render_checked(&GRAMMAR, config(), text, calls, tools, &write_calls)
+    tagged::render::<SeedOss>(text, calls, tools)
 }
 
-fn new_parser(tools: &Tools) -> Box<dyn StreamParser> {
-    tagged::boxed(&GRAMMAR, config(), tools)
-}
+static OPTIONS: Table<Config> = tagged::options::<SeedOss>();
 
-fn markers(_tools: &Tools) -> Vec<String> {
-    GRAMMAR.markers.iter().map(|m| m.0.to_string()).collect()
-}
-
-/// A call of `typing_probe` whose parameter `v` is written as exactly `raw`.
-fn typing_probe(raw: &str) -> Vec<u8> {
-    format!("<seed:tool_call>\n<function=typing_probe>\n<parameter=v>{raw}</parameter>\n</function>\n</seed:tool_call>")
-        .into_bytes()
-}
-
-/// The seed_oss format's options, for `--option seed_oss.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table {
-    default: config,
-    options: Config::OPTIONS,
-    nested: &tagged::NESTED,
-    reasoning: None,
-    build: |c, t| tagged::boxed(&GRAMMAR, c, t),
-};
 /// The seed_oss format.
-pub static FORMAT: Format = Format {
-    id: "seed_oss",
-    summary: "Seed-OSS: <seed:tool_call><function=NAME><parameter=KEY>raw value</parameter></function></seed:tool_call>, typed by the tool's schema",
-    new_parser,
-    render: Some(render),
-    markers,
-    cdata: None,
-    typing: Some(Typing {
-        table: include_str!("../../specs/typing.json"),
-        transcript: typing_probe,
-        key: "v",
-        schema_tool: Some("typing_probe"),
-    }),
-    special_tokens: SPECIAL_TOKENS,
-    vocabulary: None,
-    reasoning: Some(&REASONING),
-    options: &OPTION_TABLE,
-};
+pub static FORMAT: Format = tagged::format::<SeedOss>(&OPTIONS);
 
 /// Seed-OSS vocabulary tokens that can appear in its output (ids not published in the
 /// sources read; `<function=` and `<parameter=` are ordinary text).

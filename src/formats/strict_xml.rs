@@ -848,26 +848,19 @@ fn markers(tools: &Tools) -> Vec<String> {
 }
 
 /// The strict_xml format's options, for `--option strict_xml.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table {
-    default: Config::default,
-    options: Config::OPTIONS,
-    nested: &[],
-    reasoning: None,
-    build: |c, t| Box::new(Parser::new(c, t)),
-};
+static OPTION_TABLE: Table<Config> = Table::new(Config::default, Config::OPTIONS, |c, t| {
+    Box::new(Parser::new(c, t))
+});
 /// The strict_xml format.
 pub static FORMAT: Format = Format {
-    id: "strict_xml",
-    summary: "AccessLint strict XML: <tool>{json}</tool> or <tool><param>v</param></tool>, schema-checked, 3-strike sessions",
-    new_parser,
     render: Some(render),
-    markers,
-    cdata: None,
-    typing: None,
-    special_tokens: &[],
-    vocabulary: None,
-    reasoning: None,
-    options: &OPTION_TABLE,
+    ..Format::new(
+        "strict_xml",
+        "AccessLint strict XML: <tool>{json}</tool> or <tool><param>v</param></tool>, schema-checked, 3-strike sessions",
+        new_parser,
+        markers,
+        &OPTION_TABLE,
+    )
 };
 
 #[cfg(test)]

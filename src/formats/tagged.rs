@@ -16,11 +16,12 @@
 //! closing tag and the whitespace held after it are content, with warning
 //! `close_tag_in_value`. The held whitespace is the only look-ahead, kept once, never rescanned.
 
-use super::StreamParser;
 use super::config::config;
+use super::options::Table;
 use super::options::{Nest, Nested};
 use super::reasoning::{self, Reasoned, Syntax};
 use super::typing::{Lookup, ParamType, SchemaTypes, TypingOptions, read_json, type_value};
+use super::{Format, SpecialToken, StreamParser, Typing};
 use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall, WarningKind, excerpt};
 use crate::lexers::marker::{MarkerScanner, Token};
 use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
@@ -1411,6 +1412,75 @@ pub static NESTED: [&dyn Nested<Config>; 2] = [
         field_mut: |c: &mut Config| &mut c.reasoning,
     },
 ];
+
+/// One format of the family: what sets it apart from the others. Everything else a format
+/// registers (its parser, delimiters, renderer, options and [`Format`] entry) is the same
+/// function of these, written once below.
+pub trait Member: 'static {
+    /// The format id.
+    const ID: &'static str;
+    /// One line for `conform formats`.
+    const SUMMARY: &'static str;
+    /// Its grammar (the reasoning wrapper included).
+    const GRAMMAR: &'static Grammar;
+    /// The vocabulary tokens its output may hold.
+    const SPECIAL_TOKENS: &'static [SpecialToken];
+    /// Its default options.
+    fn config() -> Config {
+        Config::default()
+    }
+    /// Writes calls as the model's chat template does.
+    fn write_calls(out: &mut String, calls: &[ToolCall]);
+    /// A call of `typing_probe` whose parameter `v` is written as exactly `raw`.
+    fn typing_probe(raw: &str) -> Vec<u8>;
+}
+
+/// A parser of `M` with its default options.
+fn new_parser<M: Member>(tools: &Tools) -> Box<dyn StreamParser> {
+    boxed(M::GRAMMAR, M::config(), tools)
+}
+
+/// A parser of `M` with options `cfg`.
+fn build<M: Member>(cfg: Config, tools: &Tools) -> Box<dyn StreamParser> {
+    boxed(M::GRAMMAR, cfg, tools)
+}
+
+/// The delimiters of `M`.
+fn markers<M: Member>(_tools: &Tools) -> Vec<String> {
+    M::GRAMMAR.markers.iter().map(|m| m.0.to_string()).collect()
+}
+
+/// Renders text and calls as `M`'s chat template does, refusing what would not parse back.
+pub fn render<M: Member>(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, String> {
+    render_checked(M::GRAMMAR, M::config(), text, calls, tools, &M::write_calls)
+}
+
+/// The options of `M`, for `--option ID.NAME=…` and `conform.toml`.
+pub const fn options<M: Member>() -> Table<Config> {
+    Table {
+        default: M::config,
+        options: Config::OPTIONS,
+        nested: &NESTED,
+        reasoning: None,
+        build: build::<M>,
+    }
+}
+
+/// The registry entry of `M`, whose options table is `options` (made by [`options`]).
+pub const fn format<M: Member>(options: &'static Table<Config>) -> Format {
+    Format {
+        render: Some(render::<M>),
+        typing: Some(Typing {
+            table: include_str!("../../specs/typing.json"),
+            transcript: M::typing_probe,
+            key: "v",
+            schema_tool: Some("typing_probe"),
+        }),
+        special_tokens: M::SPECIAL_TOKENS,
+        reasoning: M::GRAMMAR.reasoning,
+        ..Format::new(M::ID, M::SUMMARY, new_parser::<M>, markers::<M>, options)
+    }
+}
 
 /// The parser of `g` behind the reasoning layer when `g` declares a wrapper (options
 /// `cfg.reasoning`): what a format registers.
