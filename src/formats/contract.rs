@@ -1,7 +1,6 @@
 //! The contract every format fulfils: the push parser, what the harness knows of a format,
 //! and the one way a parser is driven.
 
-use super::reasoning;
 use crate::event::{Event, Sink, ToolCall};
 use crate::tools::Tools;
 use std::collections::BTreeMap;
@@ -17,7 +16,7 @@ pub trait StreamParser: Send {
     /// The parser may then be fed the next turn of the same session.
     fn finish(&mut self, out: &mut dyn Sink);
     /// True when the next byte fed would be read as plain text, outside any markup of the
-    /// format: only there does the reasoning layer ([`reasoning`]) look for an open tag. The
+    /// format: only there does the reasoning layer ([`reasoning`](super::reasoning)) look for an open tag. The
     /// default (`false`) keeps a format that does not say so out of reach of the layer.
     fn at_text(&self) -> bool {
         false
@@ -68,10 +67,10 @@ pub struct Format {
     pub vocabulary: Option<&'static str>,
     /// The reasoning wrapper the format's models write (`<think>…</think>`…), when
     /// `new_parser` puts the shared reasoning layer in front of the parser
-    /// ([`reasoning::wrap`]); its tags are delimiters for the markup-leak check in text and in
+    /// (`reasoning::wrap`); its tags are delimiters for the markup-leak check in text and in
     /// reasoning. `None` for formats without one, or whose parser splits reasoning itself
     /// (harmony's `analysis` channel): their reasoning is checked against all `markers`.
-    pub reasoning: Option<&'static reasoning::Syntax>,
+    pub reasoning: Option<&'static Syntax>,
     /// The format's options (leniencies and switches): listed by `conform formats --options`,
     /// set by `--option FORMAT.NAME=…` and a corpus directory's `conform.toml`.
     pub options: &'static dyn FormatOptions,
@@ -191,4 +190,18 @@ pub trait FormatOptions: Sync {
     /// naming the known ones.
     fn parser(&self, tools: &Tools, values: &OptionValues)
     -> Result<Box<dyn StreamParser>, String>;
+}
+
+/// The reasoning wrapper a format's models write (declared here, beside `Format`, so that the
+/// contract needs nothing of the reasoning layer that implements it; `reasoning.rs` splits it).
+#[derive(Debug)]
+pub struct Syntax {
+    /// `(open, close)` tag pairs, the canonical one first; a block closes with its own pair's
+    /// close tag (or any close tag, when the turn started inside the block).
+    pub pairs: &'static [(&'static str, &'static str)],
+    /// The format's markers that begin a call: inside reasoning they are reported
+    /// (`call_in_reasoning`), never parsed.
+    pub call_markers: &'static [&'static str],
+    /// Whether the layer is on by default: on for the formats whose models think by default.
+    pub on_by_default: bool,
 }

@@ -13,18 +13,7 @@ use crate::event::{ErrorKind, Event, Sink, WarningKind};
 use crate::lexers::ByteSet;
 use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
 
-/// The reasoning wrapper a format's models write.
-#[derive(Debug)]
-pub struct Syntax {
-    /// `(open, close)` tag pairs, the canonical one first; a block closes with its own pair's
-    /// close tag (or any close tag, when the turn started inside the block).
-    pub pairs: &'static [(&'static str, &'static str)],
-    /// The format's markers that begin a call: inside reasoning they are reported
-    /// (`call_in_reasoning`), never parsed.
-    pub call_markers: &'static [&'static str],
-    /// Whether the layer is on by default: on for the formats whose models think by default.
-    pub on_by_default: bool,
-}
+pub use super::contract::Syntax;
 
 impl Syntax {
     /// Every open and close tag, for the markup-leak check and the `markers` chunking.
