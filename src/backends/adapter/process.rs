@@ -6,7 +6,6 @@
 //! a channel (so a response can be awaited with a deadline), one keeps the tail of its stderr.
 
 use super::AdapterOptions;
-use super::protocol::quote_line;
 use crate::backends::Breakdown;
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -153,7 +152,10 @@ impl Worker {
         if let Ok(FromChild::Line(l)) = self.from_child.try_recv() {
             return Err((
                 Breakdown::ProtocolError,
-                format!("unsolicited output before the request: {}", quote_line(&l)),
+                format!(
+                    "unsolicited output before the request: {}",
+                    crate::event::excerpt(&String::from_utf8_lossy(&l))
+                ),
             ));
         }
         let sent = self
