@@ -10,6 +10,7 @@
 use super::config::config;
 use super::options::Table;
 use super::typing::is_float_syntax;
+use super::xml_prose::push_piece;
 use super::{Format, StreamParser, Typing};
 use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall, WarningKind};
 use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
@@ -704,7 +705,7 @@ fn chars(call: &mut Call, s: &str, off: u64) -> Result<(), Fail> {
                 ));
             }
         } else {
-            top.text.push_str(s);
+            push_piece(&mut top.text, s);
         }
     } else if !is_xml_ws(s) {
         return Err(fail(
@@ -736,7 +737,7 @@ fn cdata_chars(call: &mut Call, s: &str) {
     if let Some((_, f)) = call.field.as_mut() {
         f.push_str(s);
     } else if let Some(top) = call.stack.last_mut() {
-        top.text.push_str(s);
+        push_piece(&mut top.text, s);
     }
 }
 
@@ -771,7 +772,7 @@ impl Parser {
 impl StreamParser for Parser {
     fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
         let Parser { dec, tok, host } = self;
-        if let Some(s) = dec.ascii(chunk) {
+        if let Some(s) = dec.whole(chunk) {
             tok.feed(s, &mut |t, off| host.on_token(t, off, out));
             return;
         }

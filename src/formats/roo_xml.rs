@@ -8,8 +8,8 @@
 use super::config::config;
 use super::options::Table;
 use super::xml_prose::{
-    TokenHandler, XmlDriver, is_bare_end, is_bare_start, is_cut_tool_tag, is_xml_ws, raw_of,
-    raw_until,
+    TokenHandler, XmlDriver, is_bare_end, is_bare_start, is_cut_tool_tag, is_xml_ws, push_piece,
+    raw_of, raw_until,
 };
 use super::{Format, StreamParser};
 use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall, WarningKind};
@@ -394,7 +394,7 @@ impl Core {
         if buf.len() + s.len() > self.cfg.max_param_bytes {
             self.value_too_long(at, out);
         } else {
-            buf.push_str(s);
+            push_piece(buf, s);
         }
     }
 

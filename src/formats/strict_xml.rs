@@ -10,8 +10,8 @@
 use super::config::config;
 use super::options::Table;
 use super::xml_prose::{
-    TokenHandler, XmlDriver, is_bare_end, is_bare_start, is_cut_tool_tag, is_xml_ws, raw_of,
-    raw_until,
+    TokenHandler, XmlDriver, is_bare_end, is_bare_start, is_cut_tool_tag, is_xml_ws, push_piece,
+    raw_of, raw_until,
 };
 use super::{Format, StreamParser};
 use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall};
@@ -459,7 +459,7 @@ impl Core {
             && json.continue_string(s)
         {
             c.size += s.len();
-            c.pending.push_str(s);
+            push_piece(&mut c.pending, s);
             if c.pending.len() >= DELTA_BATCH {
                 out.args_delta(c.index, &c.pending);
                 c.pending.clear();

@@ -42,7 +42,7 @@ impl XmlDriver {
     /// Feeds one chunk of bytes.
     pub(crate) fn feed<H: TokenHandler>(&mut self, chunk: &[u8], h: &mut H, out: &mut dyn Sink) {
         let XmlDriver { utf8, tok } = self;
-        match utf8.ascii(chunk) {
+        match utf8.whole(chunk) {
             Some(s) => {
                 tok.feed(s, &mut |t, at| h.token(t, at, out));
             }
@@ -69,6 +69,40 @@ fn piece<H: TokenHandler>(tok: &mut XmlTokenizer, p: Utf8Piece<'_>, h: &mut H, o
             tok.feed("\u{FFFD}", &mut |t, at| h.token(t, at, out));
         }
     }
+}
+
+/// Appends a piece of streamed text to `buf`: `push_str`, with a piece of 4 to 8 bytes (the
+/// deltas of a token stream) copied as two overlapping 4-byte words instead of through a
+/// `memcpy` call, which costs more than the copy on a few bytes and is paid once per piece.
+/// Other lengths, and a full buffer, take `push_str` out of line, so that what is inlined
+/// into a token loop stays small.
+#[inline]
+pub(crate) fn push_piece(buf: &mut String, s: &str) {
+    let n = s.len();
+    if !(4..=8).contains(&n) || buf.capacity() - buf.len() < n {
+        push_other(buf, s);
+        return;
+    }
+    let src = s.as_ptr();
+    // SAFETY: the spare capacity holds `n` bytes after `len`; both words lie within
+    // `s[..n]` and `buf[len..len + n]` (they overlap when `n` < 8 and together cover every
+    // byte); the bytes are a whole `&str`, so `buf` stays UTF-8.
+    unsafe {
+        let v = buf.as_mut_vec();
+        let len = v.len();
+        let dst = v.as_mut_ptr().add(len);
+        let a = src.cast::<u32>().read_unaligned();
+        let b = src.add(n - 4).cast::<u32>().read_unaligned();
+        dst.cast::<u32>().write_unaligned(a);
+        dst.add(n - 4).cast::<u32>().write_unaligned(b);
+        v.set_len(len + n);
+    }
+}
+
+/// [`push_piece`] for the lengths it does not copy itself.
+#[inline(never)]
+fn push_other(buf: &mut String, s: &str) {
+    buf.push_str(s);
 }
 
 /// The exact source text of a token (empty for `Eof` and for errors that cover nothing).
@@ -129,6 +163,24 @@ mod tests {
         assert!(!is_cut_tool_tag("<", names));
         assert!(!is_cut_tool_tag("<foo", names));
         assert!(!is_cut_tool_tag("<read_file>", names));
+    }
+
+    #[test]
+    fn push_piece_appends_every_length() {
+        let text = "0123456789abcdefghé→✓😀 end";
+        for start in 0..text.len() {
+            for end in start..=text.len() {
+                let (Some(piece), Some(_)) = (text.get(start..end), text.get(..start)) else {
+                    continue;
+                };
+                let mut buf = String::from("ab");
+                push_piece(&mut buf, piece);
+                assert_eq!(buf, format!("ab{piece}"));
+                let mut empty = String::new();
+                push_piece(&mut empty, piece);
+                assert_eq!(empty, piece);
+            }
+        }
     }
 
     #[test]

@@ -49,6 +49,22 @@ impl Utf8Decoder {
         }
     }
 
+    /// The chunk itself as text when nothing is held back and it is short valid UTF-8 that
+    /// ends on a character boundary (or ASCII of any length): [`ascii`](Utf8Decoder::ascii)
+    /// for streams of non-ASCII text, whose short deltas would otherwise pay the general
+    /// machinery and a `from_utf8` call each. `None` otherwise (then call
+    /// [`feed`](Utf8Decoder::feed)).
+    #[inline]
+    pub fn whole<'a>(&mut self, chunk: &'a [u8]) -> Option<&'a str> {
+        if self.pending_len == 0 && (is_ascii(chunk) || is_short_utf8(chunk)) {
+            self.offset += chunk.len() as u64;
+            // SAFETY: ASCII, or checked by `is_short_utf8`, is valid UTF-8.
+            Some(unsafe { std::str::from_utf8_unchecked(chunk) })
+        } else {
+            None
+        }
+    }
+
     /// Decodes `chunk`, handing each piece to `f` in order.
     pub fn feed(&mut self, chunk: &[u8], f: &mut impl FnMut(Utf8Piece<'_>)) {
         if let Some(s) = self.ascii(chunk) {
@@ -176,6 +192,40 @@ fn is_ascii(bytes: &[u8]) -> bool {
     }
 }
 
+/// Whether `bytes`, under 16 long, is valid UTF-8 ending on a character boundary (Unicode
+/// Table 3-7, as `from_utf8` checks it); longer input is left to `from_utf8` (false).
+#[inline(never)]
+fn is_short_utf8(bytes: &[u8]) -> bool {
+    if bytes.len() >= 16 {
+        return false;
+    }
+    let mut i = 0;
+    while let Some(&lead) = bytes.get(i) {
+        if lead < 0x80 {
+            i += 1;
+            continue;
+        }
+        let (len, lo, hi) = match lead {
+            0xC2..=0xDF => (2, 0x80, 0xBF),
+            0xE0 => (3, 0xA0, 0xBF),
+            0xE1..=0xEC | 0xEE..=0xEF => (3, 0x80, 0xBF),
+            0xED => (3, 0x80, 0x9F),
+            0xF0 => (4, 0x90, 0xBF),
+            0xF1..=0xF3 => (4, 0x80, 0xBF),
+            0xF4 => (4, 0x80, 0x8F),
+            _ => return false,
+        };
+        let Some(seq) = bytes.get(i..i + len) else {
+            return false;
+        };
+        if !(lo..=hi).contains(&seq[1]) || !seq[2..].iter().all(|&b| (0x80..=0xBF).contains(&b)) {
+            return false;
+        }
+        i += len;
+    }
+    true
+}
+
 fn char_len(lead: u8) -> usize {
     match lead {
         0x00..=0x7F => 1,
@@ -239,6 +289,18 @@ mod tests {
     }
 
     #[test]
+    fn the_whole_chunk_path_takes_complete_utf8_with_nothing_held() {
+        let mut d = Utf8Decoder::new();
+        assert_eq!(d.whole(b"abc"), Some("abc"));
+        assert_eq!(d.whole("é→".as_bytes()), Some("é→"));
+        assert_eq!(d.whole(&"é".as_bytes()[..1]), None, "a cut character");
+        assert_eq!(d.whole(b"a\xffb"), None);
+        d.feed(&"é".as_bytes()[..1], &mut |_| {});
+        assert_eq!(d.whole(b"x"), None, "a held byte must be completed first");
+        assert_eq!(d.offset(), 9);
+    }
+
+    #[test]
     fn split_characters_are_reassembled() {
         let s = "aé€😀z".as_bytes();
         for cut in 0..s.len() {
@@ -256,6 +318,17 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn the_short_check_agrees_with_from_utf8(bytes in proptest::collection::vec(
+            prop_oneof![any::<u8>(), 0x80u8..=0xC1, 0xE0u8..=0xF5], 0..16)) {
+            prop_assert_eq!(is_short_utf8(&bytes), std::str::from_utf8(&bytes).is_ok());
+        }
+
+        #[test]
+        fn the_short_check_takes_any_short_text(s in "\\PC{0,5}") {
+            prop_assert_eq!(is_short_utf8(s.as_bytes()), s.len() < 16);
+        }
+
         #[test]
         fn any_cuts_give_the_pieces_of_the_whole(bytes in proptest::collection::vec(any::<u8>(), 0..64),
                                                  cuts in proptest::collection::vec(any::<usize>(), 0..8)) {
