@@ -5,16 +5,14 @@
 //! is text. Built on the shared XML tokenizer: parameter values are read in its raw-until mode,
 //! and the `</content>` rescue is a look-ahead over the tokens that follow a close tag.
 
+use super::StreamParser;
 use super::config::config;
-use super::options::Table;
 use super::xml_prose::{
-    TokenHandler, XmlDriver, is_bare_end, is_bare_start, is_cut_tool_tag, is_xml_ws, push_piece,
-    raw_of, raw_until,
+    ProseParser, TokenHandler, Turn, is_bare_end, is_bare_start, is_xml_ws, prose_format,
+    push_piece, raw_of, raw_until,
 };
-use super::{Format, StreamParser};
 use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall, WarningKind};
-use crate::lexers::markdown::CodeTracker;
-use crate::lexers::xml::{Ctl, Token, XmlErrorKind};
+use crate::lexers::xml::{Ctl, Token};
 use crate::tools::Tools;
 use serde_json::Value;
 
@@ -118,55 +116,39 @@ struct Core {
     cfg: Config,
     tools: Vec<Tool>,
     st: St,
-    md: CodeTracker,
-    next_index: usize,
+    turn: Turn,
     call: Option<Call>,
-    finishing: bool,
-    /// A tag cut by the end of the turn (from its `<`), and whether it was live.
-    tail: Option<(String, bool)>,
 }
 
 /// The roo_xml streaming parser (one session of turns).
-pub struct Parser {
-    driver: XmlDriver,
-    core: Core,
-}
+pub struct Parser(ProseParser<Core>);
 
 impl Parser {
     /// A parser for the tools of `tools`.
     pub fn new(config: Config, tools: &Tools) -> Parser {
-        Parser {
-            driver: XmlDriver::new(),
-            core: Core {
-                cfg: config,
-                tools: tools_of(tools),
-                st: St::Prose,
-                md: CodeTracker::new(),
-                next_index: 0,
-                call: None,
-                finishing: false,
-                tail: None,
-            },
-        }
+        Parser(ProseParser::new(Core {
+            cfg: config,
+            tools: tools_of(tools),
+            st: St::Prose,
+            turn: Turn::new(),
+            call: None,
+        }))
     }
 }
 
 impl StreamParser for Parser {
     fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
-        self.driver.feed(chunk, &mut self.core, out);
+        self.0.feed(chunk, out);
     }
 
     fn finish(&mut self, out: &mut dyn Sink) {
-        self.core.finishing = true;
-        self.driver.finish(&mut self.core, out);
-        self.core.end_turn(out);
+        self.0.finish(out);
     }
 }
 
 impl Core {
     fn text(&mut self, s: &str, out: &mut dyn Sink) {
-        out.text(s);
-        self.md.push(s);
+        self.turn.text(s, out);
     }
 
     fn tool_name(&self) -> &str {
@@ -198,22 +180,22 @@ impl Core {
     fn prose(&mut self, t: Token<'_>, at: u64, out: &mut dyn Sink) -> Ctl {
         match t {
             Token::Start { name, raw, .. } => {
-                let live = !self.md.in_code();
+                let live = !self.turn.md.in_code();
                 if live && is_bare_start(name, raw) {
                     if let Some(ti) = self.tools.iter().position(|x| x.name == name) {
                         out.push(Event::CallStart {
-                            index: self.next_index,
+                            index: self.turn.next_index,
                             id: None,
                             name: name.to_string(),
                             server: None,
                         });
                         self.call = Some(Call {
                             tool: ti,
-                            index: self.next_index,
+                            index: self.turn.next_index,
                             seen: Vec::new(),
                             warned: false,
                         });
-                        self.next_index += 1;
+                        self.turn.next_index += 1;
                         self.st = St::Between;
                         return Ctl::go();
                     }
@@ -225,26 +207,9 @@ impl Core {
                 }
                 self.text(raw, out);
             }
-            Token::Error {
-                kind: XmlErrorKind::Truncated,
-                raw,
-            } if self.finishing => {
-                let live = !self.md.in_code();
-                self.tail = Some((raw.to_string(), live));
-                self.text(raw, out);
-            }
-            Token::Text(s) => {
-                if let Some((tail, _)) = &mut self.tail {
-                    // Bounded: only a prefix of a tool tag matters.
-                    if tail.len() < 4096 {
-                        tail.push_str(s);
-                    }
-                }
-                self.text(s, out);
-            }
             _ => {
                 let _ = at;
-                self.text(raw_of(&t), out);
+                self.turn.prose_token(t, out);
             }
         }
         Ctl::go()
@@ -355,7 +320,7 @@ impl Core {
 
     fn close_call(&mut self, at: u64, out: &mut dyn Sink) {
         self.st = St::Prose;
-        self.md.markup();
+        self.turn.md.markup();
         let Some(c) = self.call.take() else { return };
         let Some(tool) = self.tools.get(c.tool) else {
             return;
@@ -500,13 +465,11 @@ impl Core {
         let st = std::mem::replace(&mut self.st, St::Prose);
         match st {
             St::Prose => {
-                if let Some((tail, true)) = &self.tail
-                    && is_cut_tool_tag(tail, self.tools.iter().map(|t| t.name.as_str()))
+                if let Some(msg) = self
+                    .turn
+                    .cut_tool_tag(self.tools.iter().map(|t| t.name.as_str()))
                 {
-                    out.push(Event::error(
-                        ErrorKind::Unterminated,
-                        format!("turn ended inside the tool tag {tail:?}"),
-                    ));
+                    out.push(Event::error(ErrorKind::Unterminated, msg));
                 }
             }
             St::Between | St::Value { .. } | St::Lookahead { .. } | St::SkipElem => {
@@ -517,11 +480,8 @@ impl Core {
             }
             St::Skip | St::Reasoning => {}
         }
-        self.md = CodeTracker::new();
-        self.next_index = 0;
+        self.turn.reset();
         self.call = None;
-        self.finishing = false;
-        self.tail = None;
     }
 }
 
@@ -530,11 +490,19 @@ impl TokenHandler for Core {
     /// every other token goes to [`Core::dispatch`].
     #[inline]
     fn token(&mut self, t: Token<'_>, at: u64, out: &mut dyn Sink) -> Ctl {
-        if let (St::Value { .. }, Token::Text(s), false) = (&self.st, &t, self.finishing) {
+        if let (St::Value { .. }, Token::Text(s), false) = (&self.st, &t, self.turn.finishing) {
             self.value_text(s, at, out);
             return Ctl::go();
         }
         self.dispatch(t, at, out)
+    }
+
+    fn turn(&mut self) -> &mut Turn {
+        &mut self.turn
+    }
+
+    fn end_turn(&mut self, out: &mut dyn Sink) {
+        Core::end_turn(self, out);
     }
 }
 
@@ -545,21 +513,20 @@ impl Core {
         match self.st {
             St::Prose => self.prose(t, at, out),
             St::Reasoning => {
-                if let Token::End { .. } = t {
+                if self.turn.reasoning_token(t, out) {
                     self.st = St::Prose;
                 }
-                self.text(raw_of(&t), out);
                 Ctl::go()
             }
             // At the end of a turn, what is left of a call is reported once as unterminated.
-            _ if self.finishing => Ctl::go(),
+            _ if self.turn.finishing => Ctl::go(),
             St::Between => self.between(t, at, out),
             St::Value { .. } => self.value(t, at, out),
             St::Lookahead { .. } => self.lookahead(t, at, out),
             St::Skip => {
                 if let Token::End { .. } = t {
                     self.st = St::Prose;
-                    self.md.markup();
+                    self.turn.md.markup();
                     self.call = None;
                 }
                 Ctl::go()
@@ -647,10 +614,6 @@ fn parse(bytes: &[u8], tools: &Tools) -> ParseResult {
     ParseResult::fold(&super::run_chunks(&mut p, [bytes]))
 }
 
-fn new_parser(tools: &Tools) -> Box<dyn StreamParser> {
-    Box::new(Parser::new(Config::default(), tools))
-}
-
 fn markers(tools: &Tools) -> Vec<String> {
     let mut m = Vec::new();
     for d in &tools.defs {
@@ -666,21 +629,10 @@ fn markers(tools: &Tools) -> Vec<String> {
     m
 }
 
-/// The roo_xml format's options, for `--option roo_xml.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table::new(Config::default, Config::OPTIONS, |c, t| {
-    Box::new(Parser::new(c, t))
-});
-/// The roo_xml format.
-pub static FORMAT: Format = Format {
-    render: Some(render),
-    ..Format::new(
-        "roo_xml",
-        "Roo Code / Cline XML tool protocol: <tool><param>value</param></tool> in prose",
-        new_parser,
-        markers,
-        &OPTION_TABLE,
-    )
-};
+prose_format!(
+    "roo_xml",
+    "Roo Code / Cline XML tool protocol: <tool><param>value</param></tool> in prose"
+);
 
 #[cfg(test)]
 mod tests;

@@ -7,17 +7,15 @@
 //! read in raw-until mode, and a `</NAME>` met while the JSON parser is inside a string is
 //! string content.
 
+use super::StreamParser;
 use super::config::config;
-use super::options::Table;
 use super::xml_prose::{
-    TokenHandler, XmlDriver, is_bare_end, is_bare_start, is_cut_tool_tag, is_xml_ws, push_piece,
-    raw_of, raw_until,
+    ProseParser, TokenHandler, Turn, is_bare_end, is_bare_start, is_xml_ws, prose_format,
+    push_piece, raw_of, raw_until,
 };
-use super::{Format, StreamParser};
 use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall};
 use crate::lexers::json::{JsonConfig, JsonParser};
-use crate::lexers::markdown::CodeTracker;
-use crate::lexers::xml::{Ctl, Token, XmlErrorKind};
+use crate::lexers::xml::{Ctl, Token};
 use crate::tools::Tools;
 use serde_json::{Map, Value};
 use std::sync::Arc;
@@ -145,11 +143,8 @@ struct Core {
     cfg: Config,
     tools: Vec<Tool>,
     st: St,
-    md: CodeTracker,
-    next_index: usize,
+    turn: Turn,
     call: Option<Call>,
-    finishing: bool,
-    tail: Option<(String, bool)>,
     /// The turn produced an error.
     turn_failed: bool,
     /// The turn started a call.
@@ -159,59 +154,47 @@ struct Core {
 }
 
 /// The strict_xml streaming parser: one session of turns, `finish` after each.
-pub struct Parser {
-    driver: XmlDriver,
-    core: Core,
-}
+pub struct Parser(ProseParser<Core>);
 
 impl Parser {
     /// A parser (a new session) for the tools of `tools`.
     pub fn new(config: Config, tools: &Tools) -> Parser {
-        Parser {
-            driver: XmlDriver::new(),
-            core: Core {
-                cfg: config,
-                tools: tools_of(tools),
-                st: St::Prose,
-                md: CodeTracker::new(),
-                next_index: 0,
-                call: None,
-                finishing: false,
-                tail: None,
-                turn_failed: false,
-                turn_called: false,
-                mistakes: 0,
-            },
-        }
+        Parser(ProseParser::new(Core {
+            tools: tools_of(tools),
+            cfg: config,
+            call: None,
+            st: St::Prose,
+            turn: Turn::new(),
+            turn_failed: false,
+            turn_called: false,
+            mistakes: 0,
+        }))
     }
 
     /// The session's count of consecutive failing turns.
     pub fn mistakes(&self) -> u32 {
-        self.core.mistakes
+        self.0.core.mistakes
     }
 
     /// Resets the mistake counter (for a host that got guidance from the user, as Cline does).
     pub fn reset_mistakes(&mut self) {
-        self.core.mistakes = 0;
+        self.0.core.mistakes = 0;
     }
 }
 
 impl StreamParser for Parser {
     fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
-        self.driver.feed(chunk, &mut self.core, out);
+        self.0.feed(chunk, out);
     }
 
     fn finish(&mut self, out: &mut dyn Sink) {
-        self.core.finishing = true;
-        self.driver.finish(&mut self.core, out);
-        self.core.end_turn(out);
+        self.0.finish(out);
     }
 }
 
 impl Core {
     fn text(&mut self, s: &str, out: &mut dyn Sink) {
-        out.text(s);
-        self.md.push(s);
+        self.turn.text(s, out);
     }
 
     fn error(&mut self, kind: ErrorKind, msg: String, out: &mut dyn Sink) {
@@ -264,7 +247,7 @@ impl Core {
                 self_closing,
                 ..
             } => {
-                let live = !self.md.in_code();
+                let live = !self.turn.md.in_code();
                 let tool = self.tools.iter().position(|x| x.name == name);
                 if live && let Some(ti) = tool {
                     if !is_bare_start(name, raw) {
@@ -273,7 +256,7 @@ impl Core {
                             format!("tool tag {raw:?} at byte {at} must be a bare <{name}>"),
                             out,
                         );
-                        self.md.markup();
+                        self.turn.md.markup();
                         if self_closing {
                             return Ctl::go();
                         }
@@ -281,7 +264,7 @@ impl Core {
                         return raw_until(name);
                     }
                     out.push(Event::CallStart {
-                        index: self.next_index,
+                        index: self.turn.next_index,
                         id: None,
                         name: name.to_string(),
                         server: None,
@@ -289,13 +272,13 @@ impl Core {
                     self.turn_called = true;
                     self.call = Some(Call {
                         tool: ti,
-                        index: self.next_index,
+                        index: self.turn.next_index,
                         args: Map::new(),
                         size: 0,
                         json_form: false,
                         pending: String::new(),
                     });
-                    self.next_index += 1;
+                    self.turn.next_index += 1;
                     self.st = St::Open;
                     return Ctl::go();
                 }
@@ -313,23 +296,7 @@ impl Core {
                 }
                 self.text(raw, out);
             }
-            Token::Error {
-                kind: XmlErrorKind::Truncated,
-                raw,
-            } if self.finishing => {
-                let live = !self.md.in_code();
-                self.tail = Some((raw.to_string(), live));
-                self.text(raw, out);
-            }
-            Token::Text(s) => {
-                if let Some((tail, _)) = &mut self.tail
-                    && tail.len() < 4096
-                {
-                    tail.push_str(s);
-                }
-                self.text(s, out);
-            }
-            _ => self.text(raw_of(&t), out),
+            _ => self.turn.prose_token(t, out),
         }
         Ctl::go()
     }
@@ -380,7 +347,7 @@ impl Core {
                 return Ctl::go();
             };
             if is_object {
-                self.md.markup();
+                self.turn.md.markup();
                 self.error(
                     ErrorKind::UnknownTool,
                     format!("<{name}> at byte {at} is not a tool of tools.json"),
@@ -521,7 +488,7 @@ impl Core {
                 };
                 if *over {
                     self.st = St::Prose;
-                    self.md.markup();
+                    self.turn.md.markup();
                     self.call = None;
                     return Ctl::go();
                 }
@@ -533,7 +500,7 @@ impl Core {
                 let res = json.finish();
                 let name = self.tool_name();
                 self.st = St::Prose;
-                self.md.markup();
+                self.turn.md.markup();
                 match res {
                     Ok(Some(v @ Value::Object(_))) => self.close_with(v, at, out),
                     Ok(_) => {
@@ -590,7 +557,7 @@ impl Core {
                     .map(|c| std::mem::take(&mut c.args))
                     .unwrap_or_default();
                 self.st = St::Prose;
-                self.md.markup();
+                self.turn.md.markup();
                 self.close_with(Value::Object(args), at, out);
                 Ctl::go()
             }
@@ -693,10 +660,10 @@ impl Core {
         let st = std::mem::replace(&mut self.st, St::Prose);
         match st {
             St::Prose => {
-                if let Some((tail, true)) = &self.tail
-                    && is_cut_tool_tag(tail, self.tools.iter().map(|t| t.name.as_str()))
+                if let Some(msg) = self
+                    .turn
+                    .cut_tool_tag(self.tools.iter().map(|t| t.name.as_str()))
                 {
-                    let msg = format!("turn ended inside the tool tag {tail:?}");
                     self.error(ErrorKind::Unterminated, msg, out);
                 }
             }
@@ -728,11 +695,8 @@ impl Core {
         } else {
             self.mistakes = 0;
         }
-        self.md = CodeTracker::new();
-        self.next_index = 0;
+        self.turn.reset();
         self.call = None;
-        self.finishing = false;
-        self.tail = None;
         self.turn_failed = false;
         self.turn_called = false;
     }
@@ -744,7 +708,7 @@ impl TokenHandler for Core {
     #[inline]
     fn token(&mut self, t: Token<'_>, at: u64, out: &mut dyn Sink) -> Ctl {
         if let Token::Text(s) = t
-            && !self.finishing
+            && !self.turn.finishing
         {
             match self.st {
                 St::Json { .. } => {
@@ -756,6 +720,14 @@ impl TokenHandler for Core {
             }
         }
         self.dispatch(t, at, out)
+    }
+
+    fn turn(&mut self) -> &mut Turn {
+        &mut self.turn
+    }
+
+    fn end_turn(&mut self, out: &mut dyn Sink) {
+        Core::end_turn(self, out);
     }
 
     fn invalid_utf8(&mut self, offset: u64, out: &mut dyn Sink) {
@@ -774,16 +746,15 @@ impl Core {
         match self.st {
             St::Prose => self.prose(t, at, out),
             St::Reasoning => {
-                if let Token::End { .. } = t {
+                if self.turn.reasoning_token(t, out) {
                     self.st = St::Prose;
                 }
-                self.text(raw_of(&t), out);
                 Ctl::go()
             }
             St::UnknownOpen { .. } => self.unknown_open(t, at, out),
             St::UnknownBody { .. } => self.unknown_body(t, at, out),
             // At the end of a turn, what is left of a call is reported once as unterminated.
-            _ if self.finishing => Ctl::go(),
+            _ if self.turn.finishing => Ctl::go(),
             St::Open => self.open(t, at, out),
             St::Json { .. } => self.json(t, at, out),
             St::Between => self.between(t, at, out),
@@ -791,7 +762,7 @@ impl Core {
             St::Skip => {
                 if let Token::End { .. } = t {
                     self.st = St::Prose;
-                    self.md.markup();
+                    self.turn.md.markup();
                     self.call = None;
                 }
                 Ctl::go()
@@ -834,10 +805,6 @@ pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, 
     Ok(s.into_bytes())
 }
 
-fn new_parser(tools: &Tools) -> Box<dyn StreamParser> {
-    Box::new(Parser::new(Config::default(), tools))
-}
-
 fn markers(tools: &Tools) -> Vec<String> {
     let mut m = Vec::new();
     for d in &tools.defs {
@@ -847,21 +814,10 @@ fn markers(tools: &Tools) -> Vec<String> {
     m
 }
 
-/// The strict_xml format's options, for `--option strict_xml.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table::new(Config::default, Config::OPTIONS, |c, t| {
-    Box::new(Parser::new(c, t))
-});
-/// The strict_xml format.
-pub static FORMAT: Format = Format {
-    render: Some(render),
-    ..Format::new(
-        "strict_xml",
-        "AccessLint strict XML: <tool>{json}</tool> or <tool><param>v</param></tool>, schema-checked, 3-strike sessions",
-        new_parser,
-        markers,
-        &OPTION_TABLE,
-    )
-};
+prose_format!(
+    "strict_xml",
+    "AccessLint strict XML: <tool>{json}</tool> or <tool><param>v</param></tool>, schema-checked, 3-strike sessions"
+);
 
 #[cfg(test)]
 mod tests;

@@ -2,14 +2,20 @@
 //! strict_xml): bytes → UTF-8 → the shared XML tokenizer → a format's token handler.
 
 use crate::event::{ErrorKind, Event, Sink};
+use crate::lexers::markdown::CodeTracker;
 use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
-use crate::lexers::xml::{Ctl, EntityMode, RawUntil, Token, XmlConfig, XmlTokenizer};
+use crate::lexers::xml::{Ctl, EntityMode, RawUntil, Token, XmlConfig, XmlErrorKind, XmlTokenizer};
 
 /// A format's reaction to tokens; it may switch the tokenizer's mode through the returned
 /// [`Ctl`].
 pub(crate) trait TokenHandler {
     /// Handles one token at stream offset `at`.
     fn token(&mut self, t: Token<'_>, at: u64, out: &mut dyn Sink) -> Ctl;
+    /// The turn state shared by these formats.
+    fn turn(&mut self) -> &mut Turn;
+    /// Reports what the end of the turn left open and resets the turn (after the tokenizer's
+    /// last tokens).
+    fn end_turn(&mut self, out: &mut dyn Sink);
     /// Reports an invalid UTF-8 sequence at `offset` (a U+FFFD is fed as text right after).
     fn invalid_utf8(&mut self, offset: u64, out: &mut dyn Sink) {
         out.push(Event::error(
@@ -50,12 +56,146 @@ impl XmlDriver {
         }
     }
 
-    /// Ends the turn: flushes the decoder and the tokenizer (which is then ready for the next
-    /// turn).
+    /// Ends the turn: the handler is told it is finishing, the decoder and the tokenizer
+    /// (which is then ready for the next turn) are flushed, and the handler ends the turn.
     pub(crate) fn finish<H: TokenHandler>(&mut self, h: &mut H, out: &mut dyn Sink) {
+        h.turn().finishing = true;
         let XmlDriver { utf8, tok } = self;
         utf8.finish(&mut |p| piece(tok, p, h, out));
         tok.finish(&mut |t, at| h.token(t, at, out));
+        h.end_turn(out);
+    }
+}
+
+/// The registry entry of a format of this family, in the format's module: `FORMAT` (with
+/// the module's `render` and `markers`), its option table (`Parser::new` with a `Config`),
+/// and the default parser.
+macro_rules! prose_format {
+    ($id:literal, $summary:literal) => {
+        fn new_parser(tools: &Tools) -> Box<dyn StreamParser> {
+            Box::new(Parser::new(Config::default(), tools))
+        }
+
+        #[doc = concat!("The ", $id, " format's options, for `--option ", $id, ".NAME=…` and `conform.toml`.")]
+        static OPTION_TABLE: super::options::Table<Config> =
+            super::options::Table::new(Config::default, Config::OPTIONS, |c, t| {
+                Box::new(Parser::new(c, t))
+            });
+
+        #[doc = concat!("The ", $id, " format.")]
+        pub static FORMAT: super::Format = super::Format {
+            render: Some(render),
+            ..super::Format::new($id, $summary, new_parser, markers, &OPTION_TABLE)
+        };
+    };
+}
+pub(crate) use prose_format;
+
+/// A parser of one of these formats: the driver and the format's token handler.
+pub(crate) struct ProseParser<H> {
+    driver: XmlDriver,
+    /// The format's handler and state.
+    pub(crate) core: H,
+}
+
+impl<H: TokenHandler> ProseParser<H> {
+    /// A parser at the start of a stream.
+    pub(crate) fn new(core: H) -> Self {
+        ProseParser {
+            driver: XmlDriver::new(),
+            core,
+        }
+    }
+
+    /// [`StreamParser::feed`](crate::formats::StreamParser::feed).
+    pub(crate) fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
+        self.driver.feed(chunk, &mut self.core, out);
+    }
+
+    /// [`StreamParser::finish`](crate::formats::StreamParser::finish).
+    pub(crate) fn finish(&mut self, out: &mut dyn Sink) {
+        self.driver.finish(&mut self.core, out);
+    }
+}
+
+/// The per-turn state these formats share: visible text and the Markdown code it may open,
+/// call numbering, and the tag a turn's end may cut.
+pub(crate) struct Turn {
+    /// Whether visible text is inside Markdown code (where tags are inert).
+    pub(crate) md: CodeTracker,
+    /// The index the next call gets.
+    pub(crate) next_index: usize,
+    /// The tokenizer is flushing the end of the turn.
+    pub(crate) finishing: bool,
+    /// A tag cut by the end of the turn (from its `<`), and whether it was live.
+    pub(crate) tail: Option<(String, bool)>,
+}
+
+impl Turn {
+    /// The state at the start of a turn.
+    pub(crate) fn new() -> Turn {
+        Turn {
+            md: CodeTracker::new(),
+            next_index: 0,
+            finishing: false,
+            tail: None,
+        }
+    }
+
+    /// Visible text: to the sink, and to the code tracker.
+    pub(crate) fn text(&mut self, s: &str, out: &mut dyn Sink) {
+        out.text(s);
+        self.md.push(s);
+    }
+
+    /// A prose token that opens nothing: its text is visible, and a tag cut by the end of
+    /// the turn is kept (with the text after it, bounded: only a prefix of a tool tag
+    /// matters) for [`Turn::cut_tool_tag`].
+    pub(crate) fn prose_token(&mut self, t: Token<'_>, out: &mut dyn Sink) {
+        match t {
+            Token::Error {
+                kind: XmlErrorKind::Truncated,
+                raw,
+            } if self.finishing => {
+                let live = !self.md.in_code();
+                self.tail = Some((raw.to_string(), live));
+                self.text(raw, out);
+            }
+            Token::Text(s) => {
+                if let Some((tail, _)) = &mut self.tail
+                    && tail.len() < 4096
+                {
+                    tail.push_str(s);
+                }
+                self.text(s, out);
+            }
+            _ => self.text(raw_of(&t), out),
+        }
+    }
+
+    /// A token inside a reasoning block (read raw until its close): all of it is visible
+    /// text. True for the close, which ends the block.
+    pub(crate) fn reasoning_token(&mut self, t: Token<'_>, out: &mut dyn Sink) -> bool {
+        self.text(raw_of(&t), out);
+        matches!(t, Token::End { .. })
+    }
+
+    /// The message for a live tool tag of `names` cut by the end of the turn, if there is one.
+    pub(crate) fn cut_tool_tag<'a>(
+        &self,
+        names: impl IntoIterator<Item = &'a str>,
+    ) -> Option<String> {
+        match &self.tail {
+            Some((tail, true)) if is_cut_tool_tag(tail, names) => {
+                Some(format!("turn ended inside the tool tag {tail:?}"))
+            }
+            _ => None,
+        }
+    }
+
+    /// Ready for the next turn.
+    pub(crate) fn reset(&mut self) {
+        *self = Turn::new();
     }
 }
 
