@@ -482,6 +482,19 @@ impl XmlTokenizer {
         F: FnMut(Token<'_>, u64) -> Ctl,
     {
         let base = self.offset;
+        if let St::Until(sec) = self.st
+            && self.held.is_empty()
+            && !input.is_empty()
+            && is_short_content(input.as_bytes(), self.close.as_bytes())
+        {
+            // A short piece with a byte that may start the close but neither holds it nor
+            // ends with its beginning (a `<` in code streamed in short pieces: `a < b`,
+            // `<div>`): all content, as `run` would find, without its set-up.
+            self.offset = base + input.len() as u64;
+            let c = sink(self.content_token(sec, input), base);
+            self.apply(c);
+            return input.len();
+        }
         let used = self.run(input, base, sink).unwrap_or(input.len());
         self.offset = base + used as u64;
         used
@@ -1088,6 +1101,13 @@ enum Mk {
 /// Length of the longest suffix of `rest` that is a proper prefix of `close`: the bytes to hold
 /// back because the next input may complete the close. Only the last `close.len() - 1` bytes can
 /// take part, and a candidate must start with `close`'s first byte.
+/// Whether `piece`, shorter than `close`, has no suffix that begins `close` (so it can neither
+/// hold the close nor need a tail held back); false for a longer piece or an empty close.
+fn is_short_content(piece: &[u8], close: &[u8]) -> bool {
+    piece.len() < close.len()
+        && (0..piece.len()).all(|p| !piece[p..].iter().zip(close).all(|(a, b)| a == b))
+}
+
 fn held_close_prefix(rest: &[u8], close: &[u8]) -> usize {
     let Some(&first) = close.first() else {
         return 0;

@@ -447,6 +447,56 @@ fn raw_and_section_content_streamed_in_small_pieces() {
 }
 
 #[test]
+fn short_pieces_with_a_lt_that_begins_no_close_are_content() {
+    // `<` in code, streamed in pieces shorter than the close: all content unless a piece ends
+    // with the close's beginning, which is held and then given back or completed.
+    assert!(is_short_content(b"a < ", b"</content>"));
+    assert!(is_short_content(b"<div", b"</content>"));
+    assert!(is_short_content(b"</di", b"</content>"));
+    assert!(!is_short_content(b"ab <", b"</content>"));
+    assert!(!is_short_content(b"a </", b"</content>"));
+    assert!(!is_short_content(b"</co", b"</content>"));
+    assert!(
+        !is_short_content(b"</content>", b"</content>"),
+        "as long as the close"
+    );
+    assert!(!is_short_content(b"", b""));
+    let doc =
+        "<content>if a < b && c > d { x[1] = 2; }\n\t<div class=\"x\">&amp;</div></cont</content>";
+    let ctl = |t: &Token<'_>| match t {
+        Token::Start {
+            name: "content", ..
+        } => Ctl {
+            raw_until: Some(RawUntil::EndTag("content".into())),
+            ..Ctl::go()
+        },
+        _ => Ctl::go(),
+    };
+    let whole = run_with(&[doc], XmlConfig::default(), ctl);
+    assert_eq!(
+        whole.iter().map(|p| p.0.clone()).collect::<Vec<_>>(),
+        vec![
+            start("content"),
+            text("if a < b && c > d { x[1] = 2; }\n\t<div class=\"x\">&amp;</div></cont"),
+            end("content"),
+            T::Eof(0)
+        ]
+    );
+    for size in 1..=12 {
+        let pieces: Vec<&str> = doc
+            .as_bytes()
+            .chunks(size)
+            .map(|c| std::str::from_utf8(c).unwrap())
+            .collect();
+        assert_eq!(
+            run_with(&pieces, XmlConfig::default(), ctl),
+            whole,
+            "pieces of {size}"
+        );
+    }
+}
+
+#[test]
 fn raw_mode_entered_on_a_stray_lt_keeps_the_held_construct() {
     // The host switches to raw mode at the stray `<` of a tag that began in an earlier chunk;
     // the held `r\né\n` must be rescanned as raw text, not dropped.
