@@ -250,8 +250,9 @@ fn prose_ctl() -> Ctl {
 
 impl Host {
     /// Text and CDATA of an argument (most tokens of a large call) are appended here; every
-    /// other token goes to [`Host::dispatch`].
-    #[inline]
+    /// other token goes to [`Host::dispatch`]. Always inlined: it is most of a small feed's
+    /// work, and a call per token costs more than its body.
+    #[inline(always)]
     fn on_token(&mut self, t: Token<'_>, off: u64, out: &mut dyn Sink) -> Ctl {
         if let Mode::Call(call) = &mut self.mode
             && off.saturating_sub(call.start) <= self.cfg.max_call_bytes

@@ -488,7 +488,7 @@ impl Core {
 impl TokenHandler for Core {
     /// Streamed text of a parameter value (most tokens of a large call) is collected here;
     /// every other token goes to [`Core::dispatch`].
-    #[inline]
+    #[inline(always)]
     fn token(&mut self, t: Token<'_>, at: u64, out: &mut dyn Sink) -> Ctl {
         if let (St::Value { .. }, Token::Text(s), false) = (&self.st, &t, self.turn.finishing) {
             self.value_text(s, at, out);

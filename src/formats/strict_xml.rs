@@ -419,7 +419,7 @@ impl Core {
     /// A piece of a JSON-form body. The common case (plain string body within the limit) is
     /// taken here, small enough to inline into the token loop; the rest by
     /// [`Core::json_text_slow`], which does the same checks in full.
-    #[inline]
+    #[inline(always)]
     fn json_text(&mut self, s: &str, at: u64, out: &mut dyn Sink) {
         if let (St::Json { json, over: false }, Some(c)) = (&mut self.st, &mut self.call)
             && c.size.saturating_add(s.len()) <= self.cfg.max_call_bytes
@@ -705,7 +705,7 @@ impl Core {
 impl TokenHandler for Core {
     /// Text inside a call body (most tokens of a large call) goes straight to its handler;
     /// every other token to [`Core::dispatch`].
-    #[inline]
+    #[inline(always)]
     fn token(&mut self, t: Token<'_>, at: u64, out: &mut dyn Sink) -> Ctl {
         if let Token::Text(s) = t
             && !self.turn.finishing

@@ -211,30 +211,38 @@ fn piece<H: TokenHandler>(tok: &mut XmlTokenizer, p: Utf8Piece<'_>, h: &mut H, o
     }
 }
 
-/// Appends a piece of streamed text to `buf`: `push_str`, with a piece of 4 to 8 bytes (the
-/// deltas of a token stream) copied as two overlapping 4-byte words instead of through a
+/// Appends a piece of streamed text to `buf`: `push_str`, with a piece of 1 to 8 bytes (the
+/// deltas of a token stream, and the characters a cut chunk completes) copied as two
+/// overlapping 4-byte words, or as its first, middle and last byte, instead of through a
 /// `memcpy` call, which costs more than the copy on a few bytes and is paid once per piece.
-/// Other lengths, and a full buffer, take `push_str` out of line, so that what is inlined
+/// Longer pieces, and a full buffer, take `push_str` out of line, so that what is inlined
 /// into a token loop stays small.
 #[inline]
 pub(crate) fn push_piece(buf: &mut String, s: &str) {
     let n = s.len();
-    if !(4..=8).contains(&n) || buf.capacity() - buf.len() < n {
+    if !(1..=8).contains(&n) || buf.capacity() - buf.len() < n {
         push_other(buf, s);
         return;
     }
     let src = s.as_ptr();
-    // SAFETY: the spare capacity holds `n` bytes after `len`; both words lie within
-    // `s[..n]` and `buf[len..len + n]` (they overlap when `n` < 8 and together cover every
-    // byte); the bytes are a whole `&str`, so `buf` stays UTF-8.
+    // SAFETY: the spare capacity holds `n` bytes after `len`; every read and write lies
+    // within `s[..n]` and `buf[len..len + n]` (the two words overlap when `n` < 8, the three
+    // bytes when `n` < 3, and either way they cover every byte); the bytes are a whole
+    // `&str`, so `buf` stays UTF-8.
     unsafe {
         let v = buf.as_mut_vec();
         let len = v.len();
         let dst = v.as_mut_ptr().add(len);
-        let a = src.cast::<u32>().read_unaligned();
-        let b = src.add(n - 4).cast::<u32>().read_unaligned();
-        dst.cast::<u32>().write_unaligned(a);
-        dst.add(n - 4).cast::<u32>().write_unaligned(b);
+        if n >= 4 {
+            let a = src.cast::<u32>().read_unaligned();
+            let b = src.add(n - 4).cast::<u32>().read_unaligned();
+            dst.cast::<u32>().write_unaligned(a);
+            dst.add(n - 4).cast::<u32>().write_unaligned(b);
+        } else {
+            *dst = *src;
+            *dst.add(n / 2) = *src.add(n / 2);
+            *dst.add(n - 1) = *src.add(n - 1);
+        }
         v.set_len(len + n);
     }
 }
