@@ -106,6 +106,37 @@ fn the_python_example_shows_exactly_its_documented_failures() {
     );
 }
 
+/// What the vLLM and SGLang adapters share (`examples/adapters/pyengine/`) has unit tests of its
+/// own; they need no engine, so every `cargo test` runs them.
+#[test]
+fn the_python_engine_adapters_shared_code_passes_its_unit_tests() {
+    if !have("python3") {
+        return;
+    }
+    let o = Command::new("python3")
+        .args([
+            "-m",
+            "unittest",
+            "discover",
+            "-s",
+            "examples/adapters/pyengine",
+        ])
+        .current_dir(root())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .expect("python3 runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let ran = err.lines().find_map(|l| {
+        l.strip_prefix("Ran ")?
+            .split(' ')
+            .next()?
+            .parse::<u32>()
+            .ok()
+    });
+    assert!(ran.is_some_and(|n| n > 0), "no test ran: {err}");
+}
+
 #[test]
 fn the_node_example_shows_exactly_its_documented_failures() {
     if !have("node") {
