@@ -7,9 +7,9 @@
 //! `specs/anthropic_sse.md`.
 
 use super::config::config;
-use super::options::Table;
+use super::entry::{self, Entry};
 use super::provider::{Args, payload, pieces};
-use super::{Format, StreamParser};
+use super::{Format, RenderFn, StreamParser};
 use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};
 use crate::lexers::sse::{SseConfig, SseEvent, SseItem, SseParser};
 use crate::tools::Tools;
@@ -766,38 +766,29 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
     Ok(out)
 }
 
-fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
-    Box::new(Parser::new(Config::default()))
-}
+/// What sets anthropic_sse apart; its registry entry follows.
+struct Declared;
 
-fn markers(_tools: &Tools) -> Vec<String> {
-    [
+impl Entry for Declared {
+    const ID: &'static str = "anthropic_sse";
+    const SUMMARY: &'static str =
+        "Anthropic Messages SSE stream (content_block_start/delta/stop, input_json_delta)";
+    const MARKERS: &'static [&'static str] = &[
         "event: ",
         "data: ",
         "content_block_start",
         "content_block_stop",
         "message_stop",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
+    ];
+    const RENDER: Option<RenderFn> = Some(render);
+    type Config = Config;
+    fn parser(cfg: Config) -> Box<dyn StreamParser> {
+        Box::new(Parser::new(cfg))
+    }
 }
 
-/// The anthropic_sse format's options, for `--option anthropic_sse.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table::new(Config::default, Config::OPTIONS, |c, _| {
-    Box::new(Parser::new(c))
-});
 /// The anthropic_sse format.
-pub static FORMAT: Format = Format {
-    render: Some(render),
-    ..Format::new(
-        "anthropic_sse",
-        "Anthropic Messages SSE stream (content_block_start/delta/stop, input_json_delta)",
-        new_parser,
-        markers,
-        &OPTION_TABLE,
-    )
-};
+pub static FORMAT: Format = entry::format::<Declared>();
 
 #[cfg(test)]
 mod tests {

@@ -11,11 +11,13 @@
 //! The section grammar, markers and options are `deepseek_v31`'s; only the call body differs.
 
 use super::deepseek_v31::{
-    Deepseek, MARKERS, REASONING, SPECIAL_TOKENS, Shape, markers, reasoned, render_shape,
+    Deepseek, MARKERS, NESTED, REASONING, SPECIAL_TOKENS, Shape, reasoned, render_shape,
 };
 use super::delimited::Driver;
-use super::options::Table;
-use super::{Format, StreamParser};
+use super::entry::{self, Entry};
+use super::options::Nested;
+use super::reasoning::Syntax;
+use super::{Format, RenderFn, SpecialToken, StreamParser};
 use crate::event::ToolCall;
 use crate::tools::Tools;
 
@@ -33,30 +35,25 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
     render_shape(Shape::V3, text, calls)
 }
 
-fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
-    reasoned(Shape::V3, Config::default())
+/// What sets deepseek_v3 apart; its registry entry follows.
+struct Declared;
+
+impl Entry for Declared {
+    const ID: &'static str = "deepseek_v3";
+    const SUMMARY: &'static str = "DeepSeek V3 / R1: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME⏎```json⏎{json}⏎```<｜tool▁call▁end｜>…";
+    const MARKERS: &'static [&'static str] = &MARKERS;
+    const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
+    const RENDER: Option<RenderFn> = Some(render);
+    type Config = Config;
+    fn parser(cfg: Config) -> Box<dyn StreamParser> {
+        reasoned(Shape::V3, cfg)
+    }
+    const NESTED: &'static [&'static dyn Nested<Config>] = &NESTED;
+    const REASONING: Option<&'static Syntax> = Some(&REASONING);
 }
 
-/// The deepseek_v3 format's options, for `--option deepseek_v3.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table {
-    nested: &super::deepseek_v31::NESTED,
-    ..Table::new(Config::default, Config::OPTIONS, |c, _| {
-        reasoned(Shape::V3, c)
-    })
-};
 /// The deepseek_v3 format.
-pub static FORMAT: Format = Format {
-    render: Some(render),
-    special_tokens: SPECIAL_TOKENS,
-    reasoning: Some(&REASONING),
-    ..Format::new(
-        "deepseek_v3",
-        "DeepSeek V3 / R1: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME⏎```json⏎{json}⏎```<｜tool▁call▁end｜>…",
-        new_parser,
-        markers,
-        &OPTION_TABLE,
-    )
-};
+pub static FORMAT: Format = entry::format::<Declared>();
 
 #[cfg(test)]
 mod tests {

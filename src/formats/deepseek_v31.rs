@@ -6,9 +6,10 @@
 
 use super::config::config;
 use super::delimited::{Cx, Driver, Grammar, Limits, ObjectReader, TextStep, ValueEnd, is_ws};
-use super::options::{Nest, Nested, Table};
+use super::entry::{self, Entry};
+use super::options::{Nest, Nested};
 use super::reasoning::{self, Reasoned, Syntax};
-use super::{Format, SpecialToken, StreamParser};
+use super::{Format, RenderFn, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Sink, ToolCall, WarningKind};
 use crate::tools::Tools;
 
@@ -609,34 +610,25 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
     render_shape(Shape::V31, text, calls)
 }
 
-fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
-    reasoned(Shape::V31, Config::default())
+/// What sets deepseek_v31 apart; its registry entry follows.
+struct Declared;
+
+impl Entry for Declared {
+    const ID: &'static str = "deepseek_v31";
+    const SUMMARY: &'static str = "DeepSeek V3.1: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{json}<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>";
+    const MARKERS: &'static [&'static str] = &MARKERS;
+    const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
+    const RENDER: Option<RenderFn> = Some(render);
+    type Config = Config;
+    fn parser(cfg: Config) -> Box<dyn StreamParser> {
+        reasoned(Shape::V31, cfg)
+    }
+    const NESTED: &'static [&'static dyn Nested<Config>] = &NESTED;
+    const REASONING: Option<&'static Syntax> = Some(&REASONING);
 }
 
-pub(crate) fn markers(_tools: &Tools) -> Vec<String> {
-    MARKERS.iter().map(|m| m.to_string()).collect()
-}
-
-/// The deepseek_v31 format's options, for `--option deepseek_v31.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table {
-    nested: &NESTED,
-    ..Table::new(Config::default, Config::OPTIONS, |c, _| {
-        reasoned(Shape::V31, c)
-    })
-};
 /// The deepseek_v31 format.
-pub static FORMAT: Format = Format {
-    render: Some(render),
-    special_tokens: SPECIAL_TOKENS,
-    reasoning: Some(&REASONING),
-    ..Format::new(
-        "deepseek_v31",
-        "DeepSeek V3.1: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{json}<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>",
-        new_parser,
-        markers,
-        &OPTION_TABLE,
-    )
-};
+pub static FORMAT: Format = entry::format::<Declared>();
 
 /// DeepSeek V3 / V3.1 special tokens that can appear in output, with their ids.
 pub(crate) const SPECIAL_TOKENS: &[SpecialToken] = &[

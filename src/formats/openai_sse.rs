@@ -6,9 +6,9 @@
 //! [`JsonParser`](crate::lexers::json::JsonParser) per call, each fragment fed once). Rules and every deviation: `specs/openai_sse.md`.
 
 use super::config::config;
-use super::options::Table;
+use super::entry::{self, Entry};
 use super::provider::{Args, payload, pieces};
-use super::{Format, StreamParser};
+use super::{Format, RenderFn, StreamParser};
 use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};
 use crate::lexers::sse::{SseConfig, SseEvent, SseItem, SseParser};
 use crate::tools::Tools;
@@ -1006,30 +1006,32 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
     Ok(out)
 }
 
-fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
-    Box::new(Parser::new(Config::default()))
-}
-
+/// Its SSE framing, and the markup of the format its content is read as.
 fn markers(_tools: &Tools) -> Vec<String> {
-    let mut m: Vec<String> = vec!["data: ".into(), "[DONE]".into()];
+    let mut m: Vec<String> = Declared::MARKERS.iter().map(|s| s.to_string()).collect();
     m.extend(content_markup());
     m
 }
 
-/// The openai_sse format's options, for `--option openai_sse.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table::new(Config::default, Config::OPTIONS, |c, _| {
-    Box::new(Parser::new(c))
-});
+/// What sets openai_sse apart; its registry entry follows.
+struct Declared;
+
+impl Entry for Declared {
+    const ID: &'static str = "openai_sse";
+    const SUMMARY: &'static str =
+        "OpenAI Chat Completions SSE stream (delta.content, delta.tool_calls[])";
+    const MARKERS: &'static [&'static str] = &["data: ", "[DONE]"];
+    const RENDER: Option<RenderFn> = Some(render);
+    type Config = Config;
+    fn parser(cfg: Config) -> Box<dyn StreamParser> {
+        Box::new(Parser::new(cfg))
+    }
+}
+
 /// The openai_sse format.
 pub static FORMAT: Format = Format {
-    render: Some(render),
-    ..Format::new(
-        "openai_sse",
-        "OpenAI Chat Completions SSE stream (delta.content, delta.tool_calls[])",
-        new_parser,
-        markers,
-        &OPTION_TABLE,
-    )
+    markers,
+    ..entry::format::<Declared>()
 };
 
 #[cfg(test)]

@@ -8,8 +8,8 @@
 
 use super::config::config;
 use super::delimited::{Cx, Driver, Grammar, Limits, TextStep, ValueEnd, ValueReader, is_ws};
-use super::options::Table;
-use super::{Format, SpecialToken, StreamParser};
+use super::entry::{self, Entry};
+use super::{Format, RenderFn, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Sink, ToolCall};
 use crate::lexers::python::{PyLimits, PyListReader, PyStep};
 use crate::tools::Tools;
@@ -354,29 +354,23 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
     Ok(out.into_bytes())
 }
 
-fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
-    Box::new(parser(Config::default()))
+/// What sets pythonic apart; its registry entry follows.
+struct Declared;
+
+impl Entry for Declared {
+    const ID: &'static str = "pythonic";
+    const SUMMARY: &'static str = "Python call list (Llama 3.2 / 4): [get_weather(city=\"Paris\"), get_time()], optionally in <|python_start|>…<|python_end|>";
+    const MARKERS: &'static [&'static str] = &MARKERS;
+    const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
+    const RENDER: Option<RenderFn> = Some(render);
+    type Config = Config;
+    fn parser(cfg: Config) -> Box<dyn StreamParser> {
+        Box::new(parser(cfg))
+    }
 }
 
-fn markers(_tools: &Tools) -> Vec<String> {
-    MARKERS.iter().map(|m| m.to_string()).collect()
-}
-
-/// The pythonic format's options, for `--option pythonic.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> =
-    Table::new(Config::default, Config::OPTIONS, |c, _| Box::new(parser(c)));
 /// The pythonic format.
-pub static FORMAT: Format = Format {
-    render: Some(render),
-    special_tokens: SPECIAL_TOKENS,
-    ..Format::new(
-        "pythonic",
-        "Python call list (Llama 3.2 / 4): [get_weather(city=\"Paris\"), get_time()], optionally in <|python_start|>…<|python_end|>",
-        new_parser,
-        markers,
-        &OPTION_TABLE,
-    )
-};
+pub static FORMAT: Format = entry::format::<Declared>();
 
 /// Llama 4 and Llama 3 special tokens that can appear in output, with their ids.
 const SPECIAL_TOKENS: &[SpecialToken] = &[
