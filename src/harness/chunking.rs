@@ -153,6 +153,28 @@ impl<'a> TurnSources<'a> {
         }
     }
 
+    /// The sources of every turn of `case` in `format` (its special tokens kept whole, its
+    /// vocabulary used when `tokenizer` is `None`).
+    pub fn of_case(
+        case: &'a Case,
+        format: &Format,
+        tokenizer: Option<&'a Tokenizer>,
+    ) -> Vec<TurnSources<'a>> {
+        case.turns
+            .iter()
+            .enumerate()
+            .map(|(t, data)| {
+                TurnSources::new(
+                    data,
+                    tokenizer,
+                    format.special_tokens,
+                    case.recorded_cuts(t),
+                )
+                .with_vocabulary(format.vocabulary)
+            })
+            .collect()
+    }
+
     /// The same sources, tokenized with `vocabulary` when the run names no tokenizer.
     pub fn with_vocabulary(mut self, vocabulary: Option<&'static str>) -> Self {
         self.vocabulary = vocabulary;
