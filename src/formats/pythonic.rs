@@ -11,7 +11,7 @@ use super::delimited::{Cx, Driver, Grammar, Limits, TextStep, ValueEnd, ValueRea
 use super::entry::{self, Entry};
 use super::{Format, RenderFn, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Sink, ToolCall};
-use crate::lexers::python::{PyLimits, PyListReader, PyStep};
+use crate::lexers::python::{PyLimits, PyListReader, PyStep, Quotes, write_literal};
 use crate::tools::Tools;
 use serde_json::Value;
 
@@ -257,55 +257,6 @@ fn is_identifier(s: &str) -> bool {
         && !KEYWORDS.contains(&s)
 }
 
-/// Writes a JSON value as a Python literal.
-fn py_value(v: &Value, out: &mut String) {
-    match v {
-        Value::Null => out.push_str("None"),
-        Value::Bool(true) => out.push_str("True"),
-        Value::Bool(false) => out.push_str("False"),
-        Value::Number(n) => out.push_str(&n.to_string()),
-        Value::String(s) => {
-            out.push('"');
-            for c in s.chars() {
-                match c {
-                    '\\' => out.push_str("\\\\"),
-                    '"' => out.push_str("\\\""),
-                    '\n' => out.push_str("\\n"),
-                    '\r' => out.push_str("\\r"),
-                    '\t' => out.push_str("\\t"),
-                    c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                        out.push_str(&format!("\\x{:02x}", c as u32));
-                    }
-                    c => out.push(c),
-                }
-            }
-            out.push('"');
-        }
-        Value::Array(a) => {
-            out.push('[');
-            for (k, x) in a.iter().enumerate() {
-                if k > 0 {
-                    out.push_str(", ");
-                }
-                py_value(x, out);
-            }
-            out.push(']');
-        }
-        Value::Object(m) => {
-            out.push('{');
-            for (k, (key, x)) in m.iter().enumerate() {
-                if k > 0 {
-                    out.push_str(", ");
-                }
-                py_value(&Value::String(key.clone()), out);
-                out.push_str(": ");
-                py_value(x, out);
-            }
-            out.push('}');
-        }
-    }
-}
-
 /// Renders calls as one Python list (Llama 3.2's form), followed by the text.
 pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>, String> {
     if let Some(m) = MARKERS.iter().find(|m| text.contains(*m)) {
@@ -345,7 +296,7 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
             }
             out.push_str(key);
             out.push('=');
-            py_value(v, &mut out);
+            write_literal(&mut out, v, Quotes::Double);
         }
         out.push(')');
     }

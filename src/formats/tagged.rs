@@ -24,6 +24,7 @@ use super::typing::{Lookup, ParamType, SchemaTypes, TypingOptions, read_json, ty
 use super::{Format, SpecialToken, StreamParser, Typing};
 use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall, WarningKind, excerpt};
 use crate::lexers::marker::{MarkerScanner, Token};
+use crate::lexers::python::{Quotes, write_literal};
 use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
 use crate::tools::Tools;
 use serde_json::Value;
@@ -1558,64 +1559,8 @@ pub fn python_text(v: &Value) -> String {
         Value::String(s) => s.clone(),
         other => {
             let mut out = String::new();
-            python_repr(&mut out, other);
+            write_literal(&mut out, other, Quotes::Repr);
             out
-        }
-    }
-}
-
-fn python_repr(out: &mut String, v: &Value) {
-    match v {
-        Value::Null => out.push_str("None"),
-        Value::Bool(true) => out.push_str("True"),
-        Value::Bool(false) => out.push_str("False"),
-        Value::Number(n) => out.push_str(&n.to_string()),
-        Value::String(s) => {
-            let q = if s.contains('\'') && !s.contains('"') {
-                '"'
-            } else {
-                '\''
-            };
-            out.push(q);
-            for c in s.chars() {
-                match c {
-                    '\\' => out.push_str("\\\\"),
-                    '\n' => out.push_str("\\n"),
-                    '\r' => out.push_str("\\r"),
-                    '\t' => out.push_str("\\t"),
-                    c if c == q => {
-                        out.push('\\');
-                        out.push(c);
-                    }
-                    c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                        out.push_str(&format!("\\x{:02x}", c as u32))
-                    }
-                    c => out.push(c),
-                }
-            }
-            out.push(q);
-        }
-        Value::Array(a) => {
-            out.push('[');
-            for (i, x) in a.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                python_repr(out, x);
-            }
-            out.push(']');
-        }
-        Value::Object(m) => {
-            out.push('{');
-            for (i, (k, x)) in m.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                python_repr(out, &Value::String(k.clone()));
-                out.push_str(": ");
-                python_repr(out, x);
-            }
-            out.push('}');
         }
     }
 }
