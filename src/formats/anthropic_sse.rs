@@ -8,7 +8,7 @@
 
 use super::config::config;
 use super::entry::{self, Entry};
-use super::provider::{Args, payload, pieces};
+use super::provider::{Args, check_call, payload, pieces};
 use super::{Format, RenderFn, StreamParser};
 use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};
 use crate::lexers::sse::{SseConfig, SseEvent, SseItem, SseParser};
@@ -717,21 +717,7 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
         idx += 1;
     }
     for (i, c) in calls.iter().enumerate() {
-        if c.name.is_empty() {
-            return Err(format!("call {i} has an empty name"));
-        }
-        if c.server.is_some() {
-            return Err(format!(
-                "call {i} has a server, which tool_use blocks cannot carry"
-            ));
-        }
-        if !c.arguments.is_object() {
-            return Err(format!("call {i}: arguments are not a JSON object"));
-        }
-        if c.id.as_deref() == Some("") {
-            // The parser reads `"id": ""` as no id (found by the `roundtrip` fuzz target).
-            return Err(format!("call {i} has an empty id, which reads as no id"));
-        }
+        check_call(i, c, "tool_use blocks")?;
         let mut block = json!({"type": "tool_use", "name": c.name, "input": {}});
         if let Some(id) = &c.id {
             block["id"] = json!(id);

@@ -7,7 +7,7 @@
 
 use super::config::config;
 use super::entry::{self, Entry};
-use super::provider::{Args, payload, pieces};
+use super::provider::{Args, check_call, payload, pieces};
 use super::{Format, RenderFn, StreamParser};
 use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};
 use crate::lexers::sse::{SseConfig, SseEvent, SseItem, SseParser};
@@ -964,21 +964,7 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
         chunk_line(&mut out, json!({ "content": p }), None);
     }
     for (i, c) in calls.iter().enumerate() {
-        if c.name.is_empty() {
-            return Err(format!("call {i} has an empty name"));
-        }
-        if c.server.is_some() {
-            return Err(format!(
-                "call {i} has a server, which OpenAI tool calls cannot carry"
-            ));
-        }
-        if !c.arguments.is_object() {
-            return Err(format!("call {i}: arguments are not a JSON object"));
-        }
-        if c.id.as_deref() == Some("") {
-            // The parser reads `"id": ""` as no id (found by the `roundtrip` fuzz target).
-            return Err(format!("call {i} has an empty id, which reads as no id"));
-        }
+        check_call(i, c, "OpenAI tool calls")?;
         let mut first = Map::new();
         first.insert("index".into(), json!(i));
         if let Some(id) = &c.id {
