@@ -768,9 +768,7 @@ impl Entry for Declared {
     ];
     const RENDER: Option<RenderFn> = Some(render);
     type Config = Config;
-    fn parser(cfg: Config) -> Box<dyn StreamParser> {
-        Box::new(Parser::new(cfg))
-    }
+    const PARSER: fn(Config) -> Box<dyn StreamParser> = |cfg| Box::new(Parser::new(cfg));
 }
 
 /// The anthropic_sse format.

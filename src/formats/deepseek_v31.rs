@@ -620,9 +620,7 @@ impl Entry for Declared {
     const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
     const RENDER: Option<RenderFn> = Some(render);
     type Config = Config;
-    fn parser(cfg: Config) -> Box<dyn StreamParser> {
-        reasoned(Shape::V31, cfg)
-    }
+    const PARSER: fn(Config) -> Box<dyn StreamParser> = |cfg| reasoned(Shape::V31, cfg);
     const NESTED: &'static [&'static dyn Nested<Config>] = &NESTED;
     const REASONING: Option<&'static Syntax> = Some(&REASONING);
 }

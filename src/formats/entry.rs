@@ -24,8 +24,9 @@ pub trait Entry: 'static {
     const RENDER: Option<RenderFn> = None;
     /// The configuration: its `bool` options are the format's, its default the format's.
     type Config: Settable + Default;
-    /// A parser with options `cfg` (without the reasoning layer of [`LAYER`](Entry::LAYER)).
-    fn parser(cfg: Self::Config) -> Box<dyn StreamParser>;
+    /// Makes a parser with options `cfg` (without the reasoning layer of
+    /// [`LAYER`](Entry::LAYER)).
+    const PARSER: fn(Self::Config) -> Box<dyn StreamParser>;
     /// The reasoning wrapper its models write, when the reasoning layer is put in front of the
     /// parser outside `Config` (options `reasoning.NAME`).
     const LAYER: Option<&'static Syntax> = None;
@@ -46,7 +47,7 @@ pub trait Entry: 'static {
 
 /// A parser of `E` with options `cfg`.
 fn build<E: Entry + ?Sized>(cfg: E::Config, _tools: &Tools) -> Box<dyn StreamParser> {
-    E::parser(cfg)
+    (E::PARSER)(cfg)
 }
 
 /// A parser of `E` with its default options.

@@ -395,9 +395,7 @@ impl Entry for Declared {
     const MARKERS: &'static [&'static str] = &["<tool>", "</tool>"];
     const RENDER: Option<RenderFn> = Some(render);
     type Config = Config;
-    fn parser(cfg: Config) -> Box<dyn StreamParser> {
-        Box::new(Parser::new(cfg))
-    }
+    const PARSER: fn(Config) -> Box<dyn StreamParser> = |cfg| Box::new(Parser::new(cfg));
 }
 
 /// The forge_json format.

@@ -896,12 +896,21 @@ impl Entry for Declared {
     const ID: &'static str = "harmony";
     const SUMMARY: &'static str = "OpenAI gpt-oss harmony messages: <|channel|>analysis<|message|>…<|end|><|start|>assistant<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{json}<|call|>";
     const MARKERS: &'static [&'static str] = &MARKERS;
-    const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
+    /// gpt-oss's special tokens that can appear in its output, with their o200k_harmony ids.
+    const SPECIAL_TOKENS: &'static [SpecialToken] = &[
+        SpecialToken::new("<|startoftext|>", 199998),
+        SpecialToken::new("<|endoftext|>", 199999),
+        SpecialToken::new(RETURN, 200002),
+        SpecialToken::new(CONSTRAIN, 200003),
+        SpecialToken::new(CHANNEL, 200005),
+        SpecialToken::new(START, 200006),
+        SpecialToken::new(END, 200007),
+        SpecialToken::new(MESSAGE, 200008),
+        SpecialToken::new(CALL, 200012),
+    ];
     const RENDER: Option<RenderFn> = Some(render);
     type Config = Config;
-    fn parser(cfg: Config) -> Box<dyn StreamParser> {
-        Box::new(Parser::new(cfg))
-    }
+    const PARSER: fn(Config) -> Box<dyn StreamParser> = |cfg| Box::new(Parser::new(cfg));
 }
 
 /// The harmony format.
@@ -909,19 +918,6 @@ pub static FORMAT: Format = Format {
     vocabulary: Some("o200k_harmony"),
     ..entry::format::<Declared>()
 };
-
-/// gpt-oss's special tokens that can appear in its output, with their o200k_harmony ids.
-const SPECIAL_TOKENS: &[SpecialToken] = &[
-    SpecialToken::new("<|startoftext|>", 199998),
-    SpecialToken::new("<|endoftext|>", 199999),
-    SpecialToken::new(RETURN, 200002),
-    SpecialToken::new(CONSTRAIN, 200003),
-    SpecialToken::new(CHANNEL, 200005),
-    SpecialToken::new(START, 200006),
-    SpecialToken::new(END, 200007),
-    SpecialToken::new(MESSAGE, 200008),
-    SpecialToken::new(CALL, 200012),
-];
 
 #[cfg(test)]
 mod tests;

@@ -298,28 +298,24 @@ impl Entry for Declared {
     const SUMMARY: &'static str =
         "Hermes 2 Pro / Qwen2.5 / Qwen3: <tool_call>{\"name\": …, \"arguments\": {…}}</tool_call>";
     const MARKERS: &'static [&'static str] = &MARKERS;
-    const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
+    /// Qwen2.5 / Qwen3 special tokens that can appear in output, with their ids.
+    const SPECIAL_TOKENS: &'static [SpecialToken] = &[
+        SpecialToken::new("<|endoftext|>", 151643),
+        SpecialToken::new("<|im_start|>", 151644),
+        SpecialToken::new("<|im_end|>", 151645),
+        SpecialToken::new(OPEN, 151657),
+        SpecialToken::new(CLOSE, 151658),
+        SpecialToken::new("<think>", 151667),
+        SpecialToken::new("</think>", 151668),
+    ];
     const RENDER: Option<RenderFn> = Some(render);
     type Config = Config;
-    fn parser(cfg: Config) -> Box<dyn StreamParser> {
-        Box::new(parser(cfg))
-    }
+    const PARSER: fn(Config) -> Box<dyn StreamParser> = |cfg| Box::new(parser(cfg));
     const LAYER: Option<&'static Syntax> = Some(&REASONING);
 }
 
 /// The hermes format.
 pub static FORMAT: Format = entry::format::<Declared>();
-
-/// Qwen2.5 / Qwen3 special tokens that can appear in output, with their ids.
-const SPECIAL_TOKENS: &[SpecialToken] = &[
-    SpecialToken::new("<|endoftext|>", 151643),
-    SpecialToken::new("<|im_start|>", 151644),
-    SpecialToken::new("<|im_end|>", 151645),
-    SpecialToken::new(OPEN, 151657),
-    SpecialToken::new(CLOSE, 151658),
-    SpecialToken::new("<think>", 151667),
-    SpecialToken::new("</think>", 151668),
-];
 
 #[cfg(test)]
 mod tests {

@@ -239,27 +239,23 @@ impl Entry for Declared {
     const SUMMARY: &'static str =
         "Llama 3.x JSON calls: [<|python_tag|>]{\"name\": …, \"parameters\": {…}}; …";
     const MARKERS: &'static [&'static str] = &MARKERS;
-    const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
+    /// Llama 3 special tokens that can appear in output (ids = 128000 + position).
+    const SPECIAL_TOKENS: &'static [SpecialToken] = &[
+        SpecialToken::new("<|begin_of_text|>", 128000),
+        SpecialToken::new("<|end_of_text|>", 128001),
+        SpecialToken::new("<|start_header_id|>", 128006),
+        SpecialToken::new("<|end_header_id|>", 128007),
+        SpecialToken::new(EOM, 128008),
+        SpecialToken::new(EOT, 128009),
+        SpecialToken::new(PYTHON_TAG, 128010),
+    ];
     const RENDER: Option<RenderFn> = Some(render);
     type Config = Config;
-    fn parser(cfg: Config) -> Box<dyn StreamParser> {
-        Box::new(parser(cfg))
-    }
+    const PARSER: fn(Config) -> Box<dyn StreamParser> = |cfg| Box::new(parser(cfg));
 }
 
 /// The llama3_json format.
 pub static FORMAT: Format = entry::format::<Declared>();
-
-/// Llama 3 special tokens that can appear in output (ids = 128000 + position).
-const SPECIAL_TOKENS: &[SpecialToken] = &[
-    SpecialToken::new("<|begin_of_text|>", 128000),
-    SpecialToken::new("<|end_of_text|>", 128001),
-    SpecialToken::new("<|start_header_id|>", 128006),
-    SpecialToken::new("<|end_header_id|>", 128007),
-    SpecialToken::new(EOM, 128008),
-    SpecialToken::new(EOT, 128009),
-    SpecialToken::new(PYTHON_TAG, 128010),
-];
 
 #[cfg(test)]
 mod tests {

@@ -291,23 +291,19 @@ impl Entry for Declared {
     const SUMMARY: &'static str =
         "Mistral before v11: [TOOL_CALLS][{\"name\": …, \"arguments\": {…}, \"id\": …}, …]";
     const MARKERS: &'static [&'static str] = &MARKERS;
-    const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
+    /// Control tokens of the v3 SentencePiece vocabulary that can appear in output.
+    const SPECIAL_TOKENS: &'static [SpecialToken] = &[
+        SpecialToken::new("</s>", 2),
+        SpecialToken::new(TOOL_CALLS, 5),
+    ];
     const RENDER: Option<RenderFn> = Some(render);
     type Config = Config;
-    fn parser(cfg: Config) -> Box<dyn StreamParser> {
-        Box::new(parser(cfg))
-    }
+    const PARSER: fn(Config) -> Box<dyn StreamParser> = |cfg| Box::new(parser(cfg));
     const LAYER: Option<&'static Syntax> = Some(&REASONING);
 }
 
 /// The mistral format.
 pub static FORMAT: Format = entry::format::<Declared>();
-
-/// Control tokens of the v3 SentencePiece vocabulary that can appear in output.
-const SPECIAL_TOKENS: &[SpecialToken] = &[
-    SpecialToken::new("</s>", 2),
-    SpecialToken::new(TOOL_CALLS, 5),
-];
 
 #[cfg(test)]
 mod tests {

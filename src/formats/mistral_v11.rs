@@ -354,33 +354,29 @@ impl Entry for Declared {
     const ID: &'static str = "mistral_v11";
     const SUMMARY: &'static str = "Mistral v11+: [TOOL_CALLS]NAME[CALL_ID]ID[ARGS]{json} (v11) / [TOOL_CALLS]NAME[ARGS]{json} (v13+)";
     const MARKERS: &'static [&'static str] = &MARKERS;
-    const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
+    /// Tekken control tokens that can appear in v11+ output (ids from mistral-common's tests).
+    const SPECIAL_TOKENS: &'static [SpecialToken] = &[
+        SpecialToken::new("</s>", 2),
+        SpecialToken::new(TOOL_CALLS, 9),
+        SpecialToken::new(ARGS, 32),
+        SpecialToken::new(CALL_ID, 33),
+        SpecialToken {
+            text: "[THINK]",
+            id: None,
+        },
+        SpecialToken {
+            text: "[/THINK]",
+            id: None,
+        },
+    ];
     const RENDER: Option<RenderFn> = Some(render);
     type Config = Config;
-    fn parser(cfg: Config) -> Box<dyn StreamParser> {
-        Box::new(parser(cfg))
-    }
+    const PARSER: fn(Config) -> Box<dyn StreamParser> = |cfg| Box::new(parser(cfg));
     const LAYER: Option<&'static Syntax> = Some(&REASONING);
 }
 
 /// The mistral_v11 format.
 pub static FORMAT: Format = entry::format::<Declared>();
-
-/// Tekken control tokens that can appear in v11+ output (ids from mistral-common's tests).
-const SPECIAL_TOKENS: &[SpecialToken] = &[
-    SpecialToken::new("</s>", 2),
-    SpecialToken::new(TOOL_CALLS, 9),
-    SpecialToken::new(ARGS, 32),
-    SpecialToken::new(CALL_ID, 33),
-    SpecialToken {
-        text: "[THINK]",
-        id: None,
-    },
-    SpecialToken {
-        text: "[/THINK]",
-        id: None,
-    },
-];
 
 #[cfg(test)]
 mod tests {

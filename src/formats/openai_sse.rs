@@ -1009,9 +1009,7 @@ impl Entry for Declared {
     const MARKERS: &'static [&'static str] = &["data: ", "[DONE]"];
     const RENDER: Option<RenderFn> = Some(render);
     type Config = Config;
-    fn parser(cfg: Config) -> Box<dyn StreamParser> {
-        Box::new(Parser::new(cfg))
-    }
+    const PARSER: fn(Config) -> Box<dyn StreamParser> = |cfg| Box::new(Parser::new(cfg));
 }
 
 /// The openai_sse format.

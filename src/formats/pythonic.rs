@@ -312,26 +312,22 @@ impl Entry for Declared {
     const ID: &'static str = "pythonic";
     const SUMMARY: &'static str = "Python call list (Llama 3.2 / 4): [get_weather(city=\"Paris\"), get_time()], optionally in <|python_start|>…<|python_end|>";
     const MARKERS: &'static [&'static str] = &MARKERS;
-    const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
+    /// Llama 4 and Llama 3 special tokens that can appear in output, with their ids.
+    const SPECIAL_TOKENS: &'static [SpecialToken] = &[
+        SpecialToken::new("<|eom|>", 200007),
+        SpecialToken::new("<|eot|>", 200008),
+        SpecialToken::new(PYTHON_START, 200016),
+        SpecialToken::new(PYTHON_END, 200017),
+        SpecialToken::new("<|eom_id|>", 128008),
+        SpecialToken::new("<|eot_id|>", 128009),
+    ];
     const RENDER: Option<RenderFn> = Some(render);
     type Config = Config;
-    fn parser(cfg: Config) -> Box<dyn StreamParser> {
-        Box::new(parser(cfg))
-    }
+    const PARSER: fn(Config) -> Box<dyn StreamParser> = |cfg| Box::new(parser(cfg));
 }
 
 /// The pythonic format.
 pub static FORMAT: Format = entry::format::<Declared>();
-
-/// Llama 4 and Llama 3 special tokens that can appear in output, with their ids.
-const SPECIAL_TOKENS: &[SpecialToken] = &[
-    SpecialToken::new("<|eom|>", 200007),
-    SpecialToken::new("<|eot|>", 200008),
-    SpecialToken::new(PYTHON_START, 200016),
-    SpecialToken::new(PYTHON_END, 200017),
-    SpecialToken::new("<|eom_id|>", 128008),
-    SpecialToken::new("<|eot_id|>", 128009),
-];
 
 #[cfg(test)]
 mod tests {
