@@ -7,7 +7,7 @@
 
 use super::config::config;
 use super::entry::{self, Entry};
-use super::provider::{Args, check_call, payload, pieces};
+use super::provider::{Args, check_call, payload, pieces, sse_items};
 use super::{Format, RenderFn, StreamParser};
 use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};
 use crate::lexers::sse::{SseConfig, SseEvent, SseItem, SseParser};
@@ -884,17 +884,13 @@ fn content_markup() -> Vec<String> {
 
 impl StreamParser for Parser {
     fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
-        let mut items = Vec::new();
-        self.sse.feed(chunk, &mut |i| items.push(i));
-        for i in items {
+        for i in sse_items(&mut self.sse, Some(chunk)) {
             self.handle(i, out);
         }
     }
 
     fn finish(&mut self, out: &mut dyn Sink) {
-        let mut items = Vec::new();
-        self.sse.finish(&mut |i| items.push(i));
-        for i in items {
+        for i in sse_items(&mut self.sse, None) {
             self.handle(i, out);
         }
         if let Some(mut kimi) = self.kimi.take() {
