@@ -10,16 +10,10 @@
 //!
 //! The section grammar, markers and options are `deepseek_v31`'s; only the call body differs.
 
-use super::deepseek_v31::{
-    Deepseek, MARKERS, NESTED, REASONING, SPECIAL_TOKENS, Shape, reasoned, render_shape,
-};
+use super::deepseek_v31::{Deepseek, MARKERS, Shape, Shaped};
 use super::delimited::Driver;
-use super::entry::{self, Entry};
-use super::options::Nested;
-use super::reasoning::Syntax;
-use super::{Format, RenderFn, SpecialToken, StreamParser};
-use crate::event::ToolCall;
-use crate::tools::Tools;
+use super::entry;
+use super::{Format, StreamParser};
 
 /// The options: the same leniencies as `deepseek_v31` (`specs/deepseek_v3.md` §Options).
 pub use super::deepseek_v31::Config;
@@ -29,34 +23,24 @@ pub fn parser(cfg: Config) -> impl StreamParser {
     Driver::new(Deepseek::new(Shape::V3, cfg), &MARKERS, cfg.limits)
 }
 
-/// Renders text and calls in the template's form: text, then one section with every call,
-/// each `function<｜tool▁sep｜>NAME⏎```json⏎{…}⏎```` between its call markers.
-pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>, String> {
-    render_shape(Shape::V3, text, calls)
-}
+/// What sets deepseek_v3 apart: its call body, `function<｜tool▁sep｜>NAME⏎```json⏎{…}⏎````
+/// between the call markers, in the renderer too.
+struct V3;
 
-/// What sets deepseek_v3 apart; its registry entry follows.
-struct Declared;
-
-impl Entry for Declared {
+impl Shaped for V3 {
     const ID: &'static str = "deepseek_v3";
     const SUMMARY: &'static str = "DeepSeek V3 / R1: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME⏎```json⏎{json}⏎```<｜tool▁call▁end｜>…";
-    const MARKERS: &'static [&'static str] = &MARKERS;
-    const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
-    const RENDER: Option<RenderFn> = Some(render);
-    type Config = Config;
-    const PARSER: fn(Config) -> Box<dyn StreamParser> = |cfg| reasoned(Shape::V3, cfg);
-    const NESTED: &'static [&'static dyn Nested<Config>] = &NESTED;
-    const REASONING: Option<&'static Syntax> = Some(&REASONING);
+    const SHAPE: Shape = Shape::V3;
 }
 
 /// The deepseek_v3 format.
-pub static FORMAT: Format = entry::format::<Declared>();
+pub static FORMAT: Format = entry::format::<V3>();
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::event::{ErrorKind, ParseResult};
+    use crate::formats::deepseek_v31::reasoned;
     use crate::formats::testkit::every_cut;
     use serde_json::json;
 
