@@ -124,8 +124,9 @@ pub(crate) trait ValueReader: Send {
     fn stream(&mut self, _s: &str, _cx: &Cx, _out: &mut dyn Sink) -> bool {
         false
     }
-    /// How the driver keeps the reader: the family's own readers are called directly on the
-    /// per-chunk path (no virtual call, their `stream` inlined), others through `dyn`.
+    /// How the driver keeps the reader: the object reader is called directly on the per-chunk
+    /// path (no virtual call, its `stream` inlined), others through `dyn` (measured: inlining
+    /// the call-object reader's larger `stream` made hermes and mistral slower, not faster).
     fn into_opened(self: Box<Self>) -> Opened
     where
         Self: Sized + 'static,
@@ -137,7 +138,8 @@ pub(crate) trait ValueReader: Send {
 /// An open value's reader, as the driver holds it.
 pub(crate) enum Opened {
     Object(Box<ObjectReader>),
-    Envelope(Box<EnvelopeReader>),
+    /// An [`ObjectReader`] with a stop byte, whose per-chunk path has less to check.
+    Stopping(Box<ObjectReader>),
     Dyn(Box<dyn ValueReader>),
 }
 
@@ -145,8 +147,7 @@ impl Opened {
     /// The reader behind the general (not per-chunk) calls.
     fn get(&mut self) -> &mut dyn ValueReader {
         match self {
-            Opened::Object(r) => r.as_mut(),
-            Opened::Envelope(r) => r.as_mut(),
+            Opened::Object(r) | Opened::Stopping(r) => r.as_mut(),
             Opened::Dyn(r) => r.as_mut(),
         }
     }
@@ -157,7 +158,7 @@ impl Opened {
     fn stream(&mut self, s: &str, cx: &Cx, out: &mut dyn Sink) -> bool {
         match self {
             Opened::Object(r) => r.stream(s, cx, out),
-            Opened::Envelope(r) => r.stream(s, cx, out),
+            Opened::Stopping(r) => r.stream_to_stop(s, cx, out),
             Opened::Dyn(r) => r.stream(s, cx, out),
         }
     }
@@ -405,15 +406,24 @@ impl<G: Grammar> Driver<G> {
     }
 
     #[inline]
-    fn feed_str(&mut self, mut s: &str, out: &mut dyn Sink) {
+    fn feed_str(&mut self, s: &str, out: &mut dyn Sink) {
         // The per-chunk path of a streamed value: one reader call, nothing else.
         if let Some(v) = self.value.as_mut()
             && self.scan.held().is_empty()
+            && v.stream(s, &self.cx, out)
         {
-            if v.stream(s, &self.cx, out) {
-                self.cx.pos += s.len() as u64;
-                return;
-            }
+            self.cx.pos += s.len() as u64;
+            return;
+        }
+        self.feed_rest(s, out);
+    }
+
+    /// [`feed_str`](Driver::feed_str) once the per-chunk path declined `s` (it is not tried
+    /// again: a reader's `feed` does the same work in full). Out of line, so that the
+    /// per-chunk path that calls it stays small.
+    #[inline(never)]
+    fn feed_rest(&mut self, mut s: &str, out: &mut dyn Sink) {
+        if self.value.is_some() && self.scan.held().is_empty() {
             let n = self.feed_value(s, out);
             if n == s.len() {
                 return;
@@ -492,6 +502,15 @@ impl<G: Grammar> Driver<G> {
         }
     }
 
+    /// Bytes that are not plain ASCII with nothing pending: through the UTF-8 decoder, kept
+    /// out of line so the per-chunk path stays small.
+    #[inline(never)]
+    fn feed_utf8(&mut self, chunk: &[u8], out: &mut dyn Sink) {
+        let mut utf8 = std::mem::take(&mut self.utf8);
+        utf8.feed(chunk, &mut |p| self.piece(p, out));
+        self.utf8 = utf8;
+    }
+
     fn piece(&mut self, p: Utf8Piece<'_>, out: &mut dyn Sink) {
         match p {
             Utf8Piece::Text(s) => self.feed_str(s, out),
@@ -514,21 +533,22 @@ impl<G: Grammar> StreamParser for Driver<G> {
     fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
         match self.utf8.ascii(chunk) {
             Some(s) => {
-                // The per-chunk path of a streamed value: one reader call, nothing else.
+                // The per-chunk path of a streamed value: one reader call, nothing else. The
+                // offset moves first (readers' `stream` does not read it) so that the reader's
+                // `ArgsDelta` is the last thing done, a tail call.
                 if let Some(v) = self.value.as_mut()
                     && self.scan.held().is_empty()
-                    && v.stream(s, &self.cx, out)
                 {
                     self.cx.pos += s.len() as u64;
-                    return;
+                    if v.stream(s, &self.cx, out) {
+                        return;
+                    }
+                    self.cx.pos -= s.len() as u64;
+                    return self.feed_rest(s, out);
                 }
                 self.feed_str(s, out)
             }
-            None => {
-                let mut utf8 = std::mem::take(&mut self.utf8);
-                utf8.feed(chunk, &mut |p| self.piece(p, out));
-                self.utf8 = utf8;
-            }
+            None => self.feed_utf8(chunk, out),
         }
     }
 
@@ -683,6 +703,9 @@ pub(crate) struct ObjectReader {
     at: u64,
     /// Set by [`stop_at`](ObjectReader::stop_at): the value runs to this byte outside a string.
     stop: Option<u8>,
+    /// The call whose `ArgsDelta`s the bytes are, once known to be streamed (an object of a
+    /// live call): one test on the per-chunk path instead of three.
+    streams_to: Option<usize>,
 }
 
 impl ObjectReader {
@@ -703,6 +726,7 @@ impl ObjectReader {
             spoiled: false,
             at: 0,
             stop: None,
+            streams_to: None,
         }
     }
 
@@ -724,6 +748,23 @@ impl ObjectReader {
             ..*self.json.config()
         });
         self
+    }
+
+    /// [`ValueReader::stream`] of a reader with a stop byte: the JSON parser's own state is
+    /// all there is to follow.
+    #[inline(always)]
+    fn stream_to_stop(&mut self, s: &str, cx: &Cx, out: &mut dyn Sink) -> bool {
+        if !(self.mode != ObjectMode::Blank
+            && self.bytes + s.len() <= cx.limits.max_args_bytes
+            && self.json.continue_string(s))
+        {
+            return false;
+        }
+        self.bytes += s.len();
+        if let Some(i) = self.streams_to {
+            out.args_delta(i, s);
+        }
+        true
     }
 
     /// What the grammar of a stop-byte reader gets when it stops.
@@ -809,7 +850,10 @@ impl ValueReader for ObjectReader {
             };
             self.at = cx.pos + skipped as u64;
             match b {
-                b'{' => self.mode = ObjectMode::Object,
+                b'{' => {
+                    self.mode = ObjectMode::Object;
+                    self.streams_to = self.index.filter(|_| !self.spoiled);
+                }
                 b'"' if self.string_arguments => {
                     self.mode = ObjectMode::Str;
                     self.json = JsonParser::new(JsonConfig {
@@ -822,10 +866,6 @@ impl ValueReader for ObjectReader {
             }
         }
         let s = &s[skipped..];
-        if self.stream(s, cx, out) {
-            return (skipped + s.len(), None);
-        }
-        let stream = self.mode == ObjectMode::Object && self.index.is_some() && !self.spoiled;
         let mut stopped = false;
         let (valid, err) = match self.json.feed(s) {
             Ok(Feed::NeedMore) => (s.len(), None),
@@ -853,7 +893,7 @@ impl ValueReader for ObjectReader {
             );
             return (skipped + took, self.fail(ErrorKind::LimitExceeded, msg));
         }
-        if let (true, Some(i)) = (stream, self.index)
+        if let Some(i) = self.streams_to
             && took > 0
         {
             out.args_delta(i, &s[..took]);
@@ -885,7 +925,7 @@ impl ValueReader for ObjectReader {
     /// the JSON parser's own state is all there is.
     #[inline(always)]
     fn stream(&mut self, s: &str, cx: &Cx, out: &mut dyn Sink) -> bool {
-        if !((self.nest.in_str || self.stop.is_some())
+        if !((self.stop.is_some() || self.nest.in_str)
             && self.mode != ObjectMode::Blank
             && self.bytes + s.len() <= cx.limits.max_args_bytes
             && self.json.continue_string(s))
@@ -896,10 +936,7 @@ impl ValueReader for ObjectReader {
             self.nest.continue_string(s.as_bytes());
         }
         self.bytes += s.len();
-        if self.mode == ObjectMode::Object
-            && !self.spoiled
-            && let Some(i) = self.index
-        {
+        if let Some(i) = self.streams_to {
             out.args_delta(i, s);
         }
         true
@@ -907,10 +944,15 @@ impl ValueReader for ObjectReader {
 
     fn spoil(&mut self) {
         self.spoiled = true;
+        self.streams_to = None;
     }
 
     fn into_opened(self: Box<Self>) -> Opened {
-        Opened::Object(self)
+        if self.stop.is_some() {
+            Opened::Stopping(self)
+        } else {
+            Opened::Object(self)
+        }
     }
 }
 
@@ -1402,9 +1444,6 @@ impl ValueReader for EnvelopeReader {
             }
         }
         let s = &s[skipped..];
-        if self.stream(s, cx, out) {
-            return (skipped + s.len(), None);
-        }
         let (valid, err) = match self.json.feed(s) {
             Ok(_) => (s.len(), None),
             Err(e) => {
@@ -1468,10 +1507,6 @@ impl ValueReader for EnvelopeReader {
 
     fn spoil(&mut self) {
         self.spoiled = true;
-    }
-
-    fn into_opened(self: Box<Self>) -> Opened {
-        Opened::Envelope(self)
     }
 
     /// The common streaming piece: the body of a string inside a value.
