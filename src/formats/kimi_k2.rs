@@ -5,7 +5,7 @@
 //! ```
 //!
 //! A grammar over the family driver (`specs/delimited.md`): the driver scans text for the
-//! markers and streams the arguments through an [`ObjectReader`] that stops at a `<` outside a
+//! markers and streams the arguments through an `ObjectReader` that stops at a `<` outside a
 //! JSON string, so a marker inside a string is content; this module is the section and call
 //! grammar, the `functions.NAME:ID` header rule and the leniency options.
 
