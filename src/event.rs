@@ -1,10 +1,10 @@
 //! The streaming contract: events a parser emits, and the result folded from them.
 
 use crate::lexers::json::{JsonConfig, JsonError, JsonErrorKind, parse_complete};
+use crate::names::wire_names;
 use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::fmt;
 
 /// The shared vocabulary of error kinds; each format's spec says which ones it uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -37,45 +37,22 @@ pub enum ErrorKind {
     MaxMistakes,
 }
 
-impl ErrorKind {
-    /// Every kind, in declaration order.
-    pub const ALL: [ErrorKind; 12] = [
-        ErrorKind::InvalidJson,
-        ErrorKind::EmptyArguments,
-        ErrorKind::MissingName,
-        ErrorKind::UnknownTool,
-        ErrorKind::SchemaViolation,
-        ErrorKind::MalformedMarkup,
-        ErrorKind::Unterminated,
-        ErrorKind::InvalidUtf8,
-        ErrorKind::InvalidStream,
-        ErrorKind::LimitExceeded,
-        ErrorKind::NoToolBlocks,
-        ErrorKind::MaxMistakes,
-    ];
+impl ErrorKind {}
 
-    /// The snake_case name used in specs, expectations and reports.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorKind::InvalidJson => "invalid_json",
-            ErrorKind::EmptyArguments => "empty_arguments",
-            ErrorKind::MissingName => "missing_name",
-            ErrorKind::UnknownTool => "unknown_tool",
-            ErrorKind::SchemaViolation => "schema_violation",
-            ErrorKind::MalformedMarkup => "malformed_markup",
-            ErrorKind::Unterminated => "unterminated",
-            ErrorKind::InvalidUtf8 => "invalid_utf8",
-            ErrorKind::InvalidStream => "invalid_stream",
-            ErrorKind::LimitExceeded => "limit_exceeded",
-            ErrorKind::NoToolBlocks => "no_tool_blocks",
-            ErrorKind::MaxMistakes => "max_mistakes",
-        }
-    }
-}
-
-impl fmt::Display for ErrorKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+wire_names! {
+    ErrorKind {
+        InvalidJson => "invalid_json",
+        EmptyArguments => "empty_arguments",
+        MissingName => "missing_name",
+        UnknownTool => "unknown_tool",
+        SchemaViolation => "schema_violation",
+        MalformedMarkup => "malformed_markup",
+        Unterminated => "unterminated",
+        InvalidUtf8 => "invalid_utf8",
+        InvalidStream => "invalid_stream",
+        LimitExceeded => "limit_exceeded",
+        NoToolBlocks => "no_tool_blocks",
+        MaxMistakes => "max_mistakes",
     }
 }
 
@@ -210,143 +187,71 @@ pub enum WarningKind {
     PythonLiteral,
 }
 
-impl WarningKind {
-    /// Every kind, in declaration order.
-    pub const ALL: [WarningKind; 61] = [
-        WarningKind::TextInSection,
-        WarningKind::HeaderWhitespace,
-        WarningKind::StringArguments,
-        WarningKind::MissingCallEnd,
-        WarningKind::MissingSectionEnd,
-        WarningKind::MissingSectionBegin,
-        WarningKind::SingularSectionMarker,
-        WarningKind::PluralArgumentMarker,
-        WarningKind::StraySectionEnd,
-        WarningKind::StrayCallEnd,
-        WarningKind::ParametersKey,
-        WarningKind::MissingArguments,
-        WarningKind::ObjectNotArray,
-        WarningKind::MissingArgsMarker,
-        WarningKind::AllowMissingMessageStart,
-        WarningKind::AllowMissingId,
-        WarningKind::AcceptInputInStart,
-        WarningKind::AllowBlockIndexGap,
-        WarningKind::IgnoreDuplicateStop,
-        WarningKind::CloseBlocksAtMessageStop,
-        WarningKind::AllowMissingMessageStop,
-        WarningKind::AcceptUnterminatedEvent,
-        WarningKind::AllowRepeatedHeader,
-        WarningKind::SplitCallsOnNewId,
-        WarningKind::AllowDuplicateId,
-        WarningKind::BufferArgsBeforeName,
-        WarningKind::InferMissingIndex,
-        WarningKind::EmptyArgumentsAsObject,
-        WarningKind::EndCallsAtStop,
-        WarningKind::EndCallsAtStreamEnd,
-        WarningKind::AllowMissingDone,
-        WarningKind::IgnoreExtraChoices,
-        WarningKind::AllowTextBetweenParams,
-        WarningKind::AllowBareAmpersand,
-        WarningKind::AllowUnknownEntities,
-        WarningKind::IgnoreAttributes,
-        WarningKind::CallTerminator,
-        WarningKind::MissingEnd,
-        WarningKind::MissingStart,
-        WarningKind::BuiltinRecipient,
-        WarningKind::UnterminatedReasoning,
-        WarningKind::CallInReasoning,
-        WarningKind::StrayReasoningEnd,
-        WarningKind::MissingGt,
-        WarningKind::CloseTagInValue,
-        WarningKind::MissingWrapper,
-        WarningKind::MissingCallClose,
-        WarningKind::TextAfterCalls,
-        WarningKind::TextInBlock,
-        WarningKind::EscapedNewline,
-        WarningKind::SingleQuotes,
-        WarningKind::MissingStringAttribute,
-        WarningKind::UnknownTool,
-        WarningKind::UnknownParameter,
-        WarningKind::DuplicateParameter,
-        WarningKind::UnreadableSchema,
-        WarningKind::SchemaTypeMismatch,
-        WarningKind::TypeMismatch,
-        WarningKind::NullNotAllowed,
-        WarningKind::NullAlias,
-        WarningKind::PythonLiteral,
-    ];
+impl WarningKind {}
 
-    /// The snake_case name carried by `Warning` events and reports.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            WarningKind::TextInSection => "text_in_section",
-            WarningKind::HeaderWhitespace => "header_whitespace",
-            WarningKind::StringArguments => "string_arguments",
-            WarningKind::MissingCallEnd => "missing_call_end",
-            WarningKind::MissingSectionEnd => "missing_section_end",
-            WarningKind::MissingSectionBegin => "missing_section_begin",
-            WarningKind::SingularSectionMarker => "singular_section_marker",
-            WarningKind::PluralArgumentMarker => "plural_argument_marker",
-            WarningKind::StraySectionEnd => "stray_section_end",
-            WarningKind::StrayCallEnd => "stray_call_end",
-            WarningKind::ParametersKey => "parameters_key",
-            WarningKind::MissingArguments => "missing_arguments",
-            WarningKind::ObjectNotArray => "object_not_array",
-            WarningKind::MissingArgsMarker => "missing_args_marker",
-            WarningKind::AllowMissingMessageStart => "allow_missing_message_start",
-            WarningKind::AllowMissingId => "allow_missing_id",
-            WarningKind::AcceptInputInStart => "accept_input_in_start",
-            WarningKind::AllowBlockIndexGap => "allow_block_index_gap",
-            WarningKind::IgnoreDuplicateStop => "ignore_duplicate_stop",
-            WarningKind::CloseBlocksAtMessageStop => "close_blocks_at_message_stop",
-            WarningKind::AllowMissingMessageStop => "allow_missing_message_stop",
-            WarningKind::AcceptUnterminatedEvent => "accept_unterminated_event",
-            WarningKind::AllowRepeatedHeader => "allow_repeated_header",
-            WarningKind::SplitCallsOnNewId => "split_calls_on_new_id",
-            WarningKind::AllowDuplicateId => "allow_duplicate_id",
-            WarningKind::BufferArgsBeforeName => "buffer_args_before_name",
-            WarningKind::InferMissingIndex => "infer_missing_index",
-            WarningKind::EmptyArgumentsAsObject => "empty_arguments_as_object",
-            WarningKind::EndCallsAtStop => "end_calls_at_stop",
-            WarningKind::EndCallsAtStreamEnd => "end_calls_at_stream_end",
-            WarningKind::AllowMissingDone => "allow_missing_done",
-            WarningKind::IgnoreExtraChoices => "ignore_extra_choices",
-            WarningKind::AllowTextBetweenParams => "allow_text_between_params",
-            WarningKind::AllowBareAmpersand => "allow_bare_ampersand",
-            WarningKind::AllowUnknownEntities => "allow_unknown_entities",
-            WarningKind::IgnoreAttributes => "ignore_attributes",
-            WarningKind::CallTerminator => "call_terminator",
-            WarningKind::MissingEnd => "missing_end",
-            WarningKind::MissingStart => "missing_start",
-            WarningKind::BuiltinRecipient => "builtin_recipient",
-            WarningKind::UnterminatedReasoning => "unterminated_reasoning",
-            WarningKind::CallInReasoning => "call_in_reasoning",
-            WarningKind::StrayReasoningEnd => "stray_reasoning_end",
-            WarningKind::MissingGt => "missing_gt",
-            WarningKind::CloseTagInValue => "close_tag_in_value",
-            WarningKind::MissingWrapper => "missing_wrapper",
-            WarningKind::MissingCallClose => "missing_call_close",
-            WarningKind::TextAfterCalls => "text_after_calls",
-            WarningKind::TextInBlock => "text_in_block",
-            WarningKind::EscapedNewline => "escaped_newline",
-            WarningKind::SingleQuotes => "single_quotes",
-            WarningKind::MissingStringAttribute => "missing_string_attribute",
-            WarningKind::UnknownTool => "unknown_tool",
-            WarningKind::UnknownParameter => "unknown_parameter",
-            WarningKind::DuplicateParameter => "duplicate_parameter",
-            WarningKind::UnreadableSchema => "unreadable_schema",
-            WarningKind::SchemaTypeMismatch => "schema_type_mismatch",
-            WarningKind::TypeMismatch => "type_mismatch",
-            WarningKind::NullNotAllowed => "null_not_allowed",
-            WarningKind::NullAlias => "null_alias",
-            WarningKind::PythonLiteral => "python_literal",
-        }
-    }
-}
-
-impl fmt::Display for WarningKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+wire_names! {
+    WarningKind {
+        TextInSection => "text_in_section",
+        HeaderWhitespace => "header_whitespace",
+        StringArguments => "string_arguments",
+        MissingCallEnd => "missing_call_end",
+        MissingSectionEnd => "missing_section_end",
+        MissingSectionBegin => "missing_section_begin",
+        SingularSectionMarker => "singular_section_marker",
+        PluralArgumentMarker => "plural_argument_marker",
+        StraySectionEnd => "stray_section_end",
+        StrayCallEnd => "stray_call_end",
+        ParametersKey => "parameters_key",
+        MissingArguments => "missing_arguments",
+        ObjectNotArray => "object_not_array",
+        MissingArgsMarker => "missing_args_marker",
+        AllowMissingMessageStart => "allow_missing_message_start",
+        AllowMissingId => "allow_missing_id",
+        AcceptInputInStart => "accept_input_in_start",
+        AllowBlockIndexGap => "allow_block_index_gap",
+        IgnoreDuplicateStop => "ignore_duplicate_stop",
+        CloseBlocksAtMessageStop => "close_blocks_at_message_stop",
+        AllowMissingMessageStop => "allow_missing_message_stop",
+        AcceptUnterminatedEvent => "accept_unterminated_event",
+        AllowRepeatedHeader => "allow_repeated_header",
+        SplitCallsOnNewId => "split_calls_on_new_id",
+        AllowDuplicateId => "allow_duplicate_id",
+        BufferArgsBeforeName => "buffer_args_before_name",
+        InferMissingIndex => "infer_missing_index",
+        EmptyArgumentsAsObject => "empty_arguments_as_object",
+        EndCallsAtStop => "end_calls_at_stop",
+        EndCallsAtStreamEnd => "end_calls_at_stream_end",
+        AllowMissingDone => "allow_missing_done",
+        IgnoreExtraChoices => "ignore_extra_choices",
+        AllowTextBetweenParams => "allow_text_between_params",
+        AllowBareAmpersand => "allow_bare_ampersand",
+        AllowUnknownEntities => "allow_unknown_entities",
+        IgnoreAttributes => "ignore_attributes",
+        CallTerminator => "call_terminator",
+        MissingEnd => "missing_end",
+        MissingStart => "missing_start",
+        BuiltinRecipient => "builtin_recipient",
+        UnterminatedReasoning => "unterminated_reasoning",
+        CallInReasoning => "call_in_reasoning",
+        StrayReasoningEnd => "stray_reasoning_end",
+        MissingGt => "missing_gt",
+        CloseTagInValue => "close_tag_in_value",
+        MissingWrapper => "missing_wrapper",
+        MissingCallClose => "missing_call_close",
+        TextAfterCalls => "text_after_calls",
+        TextInBlock => "text_in_block",
+        EscapedNewline => "escaped_newline",
+        SingleQuotes => "single_quotes",
+        MissingStringAttribute => "missing_string_attribute",
+        UnknownTool => "unknown_tool",
+        UnknownParameter => "unknown_parameter",
+        DuplicateParameter => "duplicate_parameter",
+        UnreadableSchema => "unreadable_schema",
+        SchemaTypeMismatch => "schema_type_mismatch",
+        TypeMismatch => "type_mismatch",
+        NullNotAllowed => "null_not_allowed",
+        NullAlias => "null_alias",
+        PythonLiteral => "python_literal",
     }
 }
 

@@ -63,6 +63,7 @@ pub mod formats;
 #[cfg(feature = "cli")]
 pub mod harness;
 pub mod lexers;
+mod names;
 #[cfg(feature = "cli")]
 pub mod outputs;
 pub mod tools;

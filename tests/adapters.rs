@@ -2,6 +2,9 @@
 //! their documented failures, and misbehaving adapters never stop a run.
 #![cfg(feature = "cli")] // drives the `conform` binary or the harness
 
+mod common;
+
+use common::{conform, have, kimi_k2_corpus, root, stdout, write_case};
 use conform::backends::AdapterOptions;
 use conform::harness::chunking::{ChunkingParams, Strategy};
 use conform::harness::parsers::ParserRun;
@@ -11,36 +14,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn conform(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_conform"))
-        .args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .output()
-        .expect("the conform binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// True when `cmd --version` runs; otherwise prints why the test is skipped.
-fn have(cmd: &str) -> bool {
-    let ok = Command::new(cmd)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("note: `{cmd}` is not installed; skipping this adapter test");
-    }
-    ok
-}
 
 /// `<case id> <invariant or status>` for every failure the terminal output lists, and
 /// `<case id> split_token` for every case reported apart as breaking only on split tokens.
@@ -133,6 +106,37 @@ fn the_python_example_shows_exactly_its_documented_failures() {
     );
 }
 
+/// What the vLLM and SGLang adapters share (`examples/adapters/pyengine/`) has unit tests of its
+/// own; they need no engine, so every `cargo test` runs them.
+#[test]
+fn the_python_engine_adapters_shared_code_passes_its_unit_tests() {
+    if !have("python3") {
+        return;
+    }
+    let o = Command::new("python3")
+        .args([
+            "-m",
+            "unittest",
+            "discover",
+            "-s",
+            "examples/adapters/pyengine",
+        ])
+        .current_dir(root())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .expect("python3 runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let ran = err.lines().find_map(|l| {
+        l.strip_prefix("Ran ")?
+            .split(' ')
+            .next()?
+            .parse::<u32>()
+            .ok()
+    });
+    assert!(ran.is_some_and(|n| n > 0), "no test ran: {err}");
+}
+
 #[test]
 fn the_node_example_shows_exactly_its_documented_failures() {
     if !have("node") {
@@ -162,17 +166,10 @@ fn the_node_example_shows_exactly_its_documented_failures() {
 
 /// A scratch kimi_k2 corpus of plain-text cases, each expecting its own text back.
 fn scratch(texts: &[(&str, &str)]) -> tempfile::TempDir {
-    let d = tempfile::tempdir().unwrap();
-    let k = d.path().join("kimi_k2");
-    std::fs::create_dir(&k).unwrap();
+    let (d, k) = kimi_k2_corpus();
     for (name, text) in texts {
-        std::fs::write(k.join(format!("y_{name}.txt")), text).unwrap();
-        std::fs::write(
-            k.join(format!("y_{name}.expect.json")),
-            serde_json::json!({"text": text, "calls": [], "error": null, "warnings": []})
-                .to_string(),
-        )
-        .unwrap();
+        let expect = serde_json::json!({"text": text, "calls": [], "error": null, "warnings": []});
+        write_case(&k, &format!("y_{name}"), text, Some(&expect.to_string()));
     }
     d
 }

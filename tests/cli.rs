@@ -1,70 +1,36 @@
 //! End-to-end tests of the `conform` command line.
 #![cfg(feature = "cli")] // drives the `conform` binary or the harness
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
-fn conform(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_conform"))
-        .args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("the conform binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-const CALL: &str = "Hi.<|tool_calls_section_begin|><|tool_call_begin|>functions.ls:0<|tool_call_argument_begin|>{\"path\": \"/x\"}<|tool_call_end|><|tool_calls_section_end|>";
+use common::{CALL, conform, root, stdout};
 
 /// A scratch corpus with one passing kimi_k2 case.
 fn scratch() -> tempfile::TempDir {
-    let d = tempfile::tempdir().unwrap();
-    let k = d.path().join("kimi_k2");
-    std::fs::create_dir(&k).unwrap();
-    std::fs::write(k.join("y_ok.txt"), CALL).unwrap();
-    std::fs::write(
-        k.join("y_ok.expect.json"),
-        r#"{"text":"Hi.","calls":[{"name":"ls","id":"0","arguments":{"path":"/x"}}],"error":null}"#,
+    common::scratch(
+        "y_ok",
+        CALL,
+        Some(
+            r#"{"text":"Hi.","calls":[{"name":"ls","id":"0","arguments":{"path":"/x"}}],"error":null}"#,
+        ),
     )
-    .unwrap();
-    d
 }
 
 #[test]
 fn the_bundled_corpus_passes_and_the_output_is_deterministic() {
-    let a = conform(
-        &[
-            "run",
-            "corpus/",
-            "--quiet",
-            "--strategies",
-            "whole,markers,random",
-            "--seeds",
-            "2",
-        ],
-        root(),
-    );
+    let args = [
+        "run",
+        "corpus/",
+        "--quiet",
+        "--strategies",
+        "whole,markers,random",
+        "--seeds",
+        "2",
+    ];
+    let a = conform(&args, root());
     assert_eq!(a.status.code(), Some(0), "{}", stdout(&a));
     assert!(stdout(&a).contains("kimi_k2"));
-    let b = conform(
-        &[
-            "run",
-            "corpus/",
-            "--quiet",
-            "--strategies",
-            "whole,markers,random",
-            "--seeds",
-            "2",
-        ],
-        root(),
-    );
+    let b = conform(&args, root());
     assert_eq!(stdout(&a), stdout(&b));
     assert!(!stdout(&a).contains('\x1b'), "NO_COLOR is honoured");
 }

@@ -3,27 +3,14 @@
 //! replay commands (which replay), the policy cases apart, and the cost table.
 #![cfg(feature = "cli")] // drives the `conform` binary
 
-use std::path::Path;
+mod common;
+
+use common::{have, root};
 use std::process::Command;
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn have_python() -> bool {
-    let ok = Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("note: python3 is not installed; skipping the engines matrix test");
-    }
-    ok
-}
 
 #[test]
 fn the_matrix_of_a_fake_engine_classes_its_failures_and_names_a_failed_setup() {
-    if !have_python() {
+    if !have("python3") {
         return;
     }
     let out = tempfile::tempdir().unwrap();

@@ -2,6 +2,9 @@
 //! fault ends in seconds with exit 2 and a message naming the culprit, never green by accident.
 #![cfg(feature = "cli")] // drives the `conform` binary or the harness
 
+mod common;
+
+use common::{CALL, root, text};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -27,27 +30,13 @@ fn conform(args: &[&str], dir: &Path) -> Output {
     child.wait_with_output().expect("output")
 }
 
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 fn faults() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/faults")
+    root().join("tests/faults")
 }
-
-const CALL: &str = "Hi.<|tool_calls_section_begin|><|tool_call_begin|>functions.ls:0<|tool_call_argument_begin|>{\"path\": \"/x\"}<|tool_call_end|><|tool_calls_section_end|>";
 
 /// A scratch corpus with one passing kimi_k2 case.
 fn scratch() -> tempfile::TempDir {
-    let d = tempfile::tempdir().unwrap();
-    let k = d.path().join("kimi_k2");
-    std::fs::create_dir(&k).unwrap();
-    std::fs::write(k.join("y_ok.txt"), CALL).unwrap();
-    d
+    common::scratch("y_ok", CALL, None)
 }
 
 /// Exit 2, and the output names `culprit` with `what`.

@@ -2,25 +2,11 @@
 //! `conform.toml`, `conform formats --options`, and the options recorded in report.json.
 #![cfg(feature = "cli")] // drives the `conform` binary
 
+mod common;
+
+use common::{conform, report, text};
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn conform(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_conform"))
-        .args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("the conform binary runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use std::process::Output;
 
 /// A max_tokens cut: complete arguments, then the end of the stream without the call's end or
 /// the section's end. It parses only thanks to `missing_call_end` (and `missing_section_end`).
@@ -28,27 +14,19 @@ const CUT: &str = "Reading.<|tool_calls_section_begin|><|tool_call_begin|>functi
 
 /// A scratch corpus holding the cut as a `y_` case that expects the call.
 fn scratch() -> tempfile::TempDir {
-    let d = tempfile::tempdir().unwrap();
-    let k = d.path().join("kimi_k2");
-    std::fs::create_dir(&k).unwrap();
-    std::fs::write(k.join("y_cut.txt"), CUT).unwrap();
-    std::fs::write(
-        k.join("y_cut.expect.json"),
-        r#"{"text":"Reading.","calls":[{"name":"read_file","id":"0","arguments":{"filePath":"a"}}],"error":null}"#,
+    common::scratch(
+        "y_cut",
+        CUT,
+        Some(
+            r#"{"text":"Reading.","calls":[{"name":"read_file","id":"0","arguments":{"filePath":"a"}}],"error":null}"#,
+        ),
     )
-    .unwrap();
-    d
 }
 
 fn run(dir: &Path, extra: &[&str]) -> Output {
     let mut args = vec!["run", "kimi_k2", "--quiet", "--strategies", "whole,bytes"];
     args.extend_from_slice(extra);
     conform(&args, dir)
-}
-
-fn report(dir: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(dir.join("out/report.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
 }
 
 #[test]

@@ -2,46 +2,14 @@
 //! and a run that judged nothing is never green.
 #![cfg(feature = "cli")] // drives the `conform` binary or the harness
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn conform(args: &[String], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_conform"))
-        .args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .output()
-        .expect("the conform binary runs")
-}
-
-fn have_python() -> bool {
-    let ok = Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("note: python3 is not installed; skipping");
-    }
-    ok
-}
+use common::{conform, have, root};
 
 /// A kimi_k2 corpus with one plain-text case that expects its own text back.
 fn corpus(text: &str) -> tempfile::TempDir {
-    let d = tempfile::tempdir().unwrap();
-    let k = d.path().join("kimi_k2");
-    std::fs::create_dir(&k).unwrap();
-    std::fs::write(k.join("y_plain.txt"), text).unwrap();
-    std::fs::write(
-        k.join("y_plain.expect.json"),
-        serde_json::json!({"text": text, "calls": [], "error": null}).to_string(),
-    )
-    .unwrap();
-    d
+    let expect = serde_json::json!({"text": text, "calls": [], "error": null}).to_string();
+    common::scratch("y_plain", text, Some(&expect))
 }
 
 fn adapter(script: &str) -> String {
@@ -53,7 +21,7 @@ fn adapter(script: &str) -> String {
 
 #[test]
 fn the_replay_line_of_an_adapter_failure_reproduces_it() {
-    if !have_python() {
+    if !have("python3") {
         return;
     }
     let text = "hello there";
@@ -99,7 +67,7 @@ fn the_replay_line_of_an_adapter_failure_reproduces_it() {
 
 #[test]
 fn an_adapter_that_judges_no_case_is_never_green() {
-    if !have_python() {
+    if !have("python3") {
         return;
     }
     let d = corpus("hello");

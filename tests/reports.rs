@@ -1,26 +1,11 @@
 //! Reports: schema validity, determinism, shards, baselines, known failures, JUnit.
 #![cfg(feature = "cli")] // drives the `conform` binary or the harness
 
+mod common;
+
+use common::{CALL, conform, read_json, root, write_case};
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn conform(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_conform"))
-        .args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("the conform binary runs")
-}
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn read_json(p: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-}
 
 fn validate(report: &Value) {
     let schema = read_json(&root().join("specs/report.schema.json"));
@@ -37,8 +22,6 @@ fn without_timings(mut v: Value) -> Value {
     v
 }
 
-const CALL: &str = "Hi.<|tool_calls_section_begin|><|tool_call_begin|>functions.ls:0<|tool_call_argument_begin|>{\"path\": \"/x\"}<|tool_call_end|><|tool_calls_section_end|>";
-
 /// A scratch corpus: two passing cases, one failing, one known failure, one bad file.
 fn scratch() -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
@@ -53,11 +36,9 @@ fn scratch() -> tempfile::TempDir {
         ("y_wrong", r#"{"text":"Bye."}"#),
         ("y_known", r#"{"text":"Nope."}"#),
     ] {
-        std::fs::write(k.join(format!("{name}.txt")), CALL).unwrap();
-        std::fs::write(k.join(format!("{name}.expect.json")), expect).unwrap();
+        write_case(&k, name, CALL, Some(expect));
     }
-    std::fs::write(k.join("n_bad.txt"), "x").unwrap();
-    std::fs::write(k.join("n_bad.expect.json"), "{").unwrap();
+    write_case(&k, "n_bad", "x", Some("{"));
     std::fs::write(
         d.path().join("corpus/KNOWN_FAILURES"),
         "corpus/kimi_k2/y_known.txt # wrong on purpose\n",

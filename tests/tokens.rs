@@ -1,26 +1,11 @@
 //! End-to-end: token-aligned and recorded chunkings through `conform run` and `conform parse`.
 #![cfg(feature = "cli")] // drives the `conform` binary or the harness
 
+mod common;
+
 use base64::Engine as _;
+use common::{conform, report, text};
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn conform(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_conform"))
-        .args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("the conform binary runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 const CALL: &str = "Hello.<|tool_calls_section_begin|><|tool_call_begin|>functions.ls:0<|tool_call_argument_begin|>{\"path\": \"/x\"}<|tool_call_end|><|tool_calls_section_end|>";
 
@@ -39,26 +24,20 @@ fn ranks_file(path: &Path) {
 
 /// A scratch corpus: one kimi_k2 case with recorded deltas, and the ranks file.
 fn scratch() -> tempfile::TempDir {
-    let d = tempfile::tempdir().unwrap();
-    let k = d.path().join("kimi_k2");
-    std::fs::create_dir(&k).unwrap();
-    std::fs::write(k.join("y_ok.txt"), CALL).unwrap();
+    let d = common::scratch(
+        "y_ok",
+        CALL,
+        Some(
+            r#"{"text":"Hello.","calls":[{"name":"ls","id":"0","arguments":{"path":"/x"}}],"error":null}"#,
+        ),
+    );
     std::fs::write(
-        k.join("y_ok.expect.json"),
-        r#"{"text":"Hello.","calls":[{"name":"ls","id":"0","arguments":{"path":"/x"}}],"error":null}"#,
-    )
-    .unwrap();
-    std::fs::write(
-        k.join("y_ok.deltas.json"),
+        d.path().join("kimi_k2/y_ok.deltas.json"),
         r#"{"cuts":[5,6,34],"tokens":[1,1,1,9],"engine":"test"}"#,
     )
     .unwrap();
     ranks_file(&d.path().join("tiny.tiktoken"));
     d
-}
-
-fn report(dir: &Path) -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(dir.join("out/report.json")).unwrap()).unwrap()
 }
 
 #[test]

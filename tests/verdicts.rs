@@ -3,38 +3,15 @@
 //! wire carries none and names its errors differently passes where its calls are right.
 #![cfg(feature = "cli")] // drives the `conform` binary or the harness
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
-fn conform(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_conform"))
-        .args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .output()
-        .expect("the conform binary runs")
-}
-
-fn have_python() -> bool {
-    let ok = Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("note: python3 is not installed; skipping");
-    }
-    ok
-}
+use common::{conform, have, kimi_k2_corpus, root, write_case};
 
 /// A kimi_k2 corpus: one call without an id on the wire, one plain text, one rejection.
 fn corpus() -> tempfile::TempDir {
-    let d = tempfile::tempdir().unwrap();
-    let k = d.path().join("kimi_k2");
-    std::fs::create_dir(&k).unwrap();
+    let (d, k) = kimi_k2_corpus();
     let write = |name: &str, text: &str, expect: serde_json::Value| {
-        std::fs::write(k.join(format!("{name}.txt")), text).unwrap();
-        std::fs::write(k.join(format!("{name}.expect.json")), expect.to_string()).unwrap();
+        write_case(&k, name, text, Some(&expect.to_string()));
     };
     write(
         "y_call_without_id",
@@ -57,15 +34,13 @@ fn corpus() -> tempfile::TempDir {
 fn adapter() -> String {
     format!(
         "cmd:python3 {}",
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/adapters/generated_ids.py")
-            .display()
+        root().join("tests/adapters/generated_ids.py").display()
     )
 }
 
 #[test]
 fn an_engine_with_its_own_ids_warnings_and_error_names_passes_by_default() {
-    if !have_python() {
+    if !have("python3") {
         return;
     }
     let d = corpus();

@@ -7,9 +7,9 @@
 //! `specs/anthropic_sse.md`.
 
 use super::config::config;
-use super::options::Table;
-use super::provider::{Args, payload, pieces};
-use super::{Format, StreamParser};
+use super::entry::{self, Entry};
+use super::provider::{Args, check_call, payload, pieces, sse_items};
+use super::{Format, RenderFn, StreamParser};
 use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};
 use crate::lexers::sse::{SseConfig, SseEvent, SseItem, SseParser};
 use crate::tools::Tools;
@@ -630,17 +630,13 @@ impl Parser {
 
 impl StreamParser for Parser {
     fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
-        let mut items = Vec::new();
-        self.sse.feed(chunk, &mut |i| items.push(i));
-        for i in items {
+        for i in sse_items(&mut self.sse, Some(chunk)) {
             self.handle(i, out);
         }
     }
 
     fn finish(&mut self, out: &mut dyn Sink) {
-        let mut items = Vec::new();
-        self.sse.finish(&mut |i| items.push(i));
-        for i in items {
+        for i in sse_items(&mut self.sse, None) {
             self.handle(i, out);
         }
         let at = self.sse.offset();
@@ -717,21 +713,7 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
         idx += 1;
     }
     for (i, c) in calls.iter().enumerate() {
-        if c.name.is_empty() {
-            return Err(format!("call {i} has an empty name"));
-        }
-        if c.server.is_some() {
-            return Err(format!(
-                "call {i} has a server, which tool_use blocks cannot carry"
-            ));
-        }
-        if !c.arguments.is_object() {
-            return Err(format!("call {i}: arguments are not a JSON object"));
-        }
-        if c.id.as_deref() == Some("") {
-            // The parser reads `"id": ""` as no id (found by the `roundtrip` fuzz target).
-            return Err(format!("call {i} has an empty id, which reads as no id"));
-        }
+        check_call(i, c, "tool_use blocks")?;
         let mut block = json!({"type": "tool_use", "name": c.name, "input": {}});
         if let Some(id) = &c.id {
             block["id"] = json!(id);
@@ -766,38 +748,27 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
     Ok(out)
 }
 
-fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
-    Box::new(Parser::new(Config::default()))
-}
+/// What sets anthropic_sse apart; its registry entry follows.
+struct Declared;
 
-fn markers(_tools: &Tools) -> Vec<String> {
-    [
+impl Entry for Declared {
+    const ID: &'static str = "anthropic_sse";
+    const SUMMARY: &'static str =
+        "Anthropic Messages SSE stream (content_block_start/delta/stop, input_json_delta)";
+    const MARKERS: &'static [&'static str] = &[
         "event: ",
         "data: ",
         "content_block_start",
         "content_block_stop",
         "message_stop",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
+    ];
+    const RENDER: Option<RenderFn> = Some(render);
+    type Config = Config;
+    const PARSER: fn(Config) -> Box<dyn StreamParser> = |cfg| Box::new(Parser::new(cfg));
 }
 
-/// The anthropic_sse format's options, for `--option anthropic_sse.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table::new(Config::default, Config::OPTIONS, |c, _| {
-    Box::new(Parser::new(c))
-});
 /// The anthropic_sse format.
-pub static FORMAT: Format = Format {
-    render: Some(render),
-    ..Format::new(
-        "anthropic_sse",
-        "Anthropic Messages SSE stream (content_block_start/delta/stop, input_json_delta)",
-        new_parser,
-        markers,
-        &OPTION_TABLE,
-    )
-};
+pub static FORMAT: Format = entry::format::<Declared>();
 
 #[cfg(test)]
 mod tests {

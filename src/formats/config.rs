@@ -15,9 +15,16 @@ pub struct Opt<C> {
     pub set: fn(&mut C, bool),
 }
 
+/// A configuration declared with `config!`: its `bool` options as a table, for code generic
+/// over the configuration (`entry.rs`).
+pub trait Settable: Sized + 'static {
+    /// Every `bool` option of the configuration.
+    const OPTIONS: &'static [Opt<Self>];
+}
+
 /// Declares a format's `Config` with its `bool` options in a `options { … }` block (each with
 /// its doc comment, the option's reason) before the other fields, and makes `Config::OPTIONS`,
-/// the table of those options.
+/// the table of those options (also as [`Settable::OPTIONS`]).
 macro_rules! config {
     (
         $(#[$meta:meta])*
@@ -44,6 +51,10 @@ macro_rules! config {
                     set: |c, on| c.$opt = on,
                 }, )*
             ];
+        }
+
+        impl $crate::formats::config::Settable for $name {
+            const OPTIONS: &'static [$crate::formats::config::Opt<$name>] = $name::OPTIONS;
         }
     };
 }

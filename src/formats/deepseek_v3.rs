@@ -10,14 +10,10 @@
 //!
 //! The section grammar, markers and options are `deepseek_v31`'s; only the call body differs.
 
-use super::deepseek_v31::{
-    Deepseek, MARKERS, REASONING, SPECIAL_TOKENS, Shape, markers, reasoned, render_shape,
-};
+use super::deepseek_v31::{Deepseek, MARKERS, Shape, Shaped};
 use super::delimited::Driver;
-use super::options::Table;
+use super::entry;
 use super::{Format, StreamParser};
-use crate::event::ToolCall;
-use crate::tools::Tools;
 
 /// The options: the same leniencies as `deepseek_v31` (`specs/deepseek_v3.md` §Options).
 pub use super::deepseek_v31::Config;
@@ -27,41 +23,24 @@ pub fn parser(cfg: Config) -> impl StreamParser {
     Driver::new(Deepseek::new(Shape::V3, cfg), &MARKERS, cfg.limits)
 }
 
-/// Renders text and calls in the template's form: text, then one section with every call,
-/// each `function<｜tool▁sep｜>NAME⏎```json⏎{…}⏎```` between its call markers.
-pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>, String> {
-    render_shape(Shape::V3, text, calls)
+/// What sets deepseek_v3 apart: its call body, `function<｜tool▁sep｜>NAME⏎```json⏎{…}⏎````
+/// between the call markers, in the renderer too.
+struct V3;
+
+impl Shaped for V3 {
+    const ID: &'static str = "deepseek_v3";
+    const SUMMARY: &'static str = "DeepSeek V3 / R1: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME⏎```json⏎{json}⏎```<｜tool▁call▁end｜>…";
+    const SHAPE: Shape = Shape::V3;
 }
 
-fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
-    reasoned(Shape::V3, Config::default())
-}
-
-/// The deepseek_v3 format's options, for `--option deepseek_v3.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table {
-    nested: &super::deepseek_v31::NESTED,
-    ..Table::new(Config::default, Config::OPTIONS, |c, _| {
-        reasoned(Shape::V3, c)
-    })
-};
 /// The deepseek_v3 format.
-pub static FORMAT: Format = Format {
-    render: Some(render),
-    special_tokens: SPECIAL_TOKENS,
-    reasoning: Some(&REASONING),
-    ..Format::new(
-        "deepseek_v3",
-        "DeepSeek V3 / R1: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME⏎```json⏎{json}⏎```<｜tool▁call▁end｜>…",
-        new_parser,
-        markers,
-        &OPTION_TABLE,
-    )
-};
+pub static FORMAT: Format = entry::format::<V3>();
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::event::{ErrorKind, ParseResult};
+    use crate::formats::deepseek_v31::reasoned;
     use crate::formats::testkit::every_cut;
     use serde_json::json;
 

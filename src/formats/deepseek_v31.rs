@@ -8,9 +8,10 @@ use super::config::config;
 use super::delimited::{
     Cx, Driver, Grammar, Limits, ObjectReader, Stop, TextStep, ValueEnd, is_ws,
 };
-use super::options::{Nest, Nested, Table};
+use super::entry::{self, Entry};
+use super::options::{Nest, Nested};
 use super::reasoning::{self, Reasoned, Syntax};
-use super::{Format, SpecialToken, StreamParser};
+use super::{Format, RenderFn, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Sink, ToolCall, WarningKind};
 use crate::tools::Tools;
 
@@ -606,42 +607,48 @@ pub(crate) fn render_shape(
     Ok(out.into_bytes())
 }
 
-/// Renders text and calls in the template's form: text, then one section with every call.
-pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>, String> {
-    render_shape(Shape::V31, text, calls)
+/// One of the two DeepSeek V3 formats, which share their markers, options and special tokens
+/// and differ in the call body's shape; its registry entry follows.
+pub(crate) trait Shaped: 'static {
+    /// The format id.
+    const ID: &'static str;
+    /// One line for `conform formats`.
+    const SUMMARY: &'static str;
+    /// The call body's shape.
+    const SHAPE: Shape;
 }
 
-fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
-    reasoned(Shape::V31, Config::default())
+/// Renders text and calls in `D`'s template form: text, then one section with every call.
+fn render<D: Shaped>(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>, String> {
+    render_shape(D::SHAPE, text, calls)
 }
 
-pub(crate) fn markers(_tools: &Tools) -> Vec<String> {
-    MARKERS.iter().map(|m| m.to_string()).collect()
+impl<D: Shaped> Entry for D {
+    const ID: &'static str = <D as Shaped>::ID;
+    const SUMMARY: &'static str = <D as Shaped>::SUMMARY;
+    const MARKERS: &'static [&'static str] = &MARKERS;
+    const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
+    const RENDER: Option<RenderFn> = Some(render::<D>);
+    type Config = Config;
+    const PARSER: fn(Config) -> Box<dyn StreamParser> = |cfg| reasoned(D::SHAPE, cfg);
+    const NESTED: &'static [&'static dyn Nested<Config>] = &NESTED;
+    const REASONING: Option<&'static Syntax> = Some(&REASONING);
 }
 
-/// The deepseek_v31 format's options, for `--option deepseek_v31.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table {
-    nested: &NESTED,
-    ..Table::new(Config::default, Config::OPTIONS, |c, _| {
-        reasoned(Shape::V31, c)
-    })
-};
+/// What sets deepseek_v31 apart.
+struct V31;
+
+impl Shaped for V31 {
+    const ID: &'static str = "deepseek_v31";
+    const SUMMARY: &'static str = "DeepSeek V3.1: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{json}<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>";
+    const SHAPE: Shape = Shape::V31;
+}
+
 /// The deepseek_v31 format.
-pub static FORMAT: Format = Format {
-    render: Some(render),
-    special_tokens: SPECIAL_TOKENS,
-    reasoning: Some(&REASONING),
-    ..Format::new(
-        "deepseek_v31",
-        "DeepSeek V3.1: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{json}<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>",
-        new_parser,
-        markers,
-        &OPTION_TABLE,
-    )
-};
+pub static FORMAT: Format = entry::format::<V31>();
 
 /// DeepSeek V3 / V3.1 special tokens that can appear in output, with their ids.
-pub(crate) const SPECIAL_TOKENS: &[SpecialToken] = &[
+const SPECIAL_TOKENS: &[SpecialToken] = &[
     SpecialToken::new("<｜end▁of▁sentence｜>", 1),
     SpecialToken::new("<think>", 128798),
     SpecialToken::new("</think>", 128799),

@@ -5,12 +5,10 @@
 //! text⏎⏎<｜DSML｜function_calls>⏎<｜DSML｜invoke name="NAME">⏎<｜DSML｜parameter name="KEY" string="true">VALUE</｜DSML｜parameter>⏎</｜DSML｜invoke>⏎</｜DSML｜function_calls>
 //! ```
 
-use super::options::Table;
 use super::reasoning::Syntax;
 use super::tagged::{self, CallForm, Grammar, ParamForm, Role};
 use super::{Format, SpecialToken};
 use crate::event::{ToolCall, WarningKind};
-use crate::tools::Tools;
 
 pub use super::tagged::Config;
 
@@ -41,16 +39,6 @@ pub static GRAMMAR: Grammar = Grammar {
     block_end_warning: WarningKind::MissingSectionEnd,
     reasoning: Some(&REASONING),
 };
-
-/// The default options: every leniency of the family on.
-pub fn config() -> Config {
-    Config::default()
-}
-
-/// A parser with options `cfg`.
-pub fn parser(cfg: Config, tools: &Tools) -> tagged::Parser {
-    tagged::Parser::new(&GRAMMAR, cfg, tools)
-}
 
 /// deepseek_v32's place in the tagged family.
 pub struct DeepseekV32;
@@ -94,16 +82,8 @@ impl tagged::Member for DeepseekV32 {
     }
 }
 
-/// Renders text and calls as the chat template does (`string="true"` exactly for string
-/// values, written verbatim; others as JSON), refusing what would not parse back.
-pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, String> {
-    tagged::render::<DeepseekV32>(text, calls, tools)
-}
-
-static OPTIONS: Table<Config> = tagged::options::<DeepseekV32>();
-
 /// The deepseek_v32 format.
-pub static FORMAT: Format = tagged::format::<DeepseekV32>(&OPTIONS);
+pub static FORMAT: Format = tagged::format::<DeepseekV32>();
 
 /// DeepSeek-V3 special tokens that can appear in output; no DSML marker is one token.
 const SPECIAL_TOKENS: &[SpecialToken] = &[SpecialToken::new("<｜end▁of▁sentence｜>", 1)];
@@ -113,6 +93,7 @@ mod tests {
     use super::*;
     use crate::event::{ErrorKind, ParseResult};
     use crate::formats::testkit::every_cut;
+    use crate::tools::Tools;
     use serde_json::json;
 
     fn tools() -> Tools {
@@ -124,7 +105,11 @@ mod tests {
 
     fn parse(s: &str) -> ParseResult {
         let t = tools();
-        every_cut(&|| Box::new(parser(config(), &t)), s.as_bytes()).0
+        every_cut(
+            &|| Box::new(tagged::Parser::new(&GRAMMAR, Config::default(), &t)),
+            s.as_bytes(),
+        )
+        .0
     }
 
     fn warnings(r: &ParseResult) -> Vec<&str> {
@@ -197,7 +182,8 @@ mod tests {
             server: None,
             arguments: json!({"city": "3", "opts": {"a": [1, null]}}),
         }];
-        let out = String::from_utf8(render("", &calls, &tools()).unwrap()).unwrap();
+        let out = String::from_utf8(tagged::render::<DeepseekV32>("", &calls, &tools()).unwrap())
+            .unwrap();
         assert!(out.contains("<｜DSML｜parameter name=\"city\" string=\"true\">3</｜DSML｜parameter>\n<｜DSML｜parameter name=\"opts\" string=\"false\">{\"a\":[1,null]}</｜DSML｜parameter>"));
         assert_eq!(parse(&out).calls, calls);
     }

@@ -7,8 +7,8 @@
 //! complete, since `tool_name` may follow `arguments` in the object, and ends at `</tool>`.
 
 use super::config::config;
-use super::options::Table;
-use super::{Format, StreamParser};
+use super::entry::{self, Entry};
+use super::{Format, RenderFn, StreamParser};
 use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall};
 use crate::lexers::json::{Feed, JsonConfig, JsonErrorKind, JsonParser};
 use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
@@ -385,29 +385,21 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
     Ok(out.into_bytes())
 }
 
-fn markers(_t: &Tools) -> Vec<String> {
-    vec!["<tool>".into(), "</tool>".into()]
+/// What sets forge_json apart; its registry entry follows.
+struct Declared;
+
+impl Entry for Declared {
+    const ID: &'static str = "forge_json";
+    const SUMMARY: &'static str =
+        "Forge XML+JSON hybrid: <tool>{\"server_name\",\"tool_name\",\"arguments\"}</tool>";
+    const MARKERS: &'static [&'static str] = &["<tool>", "</tool>"];
+    const RENDER: Option<RenderFn> = Some(render);
+    type Config = Config;
+    const PARSER: fn(Config) -> Box<dyn StreamParser> = |cfg| Box::new(Parser::new(cfg));
 }
 
-fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
-    Box::new(Parser::new(Config::default()))
-}
-
-/// The forge_json format's options, for `--option forge_json.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table::new(Config::default, Config::OPTIONS, |c, _| {
-    Box::new(Parser::new(c))
-});
 /// The forge_json format.
-pub static FORMAT: Format = Format {
-    render: Some(render),
-    ..Format::new(
-        "forge_json",
-        "Forge XML+JSON hybrid: <tool>{\"server_name\",\"tool_name\",\"arguments\"}</tool>",
-        new_parser,
-        markers,
-        &OPTION_TABLE,
-    )
-};
+pub static FORMAT: Format = entry::format::<Declared>();
 
 #[cfg(test)]
 mod tests;

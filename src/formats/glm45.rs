@@ -5,12 +5,10 @@
 //! text⏎<tool_call>NAME⏎<arg_key>KEY</arg_key>⏎<arg_value>VALUE</arg_value>⏎</tool_call>
 //! ```
 
-use super::options::Table;
 use super::reasoning::Syntax;
 use super::tagged::{self, CallForm, Grammar, ParamForm, Role};
 use super::{Format, SpecialToken};
 use crate::event::{ToolCall, WarningKind};
-use crate::tools::Tools;
 
 pub use super::tagged::Config;
 
@@ -42,16 +40,6 @@ pub static GRAMMAR: Grammar = Grammar {
     block_end_warning: WarningKind::MissingCallEnd,
     reasoning: Some(&REASONING),
 };
-
-/// The default options: every leniency of the family on.
-pub fn config() -> Config {
-    Config::default()
-}
-
-/// A parser with options `cfg`.
-pub fn parser(cfg: Config, tools: &Tools) -> tagged::Parser {
-    tagged::Parser::new(&GRAMMAR, cfg, tools)
-}
 
 /// glm45's place in the tagged family.
 pub struct Glm45;
@@ -89,16 +77,8 @@ impl tagged::Member for Glm45 {
     }
 }
 
-/// Renders text and calls as the GLM-4.5/4.6 template does (strings verbatim, other values
-/// as JSON), refusing what would not parse back.
-pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, String> {
-    tagged::render::<Glm45>(text, calls, tools)
-}
-
-static OPTIONS: Table<Config> = tagged::options::<Glm45>();
-
 /// The glm45 format.
-pub static FORMAT: Format = tagged::format::<Glm45>(&OPTIONS);
+pub static FORMAT: Format = tagged::format::<Glm45>();
 
 /// GLM-4.5/4.6/4.7 added tokens that can appear in output: each tag is one token (ids as
 /// quoted from `tokenizer_config.json` in the fact sheet); the others' ids were not checked.
@@ -132,6 +112,7 @@ mod tests {
     use super::*;
     use crate::event::{ErrorKind, ParseResult};
     use crate::formats::testkit::every_cut;
+    use crate::tools::Tools;
     use serde_json::json;
 
     fn tools() -> Tools {
@@ -143,7 +124,11 @@ mod tests {
 
     fn parse(s: &str) -> ParseResult {
         let t = tools();
-        every_cut(&|| Box::new(parser(config(), &t)), s.as_bytes()).0
+        every_cut(
+            &|| Box::new(tagged::Parser::new(&GRAMMAR, Config::default(), &t)),
+            s.as_bytes(),
+        )
+        .0
     }
 
     fn kinds(r: &ParseResult) -> (Vec<ErrorKind>, Vec<&str>) {
@@ -190,11 +175,11 @@ mod tests {
         );
         let off = Config {
             escaped_newline: false,
-            ..config()
+            ..Config::default()
         };
         let t = tools();
         let r = every_cut(
-            &|| Box::new(parser(off, &t)),
+            &|| Box::new(tagged::Parser::new(&GRAMMAR, off, &t)),
             b"<tool_call>get_weather\n<arg_key>city</arg_key>\\n<arg_value>Paris</arg_value></tool_call>",
         )
         .0;
@@ -235,7 +220,8 @@ mod tests {
             server: None,
             arguments: json!({"city": " x<y> ", "days": 2}),
         }];
-        let out = String::from_utf8(render("T", &calls, &tools()).unwrap()).unwrap();
+        let out =
+            String::from_utf8(tagged::render::<Glm45>("T", &calls, &tools()).unwrap()).unwrap();
         assert_eq!(
             out,
             "T<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value> x<y> </arg_value>\n<arg_key>days</arg_key>\n<arg_value>2</arg_value>\n</tool_call>"

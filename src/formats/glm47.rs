@@ -6,23 +6,11 @@
 //! ```
 
 use super::glm45::{GRAMMAR, SPECIAL_TOKENS};
-use super::options::Table;
 use super::tagged::{self, Grammar};
 use super::{Format, SpecialToken};
 use crate::event::ToolCall;
-use crate::tools::Tools;
 
 pub use super::tagged::Config;
-
-/// The default options: every leniency of the family on.
-pub fn config() -> Config {
-    Config::default()
-}
-
-/// A parser with options `cfg` (the `glm45` grammar: newlines between tags are insignificant).
-pub fn parser(cfg: Config, tools: &Tools) -> tagged::Parser {
-    tagged::Parser::new(&GRAMMAR, cfg, tools)
-}
 
 /// glm47's place in the tagged family.
 pub struct Glm47;
@@ -56,22 +44,15 @@ impl tagged::Member for Glm47 {
     }
 }
 
-/// Renders text and calls as the GLM-4.7 template does (no newlines, calls back to back),
-/// refusing what would not parse back.
-pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, String> {
-    tagged::render::<Glm47>(text, calls, tools)
-}
-
-static OPTIONS: Table<Config> = tagged::options::<Glm47>();
-
 /// The glm47 format.
-pub static FORMAT: Format = tagged::format::<Glm47>(&OPTIONS);
+pub static FORMAT: Format = tagged::format::<Glm47>();
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::event::ParseResult;
     use crate::formats::testkit::every_cut;
+    use crate::tools::Tools;
     use serde_json::json;
 
     fn tools() -> Tools {
@@ -83,7 +64,11 @@ mod tests {
 
     fn parse(s: &str) -> ParseResult {
         let t = tools();
-        every_cut(&|| Box::new(parser(config(), &t)), s.as_bytes()).0
+        every_cut(
+            &|| Box::new(tagged::Parser::new(&GRAMMAR, Config::default(), &t)),
+            s.as_bytes(),
+        )
+        .0
     }
 
     #[test]
@@ -133,7 +118,8 @@ mod tests {
                 arguments: json!({}),
             },
         ];
-        let out = String::from_utf8(render("", &calls, &tools()).unwrap()).unwrap();
+        let out =
+            String::from_utf8(tagged::render::<Glm47>("", &calls, &tools()).unwrap()).unwrap();
         assert_eq!(
             out,
             "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value><arg_key>days</arg_key><arg_value>3</arg_value></tool_call><tool_call>get_time</tool_call>"

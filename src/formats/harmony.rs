@@ -10,8 +10,8 @@
 //! call's arguments, validated by the incremental JSON parser as they arrive.
 
 use super::config::config;
-use super::options::Table;
-use super::{Format, SpecialToken, StreamParser};
+use super::entry::{self, Entry};
+use super::{Format, RenderFn, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};
 use crate::lexers::json::{JsonConfig, JsonErrorKind, JsonParser, SERDE_JSON_MAX_DEPTH};
 use crate::lexers::marker::{Window, classify_window};
@@ -889,44 +889,35 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
     Ok(out.into_bytes())
 }
 
-fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
-    Box::new(Parser::new(Config::default()))
+/// What sets harmony apart; its registry entry follows.
+struct Declared;
+
+impl Entry for Declared {
+    const ID: &'static str = "harmony";
+    const SUMMARY: &'static str = "OpenAI gpt-oss harmony messages: <|channel|>analysis<|message|>…<|end|><|start|>assistant<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{json}<|call|>";
+    const MARKERS: &'static [&'static str] = &MARKERS;
+    /// gpt-oss's special tokens that can appear in its output, with their o200k_harmony ids.
+    const SPECIAL_TOKENS: &'static [SpecialToken] = &[
+        SpecialToken::new("<|startoftext|>", 199998),
+        SpecialToken::new("<|endoftext|>", 199999),
+        SpecialToken::new(RETURN, 200002),
+        SpecialToken::new(CONSTRAIN, 200003),
+        SpecialToken::new(CHANNEL, 200005),
+        SpecialToken::new(START, 200006),
+        SpecialToken::new(END, 200007),
+        SpecialToken::new(MESSAGE, 200008),
+        SpecialToken::new(CALL, 200012),
+    ];
+    const RENDER: Option<RenderFn> = Some(render);
+    type Config = Config;
+    const PARSER: fn(Config) -> Box<dyn StreamParser> = |cfg| Box::new(Parser::new(cfg));
 }
 
-fn markers(_tools: &Tools) -> Vec<String> {
-    MARKERS.iter().map(|m| m.to_string()).collect()
-}
-
-/// The harmony format's options, for `--option harmony.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table::new(Config::default, Config::OPTIONS, |c, _| {
-    Box::new(Parser::new(c))
-});
 /// The harmony format.
 pub static FORMAT: Format = Format {
-    render: Some(render),
-    special_tokens: SPECIAL_TOKENS,
     vocabulary: Some("o200k_harmony"),
-    ..Format::new(
-        "harmony",
-        "OpenAI gpt-oss harmony messages: <|channel|>analysis<|message|>…<|end|><|start|>assistant<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{json}<|call|>",
-        new_parser,
-        markers,
-        &OPTION_TABLE,
-    )
+    ..entry::format::<Declared>()
 };
-
-/// gpt-oss's special tokens that can appear in its output, with their o200k_harmony ids.
-const SPECIAL_TOKENS: &[SpecialToken] = &[
-    SpecialToken::new("<|startoftext|>", 199998),
-    SpecialToken::new("<|endoftext|>", 199999),
-    SpecialToken::new(RETURN, 200002),
-    SpecialToken::new(CONSTRAIN, 200003),
-    SpecialToken::new(CHANNEL, 200005),
-    SpecialToken::new(START, 200006),
-    SpecialToken::new(END, 200007),
-    SpecialToken::new(MESSAGE, 200008),
-    SpecialToken::new(CALL, 200012),
-];
 
 #[cfg(test)]
 mod tests;

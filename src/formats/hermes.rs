@@ -13,9 +13,9 @@ use super::config::config;
 use super::delimited::{
     Cx, Driver, EnvelopeOptions, EnvelopeReader, Grammar, Limits, TextStep, ValueEnd,
 };
-use super::options::Table;
-use super::reasoning::{self, Syntax};
-use super::{Format, SpecialToken, StreamParser};
+use super::entry::{self, Entry};
+use super::reasoning::Syntax;
+use super::{Format, RenderFn, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Sink, ToolCall, WarningKind};
 use crate::tools::Tools;
 
@@ -282,10 +282,6 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
     Ok(out.into_bytes())
 }
 
-fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
-    reasoning::wrap(parser(Config::default()), &REASONING)
-}
-
 /// Qwen3's reasoning blocks, `<think>…</think>` (its thinking mode is the default); a call
 /// written inside one is reasoning, never a call (`specs/hermes.md`, Reasoning).
 pub static REASONING: Syntax = Syntax {
@@ -294,44 +290,38 @@ pub static REASONING: Syntax = Syntax {
     on_by_default: true,
 };
 
-fn markers(_tools: &Tools) -> Vec<String> {
-    MARKERS.iter().map(|m| m.to_string()).collect()
+/// What sets hermes apart; its registry entry follows.
+struct Declared;
+
+impl Entry for Declared {
+    const ID: &'static str = "hermes";
+    const SUMMARY: &'static str =
+        "Hermes 2 Pro / Qwen2.5 / Qwen3: <tool_call>{\"name\": …, \"arguments\": {…}}</tool_call>";
+    const MARKERS: &'static [&'static str] = &MARKERS;
+    /// Qwen2.5 / Qwen3 special tokens that can appear in output, with their ids.
+    const SPECIAL_TOKENS: &'static [SpecialToken] = &[
+        SpecialToken::new("<|endoftext|>", 151643),
+        SpecialToken::new("<|im_start|>", 151644),
+        SpecialToken::new("<|im_end|>", 151645),
+        SpecialToken::new(OPEN, 151657),
+        SpecialToken::new(CLOSE, 151658),
+        SpecialToken::new("<think>", 151667),
+        SpecialToken::new("</think>", 151668),
+    ];
+    const RENDER: Option<RenderFn> = Some(render);
+    type Config = Config;
+    const PARSER: fn(Config) -> Box<dyn StreamParser> = |cfg| Box::new(parser(cfg));
+    const LAYER: Option<&'static Syntax> = Some(&REASONING);
 }
 
-/// The hermes format's options, for `--option hermes.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table {
-    reasoning: Some(&REASONING),
-    ..Table::new(Config::default, Config::OPTIONS, |c, _| Box::new(parser(c)))
-};
 /// The hermes format.
-pub static FORMAT: Format = Format {
-    render: Some(render),
-    special_tokens: SPECIAL_TOKENS,
-    reasoning: Some(&REASONING),
-    ..Format::new(
-        "hermes",
-        "Hermes 2 Pro / Qwen2.5 / Qwen3: <tool_call>{\"name\": …, \"arguments\": {…}}</tool_call>",
-        new_parser,
-        markers,
-        &OPTION_TABLE,
-    )
-};
-
-/// Qwen2.5 / Qwen3 special tokens that can appear in output, with their ids.
-const SPECIAL_TOKENS: &[SpecialToken] = &[
-    SpecialToken::new("<|endoftext|>", 151643),
-    SpecialToken::new("<|im_start|>", 151644),
-    SpecialToken::new("<|im_end|>", 151645),
-    SpecialToken::new(OPEN, 151657),
-    SpecialToken::new(CLOSE, 151658),
-    SpecialToken::new("<think>", 151667),
-    SpecialToken::new("</think>", 151668),
-];
+pub static FORMAT: Format = entry::format::<Declared>();
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::event::ParseResult;
+    use crate::formats::reasoning;
     use crate::formats::testkit::{every_cut, fold_cut};
     use proptest::prelude::*;
     use serde_json::json;

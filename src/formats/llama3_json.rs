@@ -8,8 +8,8 @@ use super::config::config;
 use super::delimited::{
     Cx, Driver, EnvelopeOptions, EnvelopeReader, Grammar, Limits, TextStep, ValueEnd, is_ws,
 };
-use super::options::Table;
-use super::{Format, SpecialToken, StreamParser};
+use super::entry::{self, Entry};
+use super::{Format, RenderFn, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Sink, ToolCall};
 use crate::tools::Tools;
 
@@ -231,40 +231,31 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
     Ok(out.into_bytes())
 }
 
-fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
-    Box::new(parser(Config::default()))
+/// What sets llama3_json apart; its registry entry follows.
+struct Declared;
+
+impl Entry for Declared {
+    const ID: &'static str = "llama3_json";
+    const SUMMARY: &'static str =
+        "Llama 3.x JSON calls: [<|python_tag|>]{\"name\": …, \"parameters\": {…}}; …";
+    const MARKERS: &'static [&'static str] = &MARKERS;
+    /// Llama 3 special tokens that can appear in output (ids = 128000 + position).
+    const SPECIAL_TOKENS: &'static [SpecialToken] = &[
+        SpecialToken::new("<|begin_of_text|>", 128000),
+        SpecialToken::new("<|end_of_text|>", 128001),
+        SpecialToken::new("<|start_header_id|>", 128006),
+        SpecialToken::new("<|end_header_id|>", 128007),
+        SpecialToken::new(EOM, 128008),
+        SpecialToken::new(EOT, 128009),
+        SpecialToken::new(PYTHON_TAG, 128010),
+    ];
+    const RENDER: Option<RenderFn> = Some(render);
+    type Config = Config;
+    const PARSER: fn(Config) -> Box<dyn StreamParser> = |cfg| Box::new(parser(cfg));
 }
 
-fn markers(_tools: &Tools) -> Vec<String> {
-    MARKERS.iter().map(|m| m.to_string()).collect()
-}
-
-/// The llama3_json format's options, for `--option llama3_json.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> =
-    Table::new(Config::default, Config::OPTIONS, |c, _| Box::new(parser(c)));
 /// The llama3_json format.
-pub static FORMAT: Format = Format {
-    render: Some(render),
-    special_tokens: SPECIAL_TOKENS,
-    ..Format::new(
-        "llama3_json",
-        "Llama 3.x JSON calls: [<|python_tag|>]{\"name\": …, \"parameters\": {…}}; …",
-        new_parser,
-        markers,
-        &OPTION_TABLE,
-    )
-};
-
-/// Llama 3 special tokens that can appear in output (ids = 128000 + position).
-const SPECIAL_TOKENS: &[SpecialToken] = &[
-    SpecialToken::new("<|begin_of_text|>", 128000),
-    SpecialToken::new("<|end_of_text|>", 128001),
-    SpecialToken::new("<|start_header_id|>", 128006),
-    SpecialToken::new("<|end_header_id|>", 128007),
-    SpecialToken::new(EOM, 128008),
-    SpecialToken::new(EOT, 128009),
-    SpecialToken::new(PYTHON_TAG, 128010),
-];
+pub static FORMAT: Format = entry::format::<Declared>();
 
 #[cfg(test)]
 mod tests {

@@ -5,12 +5,10 @@
 //! text⏎<minimax:tool_call>⏎<invoke name="NAME">⏎<parameter name="KEY">VALUE</parameter>⏎</invoke>⏎</minimax:tool_call>
 //! ```
 
-use super::options::Table;
 use super::reasoning::Syntax;
 use super::tagged::{self, CallForm, Grammar, ParamForm, Role};
 use super::{Format, SpecialToken};
 use crate::event::{ToolCall, WarningKind};
-use crate::tools::Tools;
 
 pub use super::tagged::Config;
 
@@ -43,16 +41,6 @@ pub static GRAMMAR: Grammar = Grammar {
     block_end_warning: WarningKind::MissingSectionEnd,
     reasoning: Some(&REASONING),
 };
-
-/// The default options: every leniency of the family on.
-pub fn config() -> Config {
-    Config::default()
-}
-
-/// A parser with options `cfg`.
-pub fn parser(cfg: Config, tools: &Tools) -> tagged::Parser {
-    tagged::Parser::new(&GRAMMAR, cfg, tools)
-}
 
 /// minimax_m2's place in the tagged family.
 pub struct MinimaxM2;
@@ -87,16 +75,8 @@ impl tagged::Member for MinimaxM2 {
     }
 }
 
-/// Renders text and calls as the chat template does (one block, strings verbatim, other
-/// values as JSON), refusing what would not parse back.
-pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, String> {
-    tagged::render::<MinimaxM2>(text, calls, tools)
-}
-
-static OPTIONS: Table<Config> = tagged::options::<MinimaxM2>();
-
 /// The minimax_m2 format.
-pub static FORMAT: Format = tagged::format::<MinimaxM2>(&OPTIONS);
+pub static FORMAT: Format = tagged::format::<MinimaxM2>();
 
 /// MiniMax-M2 vocabulary tokens that can appear in its output (ids not verified; `<invoke`
 /// and `<parameter` are ordinary text).
@@ -128,6 +108,7 @@ mod tests {
     use super::*;
     use crate::event::{ErrorKind, ParseResult};
     use crate::formats::testkit::every_cut;
+    use crate::tools::Tools;
     use serde_json::json;
 
     fn tools() -> Tools {
@@ -139,7 +120,11 @@ mod tests {
 
     fn parse(s: &str) -> ParseResult {
         let t = tools();
-        every_cut(&|| Box::new(parser(config(), &t)), s.as_bytes()).0
+        every_cut(
+            &|| Box::new(tagged::Parser::new(&GRAMMAR, Config::default(), &t)),
+            s.as_bytes(),
+        )
+        .0
     }
 
     fn warnings(r: &ParseResult) -> Vec<&str> {
@@ -205,7 +190,8 @@ mod tests {
             server: None,
             arguments: json!({"city": "Zürich 🌧", "days": 1}),
         }];
-        let out = String::from_utf8(render("", &calls, &tools()).unwrap()).unwrap();
+        let out =
+            String::from_utf8(tagged::render::<MinimaxM2>("", &calls, &tools()).unwrap()).unwrap();
         assert_eq!(
             out,
             "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Zürich 🌧</parameter>\n<parameter name=\"days\">1</parameter>\n</invoke>\n</minimax:tool_call>"

@@ -8,9 +8,9 @@ use super::config::config;
 use super::delimited::{
     Cx, Driver, EnvelopeOptions, EnvelopeReader, Grammar, Limits, TextStep, ValueEnd, is_ws,
 };
-use super::options::Table;
-use super::reasoning::{self, Syntax};
-use super::{Format, SpecialToken, StreamParser};
+use super::entry::{self, Entry};
+use super::reasoning::Syntax;
+use super::{Format, RenderFn, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Sink, ToolCall, WarningKind};
 use crate::tools::Tools;
 
@@ -274,10 +274,6 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
     Ok(out.into_bytes())
 }
 
-fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
-    reasoning::wrap(parser(Config::default()), &REASONING)
-}
-
 /// Magistral's reasoning blocks, `[THINK]…[/THINK]` (control tokens: no plain text spells
 /// them, so the layer is on); a call written inside one is reasoning, never a call
 /// (`specs/mistral.md`, Reasoning).
@@ -287,39 +283,33 @@ pub static REASONING: Syntax = Syntax {
     on_by_default: true,
 };
 
-fn markers(_tools: &Tools) -> Vec<String> {
-    MARKERS.iter().map(|m| m.to_string()).collect()
+/// What sets mistral apart; its registry entry follows.
+struct Declared;
+
+impl Entry for Declared {
+    const ID: &'static str = "mistral";
+    const SUMMARY: &'static str =
+        "Mistral before v11: [TOOL_CALLS][{\"name\": …, \"arguments\": {…}, \"id\": …}, …]";
+    const MARKERS: &'static [&'static str] = &MARKERS;
+    /// Control tokens of the v3 SentencePiece vocabulary that can appear in output.
+    const SPECIAL_TOKENS: &'static [SpecialToken] = &[
+        SpecialToken::new("</s>", 2),
+        SpecialToken::new(TOOL_CALLS, 5),
+    ];
+    const RENDER: Option<RenderFn> = Some(render);
+    type Config = Config;
+    const PARSER: fn(Config) -> Box<dyn StreamParser> = |cfg| Box::new(parser(cfg));
+    const LAYER: Option<&'static Syntax> = Some(&REASONING);
 }
 
-/// The mistral format's options, for `--option mistral.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table {
-    reasoning: Some(&REASONING),
-    ..Table::new(Config::default, Config::OPTIONS, |c, _| Box::new(parser(c)))
-};
 /// The mistral format.
-pub static FORMAT: Format = Format {
-    render: Some(render),
-    special_tokens: SPECIAL_TOKENS,
-    reasoning: Some(&REASONING),
-    ..Format::new(
-        "mistral",
-        "Mistral before v11: [TOOL_CALLS][{\"name\": …, \"arguments\": {…}, \"id\": …}, …]",
-        new_parser,
-        markers,
-        &OPTION_TABLE,
-    )
-};
-
-/// Control tokens of the v3 SentencePiece vocabulary that can appear in output.
-const SPECIAL_TOKENS: &[SpecialToken] = &[
-    SpecialToken::new("</s>", 2),
-    SpecialToken::new(TOOL_CALLS, 5),
-];
+pub static FORMAT: Format = entry::format::<Declared>();
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::event::ParseResult;
+    use crate::formats::reasoning;
     use crate::formats::testkit::{every_cut, fold_cut};
     use proptest::prelude::*;
     use serde_json::json;

@@ -6,9 +6,9 @@
 
 use super::config::config;
 use super::delimited::{Cx, Driver, Grammar, Limits, ObjectReader, Stop, TextStep, ValueEnd};
-use super::options::Table;
-use super::reasoning;
-use super::{Format, SpecialToken, StreamParser};
+use super::entry::{self, Entry};
+use super::reasoning::Syntax;
+use super::{Format, RenderFn, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Sink, ToolCall, WarningKind};
 use crate::tools::Tools;
 
@@ -343,57 +343,46 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
     Ok(out.into_bytes())
 }
 
-fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
-    reasoning::wrap(parser(Config::default()), &REASONING)
-}
-
 /// Magistral's reasoning blocks, as in `mistral` (the same control tokens); a call written
 /// inside one is reasoning, never a call (`specs/mistral_v11.md`, Reasoning).
 pub use super::mistral::REASONING;
 
-fn markers(_tools: &Tools) -> Vec<String> {
-    MARKERS.iter().map(|m| m.to_string()).collect()
+/// What sets mistral_v11 apart; its registry entry follows.
+struct Declared;
+
+impl Entry for Declared {
+    const ID: &'static str = "mistral_v11";
+    const SUMMARY: &'static str = "Mistral v11+: [TOOL_CALLS]NAME[CALL_ID]ID[ARGS]{json} (v11) / [TOOL_CALLS]NAME[ARGS]{json} (v13+)";
+    const MARKERS: &'static [&'static str] = &MARKERS;
+    /// Tekken control tokens that can appear in v11+ output (ids from mistral-common's tests).
+    const SPECIAL_TOKENS: &'static [SpecialToken] = &[
+        SpecialToken::new("</s>", 2),
+        SpecialToken::new(TOOL_CALLS, 9),
+        SpecialToken::new(ARGS, 32),
+        SpecialToken::new(CALL_ID, 33),
+        SpecialToken {
+            text: "[THINK]",
+            id: None,
+        },
+        SpecialToken {
+            text: "[/THINK]",
+            id: None,
+        },
+    ];
+    const RENDER: Option<RenderFn> = Some(render);
+    type Config = Config;
+    const PARSER: fn(Config) -> Box<dyn StreamParser> = |cfg| Box::new(parser(cfg));
+    const LAYER: Option<&'static Syntax> = Some(&REASONING);
 }
 
-/// The mistral_v11 format's options, for `--option mistral_v11.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table {
-    reasoning: Some(&REASONING),
-    ..Table::new(Config::default, Config::OPTIONS, |c, _| Box::new(parser(c)))
-};
 /// The mistral_v11 format.
-pub static FORMAT: Format = Format {
-    render: Some(render),
-    special_tokens: SPECIAL_TOKENS,
-    reasoning: Some(&REASONING),
-    ..Format::new(
-        "mistral_v11",
-        "Mistral v11+: [TOOL_CALLS]NAME[CALL_ID]ID[ARGS]{json} (v11) / [TOOL_CALLS]NAME[ARGS]{json} (v13+)",
-        new_parser,
-        markers,
-        &OPTION_TABLE,
-    )
-};
-
-/// Tekken control tokens that can appear in v11+ output (ids from mistral-common's tests).
-const SPECIAL_TOKENS: &[SpecialToken] = &[
-    SpecialToken::new("</s>", 2),
-    SpecialToken::new(TOOL_CALLS, 9),
-    SpecialToken::new(ARGS, 32),
-    SpecialToken::new(CALL_ID, 33),
-    SpecialToken {
-        text: "[THINK]",
-        id: None,
-    },
-    SpecialToken {
-        text: "[/THINK]",
-        id: None,
-    },
-];
+pub static FORMAT: Format = entry::format::<Declared>();
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::event::ParseResult;
+    use crate::formats::reasoning;
     use crate::formats::testkit::{every_cut, fold_cut};
     use proptest::prelude::*;
     use serde_json::json;

@@ -1,6 +1,7 @@
 //! One module per wire format, each registered once in [`REGISTRY`] (`registry.rs`); the
 //! contract a format fulfils is in `contract.rs`; a `Config`'s options are declared with
-//! `config.rs`'s macro and gathered into a format's settable options by `options.rs`.
+//! `config.rs`'s macro and gathered into a format's settable options by `options.rs`; most
+//! formats declare their registry entry with `entry.rs`'s trait.
 //!
 //! A format knows the lexers and the event model; it never knows the harness.
 
@@ -20,6 +21,7 @@ pub mod deepseek_v3;
 pub mod deepseek_v31;
 pub mod deepseek_v32;
 pub mod delimited;
+mod entry;
 pub mod forge_json;
 pub mod forge_xml;
 pub mod glm45;

@@ -6,9 +6,9 @@
 //! [`JsonParser`](crate::lexers::json::JsonParser) per call, each fragment fed once). Rules and every deviation: `specs/openai_sse.md`.
 
 use super::config::config;
-use super::options::Table;
-use super::provider::{Args, payload, pieces};
-use super::{Format, StreamParser};
+use super::entry::{self, Entry};
+use super::provider::{Args, check_call, payload, pieces, sse_items};
+use super::{Format, RenderFn, StreamParser};
 use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};
 use crate::lexers::sse::{SseConfig, SseEvent, SseItem, SseParser};
 use crate::tools::Tools;
@@ -884,17 +884,13 @@ fn content_markup() -> Vec<String> {
 
 impl StreamParser for Parser {
     fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
-        let mut items = Vec::new();
-        self.sse.feed(chunk, &mut |i| items.push(i));
-        for i in items {
+        for i in sse_items(&mut self.sse, Some(chunk)) {
             self.handle(i, out);
         }
     }
 
     fn finish(&mut self, out: &mut dyn Sink) {
-        let mut items = Vec::new();
-        self.sse.finish(&mut |i| items.push(i));
-        for i in items {
+        for i in sse_items(&mut self.sse, None) {
             self.handle(i, out);
         }
         if let Some(mut kimi) = self.kimi.take() {
@@ -964,21 +960,7 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
         chunk_line(&mut out, json!({ "content": p }), None);
     }
     for (i, c) in calls.iter().enumerate() {
-        if c.name.is_empty() {
-            return Err(format!("call {i} has an empty name"));
-        }
-        if c.server.is_some() {
-            return Err(format!(
-                "call {i} has a server, which OpenAI tool calls cannot carry"
-            ));
-        }
-        if !c.arguments.is_object() {
-            return Err(format!("call {i}: arguments are not a JSON object"));
-        }
-        if c.id.as_deref() == Some("") {
-            // The parser reads `"id": ""` as no id (found by the `roundtrip` fuzz target).
-            return Err(format!("call {i} has an empty id, which reads as no id"));
-        }
+        check_call(i, c, "OpenAI tool calls")?;
         let mut first = Map::new();
         first.insert("index".into(), json!(i));
         if let Some(id) = &c.id {
@@ -1006,30 +988,30 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
     Ok(out)
 }
 
-fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
-    Box::new(Parser::new(Config::default()))
-}
-
+/// Its SSE framing, and the markup of the format its content is read as.
 fn markers(_tools: &Tools) -> Vec<String> {
-    let mut m: Vec<String> = vec!["data: ".into(), "[DONE]".into()];
+    let mut m: Vec<String> = Declared::MARKERS.iter().map(|s| s.to_string()).collect();
     m.extend(content_markup());
     m
 }
 
-/// The openai_sse format's options, for `--option openai_sse.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table::new(Config::default, Config::OPTIONS, |c, _| {
-    Box::new(Parser::new(c))
-});
+/// What sets openai_sse apart; its registry entry follows.
+struct Declared;
+
+impl Entry for Declared {
+    const ID: &'static str = "openai_sse";
+    const SUMMARY: &'static str =
+        "OpenAI Chat Completions SSE stream (delta.content, delta.tool_calls[])";
+    const MARKERS: &'static [&'static str] = &["data: ", "[DONE]"];
+    const RENDER: Option<RenderFn> = Some(render);
+    type Config = Config;
+    const PARSER: fn(Config) -> Box<dyn StreamParser> = |cfg| Box::new(Parser::new(cfg));
+}
+
 /// The openai_sse format.
 pub static FORMAT: Format = Format {
-    render: Some(render),
-    ..Format::new(
-        "openai_sse",
-        "OpenAI Chat Completions SSE stream (delta.content, delta.tool_calls[])",
-        new_parser,
-        markers,
-        &OPTION_TABLE,
-    )
+    markers,
+    ..entry::format::<Declared>()
 };
 
 #[cfg(test)]

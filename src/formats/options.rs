@@ -140,11 +140,28 @@ impl<C: 'static> FormatOptions for Table<C> {
                 return Err(unknown(name, &self.list()));
             }
         }
+        Ok(self.layered(c, layer, tools))
+    }
+}
+
+impl<C: 'static> Table<C> {
+    /// The format's parser with its default options.
+    pub fn default_parser(&self, tools: &Tools) -> Box<dyn StreamParser> {
+        self.layered((self.default)(), self.reasoning.map(|s| s.config()), tools)
+    }
+
+    /// The parser of `c`, behind the reasoning layer of `reasoning` with options `layer`.
+    fn layered(
+        &self,
+        c: C,
+        layer: Option<reasoning::Config>,
+        tools: &Tools,
+    ) -> Box<dyn StreamParser> {
         let p = (self.build)(c, tools);
-        Ok(match (self.reasoning, layer) {
+        match (self.reasoning, layer) {
             (Some(syntax), Some(cfg)) => Box::new(Reasoned::new(p, syntax, cfg)),
             _ => p,
-        })
+        }
     }
 }
 

@@ -1,11 +1,22 @@
-//! Machinery shared by the provider streams (`openai_sse`, `anthropic_sse`): reading an
-//! event's JSON payload, the incremental check of a call's argument fragments, and how
-//! renderers cut text into deltas.
+//! Machinery shared by the provider streams (`openai_sse`, `anthropic_sse`): reading SSE
+//! items and an event's JSON payload, the incremental check of a call's argument fragments,
+//! and what renderers check of a call and how they cut text into deltas.
 
-use crate::event::{ErrorKind, Event, Sink};
+use crate::event::{ErrorKind, Event, Sink, ToolCall};
 use crate::lexers::json::{JsonConfig, JsonErrorKind, JsonParser};
-use crate::lexers::sse::SseEvent;
+use crate::lexers::sse::{SseEvent, SseItem, SseParser};
 use serde::de::DeserializeOwned;
+
+/// The items the SSE reader completes with `chunk` (`None`: the end of the stream), gathered
+/// before any is handled, since handling one needs the whole parser.
+pub(crate) fn sse_items(sse: &mut SseParser, chunk: Option<&[u8]>) -> Vec<SseItem> {
+    let mut items = Vec::new();
+    match chunk {
+        Some(c) => sse.feed(c, &mut |i| items.push(i)),
+        None => sse.finish(&mut |i| items.push(i)),
+    }
+    items
+}
 
 /// The event's payload as `T`; `None` after reporting why not: `unterminated` when the stream
 /// ends inside it, `invalid_stream` when it is not such JSON.
@@ -99,6 +110,25 @@ impl Args {
     pub(crate) fn finish(&mut self) -> Result<(), String> {
         self.json.finish().map(|_| ()).map_err(|e| e.message)
     }
+}
+
+/// Checks that the `i`th call can be written in a provider stream whose calls (`calls`: how the
+/// stream names them) carry no server, and read back as the same call.
+pub(crate) fn check_call(i: usize, c: &ToolCall, calls: &str) -> Result<(), String> {
+    if c.name.is_empty() {
+        return Err(format!("call {i} has an empty name"));
+    }
+    if c.server.is_some() {
+        return Err(format!("call {i} has a server, which {calls} cannot carry"));
+    }
+    if !c.arguments.is_object() {
+        return Err(format!("call {i}: arguments are not a JSON object"));
+    }
+    if c.id.as_deref() == Some("") {
+        // The parser reads `"id": ""` as no id (found by the `roundtrip` fuzz target).
+        return Err(format!("call {i} has an empty id, which reads as no id"));
+    }
+    Ok(())
 }
 
 /// Splits `s` into pieces of about `n` bytes, at character boundaries.

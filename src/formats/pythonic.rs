@@ -8,10 +8,10 @@
 
 use super::config::config;
 use super::delimited::{Cx, Driver, Grammar, Limits, TextStep, ValueEnd, ValueReader, is_ws};
-use super::options::Table;
-use super::{Format, SpecialToken, StreamParser};
+use super::entry::{self, Entry};
+use super::{Format, RenderFn, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Sink, ToolCall};
-use crate::lexers::python::{PyLimits, PyListReader, PyStep};
+use crate::lexers::python::{PyLimits, PyListReader, PyStep, Quotes, write_literal};
 use crate::tools::Tools;
 use serde_json::Value;
 
@@ -257,55 +257,6 @@ fn is_identifier(s: &str) -> bool {
         && !KEYWORDS.contains(&s)
 }
 
-/// Writes a JSON value as a Python literal.
-fn py_value(v: &Value, out: &mut String) {
-    match v {
-        Value::Null => out.push_str("None"),
-        Value::Bool(true) => out.push_str("True"),
-        Value::Bool(false) => out.push_str("False"),
-        Value::Number(n) => out.push_str(&n.to_string()),
-        Value::String(s) => {
-            out.push('"');
-            for c in s.chars() {
-                match c {
-                    '\\' => out.push_str("\\\\"),
-                    '"' => out.push_str("\\\""),
-                    '\n' => out.push_str("\\n"),
-                    '\r' => out.push_str("\\r"),
-                    '\t' => out.push_str("\\t"),
-                    c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                        out.push_str(&format!("\\x{:02x}", c as u32));
-                    }
-                    c => out.push(c),
-                }
-            }
-            out.push('"');
-        }
-        Value::Array(a) => {
-            out.push('[');
-            for (k, x) in a.iter().enumerate() {
-                if k > 0 {
-                    out.push_str(", ");
-                }
-                py_value(x, out);
-            }
-            out.push(']');
-        }
-        Value::Object(m) => {
-            out.push('{');
-            for (k, (key, x)) in m.iter().enumerate() {
-                if k > 0 {
-                    out.push_str(", ");
-                }
-                py_value(&Value::String(key.clone()), out);
-                out.push_str(": ");
-                py_value(x, out);
-            }
-            out.push('}');
-        }
-    }
-}
-
 /// Renders calls as one Python list (Llama 3.2's form), followed by the text.
 pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>, String> {
     if let Some(m) = MARKERS.iter().find(|m| text.contains(*m)) {
@@ -345,7 +296,7 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
             }
             out.push_str(key);
             out.push('=');
-            py_value(v, &mut out);
+            write_literal(&mut out, v, Quotes::Double);
         }
         out.push(')');
     }
@@ -354,39 +305,29 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
     Ok(out.into_bytes())
 }
 
-fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
-    Box::new(parser(Config::default()))
+/// What sets pythonic apart; its registry entry follows.
+struct Declared;
+
+impl Entry for Declared {
+    const ID: &'static str = "pythonic";
+    const SUMMARY: &'static str = "Python call list (Llama 3.2 / 4): [get_weather(city=\"Paris\"), get_time()], optionally in <|python_start|>…<|python_end|>";
+    const MARKERS: &'static [&'static str] = &MARKERS;
+    /// Llama 4 and Llama 3 special tokens that can appear in output, with their ids.
+    const SPECIAL_TOKENS: &'static [SpecialToken] = &[
+        SpecialToken::new("<|eom|>", 200007),
+        SpecialToken::new("<|eot|>", 200008),
+        SpecialToken::new(PYTHON_START, 200016),
+        SpecialToken::new(PYTHON_END, 200017),
+        SpecialToken::new("<|eom_id|>", 128008),
+        SpecialToken::new("<|eot_id|>", 128009),
+    ];
+    const RENDER: Option<RenderFn> = Some(render);
+    type Config = Config;
+    const PARSER: fn(Config) -> Box<dyn StreamParser> = |cfg| Box::new(parser(cfg));
 }
 
-fn markers(_tools: &Tools) -> Vec<String> {
-    MARKERS.iter().map(|m| m.to_string()).collect()
-}
-
-/// The pythonic format's options, for `--option pythonic.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> =
-    Table::new(Config::default, Config::OPTIONS, |c, _| Box::new(parser(c)));
 /// The pythonic format.
-pub static FORMAT: Format = Format {
-    render: Some(render),
-    special_tokens: SPECIAL_TOKENS,
-    ..Format::new(
-        "pythonic",
-        "Python call list (Llama 3.2 / 4): [get_weather(city=\"Paris\"), get_time()], optionally in <|python_start|>…<|python_end|>",
-        new_parser,
-        markers,
-        &OPTION_TABLE,
-    )
-};
-
-/// Llama 4 and Llama 3 special tokens that can appear in output, with their ids.
-const SPECIAL_TOKENS: &[SpecialToken] = &[
-    SpecialToken::new("<|eom|>", 200007),
-    SpecialToken::new("<|eot|>", 200008),
-    SpecialToken::new(PYTHON_START, 200016),
-    SpecialToken::new(PYTHON_END, 200017),
-    SpecialToken::new("<|eom_id|>", 128008),
-    SpecialToken::new("<|eot_id|>", 128009),
-];
+pub static FORMAT: Format = entry::format::<Declared>();
 
 #[cfg(test)]
 mod tests {

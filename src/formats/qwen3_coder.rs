@@ -5,12 +5,10 @@
 //! text<tool_call>⏎<function=NAME>⏎<parameter=KEY>⏎VALUE⏎</parameter>⏎</function>⏎</tool_call>
 //! ```
 
-use super::options::Table;
 use super::reasoning::Syntax;
 use super::tagged::{self, CallForm, Grammar, ParamForm, Role};
 use super::{Format, SpecialToken};
 use crate::event::{ToolCall, WarningKind};
-use crate::tools::Tools;
 
 pub use super::tagged::Config;
 
@@ -42,19 +40,6 @@ pub static GRAMMAR: Grammar = Grammar {
     reasoning: Some(&REASONING),
 };
 
-/// The default options: every leniency of the family on, calls without `<tool_call>` too.
-pub fn config() -> Config {
-    Config {
-        missing_wrapper: true,
-        ..Config::default()
-    }
-}
-
-/// A parser with options `cfg`.
-pub fn parser(cfg: Config, tools: &Tools) -> tagged::Parser {
-    tagged::Parser::new(&GRAMMAR, cfg, tools)
-}
-
 /// qwen3_coder's place in the tagged family.
 pub struct Qwen3Coder;
 
@@ -64,8 +49,12 @@ impl tagged::Member for Qwen3Coder {
     const GRAMMAR: &'static Grammar = &GRAMMAR;
     const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
 
+    /// Every leniency of the family on, calls without `<tool_call>` too.
     fn config() -> Config {
-        config()
+        Config {
+            missing_wrapper: true,
+            ..Config::default()
+        }
     }
 
     fn write_calls(out: &mut String, calls: &[ToolCall]) {
@@ -93,16 +82,8 @@ impl tagged::Member for Qwen3Coder {
     }
 }
 
-/// Renders text and calls as the chat template does (values padded with one newline, strings
-/// verbatim, other values as JSON), refusing what would not parse back.
-pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, String> {
-    tagged::render::<Qwen3Coder>(text, calls, tools)
-}
-
-static OPTIONS: Table<Config> = tagged::options::<Qwen3Coder>();
-
 /// The qwen3_coder format.
-pub static FORMAT: Format = tagged::format::<Qwen3Coder>(&OPTIONS);
+pub static FORMAT: Format = tagged::format::<Qwen3Coder>();
 
 /// Qwen3's added tokens that can appear in a Qwen3-Coder answer (`<function=` and
 /// `<parameter=` are ordinary text).

@@ -5,12 +5,10 @@
 //! text<seed:tool_call>⏎<function=NAME>⏎<parameter=KEY>VALUE</parameter>⏎</function>⏎</seed:tool_call>
 //! ```
 
-use super::options::Table;
 use super::reasoning::Syntax;
 use super::tagged::{self, CallForm, Grammar, ParamForm, Role};
 use super::{Format, SpecialToken};
 use crate::event::{ToolCall, WarningKind};
-use crate::tools::Tools;
 
 pub use super::tagged::Config;
 
@@ -43,16 +41,6 @@ pub static GRAMMAR: Grammar = Grammar {
     block_end_warning: WarningKind::MissingCallEnd,
     reasoning: Some(&REASONING),
 };
-
-/// The default options: every leniency of the family on (calls need their wrapper).
-pub fn config() -> Config {
-    Config::default()
-}
-
-/// A parser with options `cfg`.
-pub fn parser(cfg: Config, tools: &Tools) -> tagged::Parser {
-    tagged::Parser::new(&GRAMMAR, cfg, tools)
-}
 
 /// seed_oss's place in the tagged family.
 pub struct SeedOss;
@@ -88,16 +76,8 @@ impl tagged::Member for SeedOss {
     }
 }
 
-/// Renders text and calls as the chat template does (values unpadded, strings verbatim,
-/// other values through `| string`, i.e. Python repr), refusing what would not parse back.
-pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, String> {
-    tagged::render::<SeedOss>(text, calls, tools)
-}
-
-static OPTIONS: Table<Config> = tagged::options::<SeedOss>();
-
 /// The seed_oss format.
-pub static FORMAT: Format = tagged::format::<SeedOss>(&OPTIONS);
+pub static FORMAT: Format = tagged::format::<SeedOss>();
 
 /// Seed-OSS vocabulary tokens that can appear in its output (ids not published in the
 /// sources read; `<function=` and `<parameter=` are ordinary text).
@@ -133,6 +113,7 @@ mod tests {
     use super::*;
     use crate::event::{ErrorKind, ParseResult};
     use crate::formats::testkit::every_cut;
+    use crate::tools::Tools;
     use serde_json::json;
 
     fn tools() -> Tools {
@@ -144,7 +125,11 @@ mod tests {
 
     fn parse(s: &str) -> ParseResult {
         let t = tools();
-        every_cut(&|| Box::new(parser(config(), &t)), s.as_bytes()).0
+        every_cut(
+            &|| Box::new(tagged::Parser::new(&GRAMMAR, Config::default(), &t)),
+            s.as_bytes(),
+        )
+        .0
     }
 
     #[test]
@@ -210,7 +195,8 @@ mod tests {
             server: None,
             arguments: json!({"opts": {"a": "it's \"q\"\n", "b": [1.5, false, null]}, "mode": 7}),
         }];
-        let out = String::from_utf8(render("", &calls, &tools()).unwrap()).unwrap();
+        let out =
+            String::from_utf8(tagged::render::<SeedOss>("", &calls, &tools()).unwrap()).unwrap();
         assert!(
             out.contains(
                 "<parameter=opts>{'a': 'it\\'s \"q\"\\n', 'b': [1.5, False, None]}</parameter>"

@@ -24,6 +24,7 @@ use super::typing::{Lookup, ParamType, SchemaTypes, TypingOptions, read_json, ty
 use super::{Format, SpecialToken, StreamParser, Typing};
 use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall, WarningKind, excerpt};
 use crate::lexers::marker::{MarkerScanner, Token};
+use crate::lexers::python::{Quotes, write_literal};
 use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
 use crate::tools::Tools;
 use serde_json::Value;
@@ -736,34 +737,11 @@ impl Parser {
     }
 
     fn call_name_text(&mut self, t: &str, out: &mut dyn Sink) -> usize {
-        let St::CallName { buf, quote } = &mut self.st else {
-            return 0;
-        };
-        let (end, used) = match tag_end(t, quote, self.g.call == CallForm::Eq) {
-            Some((k, newline)) => {
-                buf.push_str(&t[..k]);
-                (Some(newline), k + 1)
-            }
-            None => {
-                buf.push_str(t);
-                (None, t.len())
-            }
-        };
-        let too_long = buf.len() > self.cfg.max_tag_bytes;
-        let Some(newline) = end else {
-            if too_long {
-                self.fail(ErrorKind::LimitExceeded, "a call's name is too long", out);
-            }
+        let eq = self.g.call == CallForm::Eq;
+        let (used, raw) = self.tag_text(t, eq, ("name", "a call's name is too long"), out);
+        let Some(raw) = raw else {
             return used;
         };
-        let raw = std::mem::take(buf);
-        if too_long {
-            self.fail(ErrorKind::LimitExceeded, "a call's name is too long", out);
-            return used;
-        }
-        if newline && !self.missing_gt("name", &raw, out) {
-            return used;
-        }
         let name = match self.g.call {
             CallForm::Attr => match self.attrs(&raw, false, out) {
                 Some((n, _)) => n,
@@ -775,6 +753,49 @@ impl Parser {
             self.start_call(name, false, out);
         }
         used
+    }
+
+    /// Reads `t` into the text of the tag being read (a call's name or a key: `what`, and the
+    /// message when it is too long) up to the tag's end (`>`, or a newline where
+    /// `newline_ends`): the bytes used, and the tag's text once it is complete and acceptable
+    /// (`None` while the tag goes on, or after reporting why not).
+    fn tag_text(
+        &mut self,
+        t: &str,
+        newline_ends: bool,
+        (what, too_long_msg): (&str, &str),
+        out: &mut dyn Sink,
+    ) -> (usize, Option<String>) {
+        let max = self.cfg.max_tag_bytes;
+        let (St::CallName { buf, quote } | St::Key { buf, quote }) = &mut self.st else {
+            return (0, None);
+        };
+        let (end, used) = match tag_end(t, quote, newline_ends) {
+            Some((k, newline)) => {
+                buf.push_str(&t[..k]);
+                (Some(newline), k + 1)
+            }
+            None => {
+                buf.push_str(t);
+                (None, t.len())
+            }
+        };
+        let too_long = buf.len() > max;
+        let Some(newline) = end else {
+            if too_long {
+                self.fail(ErrorKind::LimitExceeded, too_long_msg, out);
+            }
+            return (used, None);
+        };
+        let raw = std::mem::take(buf);
+        if too_long {
+            self.fail(ErrorKind::LimitExceeded, too_long_msg, out);
+            return (used, None);
+        }
+        if newline && !self.missing_gt(what, &raw, out) {
+            return (used, None);
+        }
+        (used, Some(raw))
     }
 
     fn missing_gt(&mut self, what: &str, raw: &str, out: &mut dyn Sink) -> bool {
@@ -911,7 +932,7 @@ impl Parser {
 
     fn key_text(&mut self, t: &str, out: &mut dyn Sink) -> usize {
         let form = self.g.param;
-        let St::Key { buf, quote } = &mut self.st else {
+        let St::Key { buf, .. } = &mut self.st else {
             return 0;
         };
         if form == ParamForm::KeyValue {
@@ -921,31 +942,11 @@ impl Parser {
             }
             return t.len();
         }
-        let (end, used) = match tag_end(t, quote, form == ParamForm::Eq) {
-            Some((k, newline)) => {
-                buf.push_str(&t[..k]);
-                (Some(newline), k + 1)
-            }
-            None => {
-                buf.push_str(t);
-                (None, t.len())
-            }
-        };
-        let too_long = buf.len() > self.cfg.max_tag_bytes;
-        let Some(newline) = end else {
-            if too_long {
-                self.fail(ErrorKind::LimitExceeded, "a key is too long", out);
-            }
+        let eq = form == ParamForm::Eq;
+        let (used, raw) = self.tag_text(t, eq, ("key", "a key is too long"), out);
+        let Some(raw) = raw else {
             return used;
         };
-        let raw = std::mem::take(buf);
-        if too_long {
-            self.fail(ErrorKind::LimitExceeded, "a key is too long", out);
-            return used;
-        }
-        if newline && !self.missing_gt("key", &raw, out) {
-            return used;
-        }
         match form {
             ParamForm::Attr => {
                 if let Some((key, string)) = self.attrs(&raw, self.g.string_attr, out) {
@@ -1433,6 +1434,14 @@ pub trait Member: 'static {
     fn write_calls(out: &mut String, calls: &[ToolCall]);
     /// A call of `typing_probe` whose parameter `v` is written as exactly `raw`.
     fn typing_probe(raw: &str) -> Vec<u8>;
+    /// Its options, for `--option ID.NAME=…` and `conform.toml`.
+    const OPTIONS: Table<Config> = Table {
+        default: Self::config,
+        options: Config::OPTIONS,
+        nested: &NESTED,
+        reasoning: None,
+        build: build::<Self>,
+    };
 }
 
 /// A parser of `M` with its default options.
@@ -1441,7 +1450,7 @@ fn new_parser<M: Member>(tools: &Tools) -> Box<dyn StreamParser> {
 }
 
 /// A parser of `M` with options `cfg`.
-fn build<M: Member>(cfg: Config, tools: &Tools) -> Box<dyn StreamParser> {
+fn build<M: Member + ?Sized>(cfg: Config, tools: &Tools) -> Box<dyn StreamParser> {
     boxed(M::GRAMMAR, cfg, tools)
 }
 
@@ -1455,19 +1464,8 @@ pub fn render<M: Member>(text: &str, calls: &[ToolCall], tools: &Tools) -> Resul
     render_checked(M::GRAMMAR, M::config(), text, calls, tools, &M::write_calls)
 }
 
-/// The options of `M`, for `--option ID.NAME=…` and `conform.toml`.
-pub const fn options<M: Member>() -> Table<Config> {
-    Table {
-        default: M::config,
-        options: Config::OPTIONS,
-        nested: &NESTED,
-        reasoning: None,
-        build: build::<M>,
-    }
-}
-
-/// The registry entry of `M`, whose options table is `options` (made by [`options`]).
-pub const fn format<M: Member>(options: &'static Table<Config>) -> Format {
+/// The registry entry of `M`.
+pub const fn format<M: Member>() -> Format {
     Format {
         render: Some(render::<M>),
         typing: Some(Typing {
@@ -1478,7 +1476,13 @@ pub const fn format<M: Member>(options: &'static Table<Config>) -> Format {
         }),
         special_tokens: M::SPECIAL_TOKENS,
         reasoning: M::GRAMMAR.reasoning,
-        ..Format::new(M::ID, M::SUMMARY, new_parser::<M>, markers::<M>, options)
+        ..Format::new(
+            M::ID,
+            M::SUMMARY,
+            new_parser::<M>,
+            markers::<M>,
+            &M::OPTIONS,
+        )
     }
 }
 
@@ -1555,64 +1559,8 @@ pub fn python_text(v: &Value) -> String {
         Value::String(s) => s.clone(),
         other => {
             let mut out = String::new();
-            python_repr(&mut out, other);
+            write_literal(&mut out, other, Quotes::Repr);
             out
-        }
-    }
-}
-
-fn python_repr(out: &mut String, v: &Value) {
-    match v {
-        Value::Null => out.push_str("None"),
-        Value::Bool(true) => out.push_str("True"),
-        Value::Bool(false) => out.push_str("False"),
-        Value::Number(n) => out.push_str(&n.to_string()),
-        Value::String(s) => {
-            let q = if s.contains('\'') && !s.contains('"') {
-                '"'
-            } else {
-                '\''
-            };
-            out.push(q);
-            for c in s.chars() {
-                match c {
-                    '\\' => out.push_str("\\\\"),
-                    '\n' => out.push_str("\\n"),
-                    '\r' => out.push_str("\\r"),
-                    '\t' => out.push_str("\\t"),
-                    c if c == q => {
-                        out.push('\\');
-                        out.push(c);
-                    }
-                    c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                        out.push_str(&format!("\\x{:02x}", c as u32))
-                    }
-                    c => out.push(c),
-                }
-            }
-            out.push(q);
-        }
-        Value::Array(a) => {
-            out.push('[');
-            for (i, x) in a.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                python_repr(out, x);
-            }
-            out.push(']');
-        }
-        Value::Object(m) => {
-            out.push('{');
-            for (i, (k, x)) in m.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                python_repr(out, &Value::String(k.clone()));
-                out.push_str(": ");
-                python_repr(out, x);
-            }
-            out.push('}');
         }
     }
 }

@@ -8,12 +8,13 @@
 //! of a [`Tokenizer`] (what a server sends), and `recorded` replays the deltas a real server was
 //! seen to send (a `.deltas.json` sidecar); [`turn_chunkings`] makes those from a [`TurnSources`].
 
+use super::corpus::Case;
 use super::tokens::{Tokenized, Tokenizer};
 pub use crate::backends::cuts::{
     CutClass, Cuts, Grouping, SplitMix64, TokenCuts, is_char_boundary,
 };
-use crate::formats::SpecialToken;
-use std::fmt;
+use crate::formats::{Format, SpecialToken};
+use crate::names::wire_names;
 use std::str::FromStr;
 use std::sync::{Arc, OnceLock};
 
@@ -45,19 +46,6 @@ pub enum Strategy {
 }
 
 impl Strategy {
-    /// Every strategy, in report order.
-    pub const ALL: [Strategy; 9] = [
-        Strategy::Whole,
-        Strategy::Bytes,
-        Strategy::Chars,
-        Strategy::TwoCut,
-        Strategy::Markers,
-        Strategy::Random,
-        Strategy::Tokens,
-        Strategy::Bursts,
-        Strategy::Recorded,
-    ];
-
     /// The strategies a run replays when none are named: all of them (the token strategies cost
     /// well under the 2x the bundled corpus allows, see README).
     pub const DEFAULT: [Strategy; 9] = Strategy::ALL;
@@ -66,26 +54,19 @@ impl Strategy {
     pub fn token_aligned(self) -> bool {
         matches!(self, Strategy::Tokens | Strategy::Bursts)
     }
-
-    /// The name used on the command line and in reports.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Strategy::Whole => "whole",
-            Strategy::Bytes => "bytes",
-            Strategy::Chars => "chars",
-            Strategy::TwoCut => "two_cut",
-            Strategy::Markers => "markers",
-            Strategy::Random => "random",
-            Strategy::Tokens => "tokens",
-            Strategy::Bursts => "bursts",
-            Strategy::Recorded => "recorded",
-        }
-    }
 }
 
-impl fmt::Display for Strategy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+wire_names! {
+    Strategy {
+        Whole => "whole",
+        Bytes => "bytes",
+        Chars => "chars",
+        TwoCut => "two_cut",
+        Markers => "markers",
+        Random => "random",
+        Tokens => "tokens",
+        Bursts => "bursts",
+        Recorded => "recorded",
     }
 }
 
@@ -170,6 +151,28 @@ impl<'a> TurnSources<'a> {
             recorded,
             tokens: OnceLock::new(),
         }
+    }
+
+    /// The sources of every turn of `case` in `format` (its special tokens kept whole, its
+    /// vocabulary used when `tokenizer` is `None`).
+    pub fn of_case(
+        case: &'a Case,
+        format: &Format,
+        tokenizer: Option<&'a Tokenizer>,
+    ) -> Vec<TurnSources<'a>> {
+        case.turns
+            .iter()
+            .enumerate()
+            .map(|(t, data)| {
+                TurnSources::new(
+                    data,
+                    tokenizer,
+                    format.special_tokens,
+                    case.recorded_cuts(t),
+                )
+                .with_vocabulary(format.vocabulary)
+            })
+            .collect()
     }
 
     /// The same sources, tokenized with `vocabulary` when the run names no tokenizer.

@@ -3,9 +3,9 @@
 
 use super::corpus::{Expectation, Label};
 use crate::event::{ParseResult, excerpt, json_eq};
+use crate::names::wire_names;
 use serde::Serialize;
 use std::borrow::Cow;
-use std::fmt;
 
 /// An invariant id, as named in reports.
 #[derive(
@@ -34,39 +34,19 @@ pub enum Invariant {
     Deterministic,
 }
 
-impl Invariant {
-    /// Every invariant, in report order.
-    pub const ALL: [Invariant; 9] = [
-        Invariant::SplitInvariance,
-        Invariant::DeltaContract,
-        Invariant::NoMarkupLeak,
-        Invariant::Expectation,
-        Invariant::Roundtrip,
-        Invariant::CdataSplit,
-        Invariant::TypeInference,
-        Invariant::Bounded,
-        Invariant::Deterministic,
-    ];
+impl Invariant {}
 
-    /// The snake_case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Invariant::SplitInvariance => "split_invariance",
-            Invariant::DeltaContract => "delta_contract",
-            Invariant::NoMarkupLeak => "no_markup_leak",
-            Invariant::Expectation => "expectation",
-            Invariant::Roundtrip => "roundtrip",
-            Invariant::CdataSplit => "cdata_split",
-            Invariant::TypeInference => "type_inference",
-            Invariant::Bounded => "bounded",
-            Invariant::Deterministic => "deterministic",
-        }
-    }
-}
-
-impl fmt::Display for Invariant {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+wire_names! {
+    Invariant {
+        SplitInvariance => "split_invariance",
+        DeltaContract => "delta_contract",
+        NoMarkupLeak => "no_markup_leak",
+        Expectation => "expectation",
+        Roundtrip => "roundtrip",
+        CdataSplit => "cdata_split",
+        TypeInference => "type_inference",
+        Bounded => "bounded",
+        Deterministic => "deterministic",
     }
 }
 

@@ -603,20 +603,7 @@ fn plan_replays(
     cfg: &RunConfig,
 ) -> Vec<(Strategy, Vec<Cuts>)> {
     let mut plan = Vec::new();
-    let sources: Vec<TurnSources> = case
-        .turns
-        .iter()
-        .enumerate()
-        .map(|(t, data)| {
-            TurnSources::new(
-                data,
-                cfg.tokenizer.as_deref(),
-                format.special_tokens,
-                case.recorded_cuts(t),
-            )
-            .with_vocabulary(format.vocabulary)
-        })
-        .collect();
+    let sources = TurnSources::of_case(case, format, cfg.tokenizer.as_deref());
     for &s in &cfg.strategies {
         if s == Strategy::Whole {
             continue;

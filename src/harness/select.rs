@@ -41,20 +41,7 @@ pub struct Selection {
 /// The cuts of each turn of `case` that `sel` chooses; the error says why there are none.
 pub fn select_cuts(case: &Case, format: &Format, sel: &Selection) -> Result<Vec<Cuts>, String> {
     let markers = (format.markers)(&case.tools);
-    let sources: Vec<TurnSources> = case
-        .turns
-        .iter()
-        .enumerate()
-        .map(|(t, data)| {
-            TurnSources::new(
-                data,
-                sel.tokenizer.as_deref(),
-                format.special_tokens,
-                case.recorded_cuts(t),
-            )
-            .with_vocabulary(format.vocabulary)
-        })
-        .collect();
+    let sources = TurnSources::of_case(case, format, sel.tokenizer.as_deref());
     let lists: Vec<Vec<usize>> = match &sel.choice {
         Choice::Strategy { strategy, index } => {
             let per_turn: Vec<Vec<Cuts>> = sources

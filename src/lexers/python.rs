@@ -1050,10 +1050,98 @@ fn number(n: &str) -> Option<Result<String, &'static str>> {
     ))
 }
 
+/// How [`write_literal`] quotes a string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Quotes {
+    /// Always `"…"`.
+    Double,
+    /// As Python's `repr` does: `'…'`, or `"…"` when the string holds a `'` and no `"`.
+    Repr,
+}
+
+/// Writes a JSON value as a Python literal (`None`, `True`, escaped strings, lists, dicts with
+/// string keys): what the reader reads back as that value.
+pub fn write_literal(out: &mut String, v: &serde_json::Value, quotes: Quotes) {
+    use serde_json::Value;
+    match v {
+        Value::Null => out.push_str("None"),
+        Value::Bool(true) => out.push_str("True"),
+        Value::Bool(false) => out.push_str("False"),
+        Value::Number(n) => out.push_str(&n.to_string()),
+        Value::String(s) => {
+            // `repr` takes `'…'` unless only a `'` in the string would then need escaping.
+            let repr_double = s.contains('\'') && !s.contains('"');
+            let q = if quotes == Quotes::Double || repr_double {
+                '"'
+            } else {
+                '\''
+            };
+            out.push(q);
+            for c in s.chars() {
+                match c {
+                    '\\' => out.push_str("\\\\"),
+                    '\n' => out.push_str("\\n"),
+                    '\r' => out.push_str("\\r"),
+                    '\t' => out.push_str("\\t"),
+                    c if c == q => {
+                        out.push('\\');
+                        out.push(c);
+                    }
+                    c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                        out.push_str(&format!("\\x{:02x}", c as u32))
+                    }
+                    c => out.push(c),
+                }
+            }
+            out.push(q);
+        }
+        Value::Array(a) => {
+            out.push('[');
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_literal(out, x, quotes);
+            }
+            out.push(']');
+        }
+        Value::Object(m) => {
+            out.push('{');
+            for (i, (k, x)) in m.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_literal(out, &Value::String(k.clone()), quotes);
+                out.push_str(": ");
+                write_literal(out, x, quotes);
+            }
+            out.push('}');
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn literals_are_written_with_either_quote_rule() {
+        let v = serde_json::json!({"a": [null, true, 1.5, "it's"], "b": "say \"hi\"\n\u{1}"});
+        let mut d = String::new();
+        write_literal(&mut d, &v, Quotes::Double);
+        assert_eq!(
+            d,
+            r#"{"a": [None, True, 1.5, "it's"], "b": "say \"hi\"\n\x01"}"#
+        );
+        let mut r = String::new();
+        write_literal(&mut r, &v, Quotes::Repr);
+        assert_eq!(
+            r,
+            r#"{'a': [None, True, 1.5, "it's"], 'b': 'say "hi"\n\x01'}"#
+        );
+    }
 
     const LIMITS: PyLimits = PyLimits {
         max_bytes: 1 << 20,

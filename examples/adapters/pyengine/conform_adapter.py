@@ -5,6 +5,7 @@ tokens, and the mapping of OpenAI-style tool-call deltas to conform events.
 Python 3.11, standard library only (the engines bring their own dependencies).
 """
 
+import argparse
 import base64
 import codecs
 import json
@@ -349,6 +350,39 @@ def check_token_ids(turn, tokenizer):
     if missing:
         shown = ", ".join(repr(tokenizer.by_id[i]) for i in missing)
         raise ValueError(f"special tokens {shown} do not have the ids conform sent: SPECIAL_TOKENS is out of date")
+
+
+def _override(arg):
+    fmt, sep, name = arg.partition("=")
+    if not (fmt and sep and name):
+        raise argparse.ArgumentTypeError(f"{arg!r} is not FORMAT=NAME")
+    return fmt, name
+
+
+def command_line(description, parser_help, reasoning_help, argv=None):
+    """The engine adapters' command line (the `args` of their engine.json variants):
+    `--parser FORMAT=NAME`, repeated, judges the engine's parser NAME on the conform format
+    FORMAT instead of the one its table names; `--reasoning` runs the engine's reasoning parsers
+    too. Returns (the overrides as a dict, the reasoning switch)."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument(
+        "--parser",
+        action="append",
+        default=[],
+        type=_override,
+        metavar="FORMAT=NAME",
+        help=parser_help,
+    )
+    ap.add_argument("--reasoning", action="store_true", help=reasoning_help)
+    args = ap.parse_args(argv)
+    return dict(args.parser), args.reasoning
+
+
+def variant_name(title, reasoning, overrides):
+    """The hello's name of a variant: the engine's title, then what the command line changed."""
+    shown = ", ".join(f"{k}={v}" for k, v in sorted(overrides.items()))
+    name = title + (" + reasoning parsers" if reasoning else "")
+    return name + (f" ({shown})" if shown else "")
 
 
 def serve(name, formats, run_request):

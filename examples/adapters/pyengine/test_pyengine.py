@@ -1,4 +1,5 @@
-"""Unit tests of the shared engine-adapter pieces: `python3 -m unittest discover examples/adapters/pyengine`."""
+"""Unit tests of the shared engine-adapter pieces: `python3 -m unittest discover -s examples/adapters/pyengine`
+(tests/adapters.rs runs them within `cargo test`)."""
 
 import base64
 import io
@@ -116,6 +117,36 @@ class ServeTest(unittest.TestCase):
         self.assertIsInstance(out[1]["engine_ns"], int)
         self.assertEqual((out[2]["type"], out[2]["id"]), ("error", 2))
         self.assertEqual((out[3]["type"], out[3]["id"]), ("error", 3))
+
+
+class CommandLineTest(unittest.TestCase):
+    def parse(self, argv):
+        return ca.command_line("an engine", "parser help", "reasoning help", argv)
+
+    def test_overrides_and_the_reasoning_switch(self):
+        self.assertEqual(self.parse([]), ({}, False))
+        got = self.parse(["--parser", "hermes=qwen25", "--reasoning", "--parser=a=b=c"])
+        self.assertEqual(got, ({"hermes": "qwen25", "a": "b=c"}, True))
+        # The last override of a format wins, as the command line reads.
+        self.assertEqual(self.parse(["--parser", "x=1", "--parser", "x=2"]), ({"x": "2"}, False))
+
+    def test_an_override_that_is_not_format_eq_name_is_a_usage_error(self):
+        stderr = sys.stderr
+        for bad in ["hermes", "=qwen25", "hermes="]:
+            sys.stderr = io.StringIO()
+            try:
+                with self.assertRaises(SystemExit) as exit:
+                    self.parse(["--parser", bad])
+                self.assertEqual(exit.exception.code, 2, bad)
+                self.assertIn("is not FORMAT=NAME", sys.stderr.getvalue())
+            finally:
+                sys.stderr = stderr
+
+    def test_the_variant_name_says_what_the_command_line_changed(self):
+        self.assertEqual(ca.variant_name("e 1", False, {}), "e 1")
+        self.assertEqual(
+            ca.variant_name("e 1", True, {"z": "n", "a": "m"}), "e 1 + reasoning parsers (a=m, z=n)"
+        )
 
 
 class StubsTest(unittest.TestCase):

@@ -89,10 +89,9 @@ class Sglang:
         import importlib.metadata
 
         version = importlib.metadata.version("sglang")
-        shown = ", ".join(f"{k}={v}" for k, v in sorted(overrides.items()))
-        self.name = f"sglang {version} function_call detectors"
-        self.name += " + reasoning parsers" if reasoning else ""
-        self.name += f" ({shown})" if shown else ""
+        self.name = conform_adapter.variant_name(
+            f"sglang {version} function_call detectors", reasoning, overrides
+        )
 
     def run(self, fmt, tools, turns, clock):
         tools = [self.Tool.model_validate(t) for t in tools]
@@ -164,24 +163,12 @@ class Sglang:
 
 
 def main():
-    import argparse
-
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument(
-        "--parser",
-        action="append",
-        default=[],
-        metavar="FORMAT=NAME",
-        help="use SGLang's parser NAME for the conform format FORMAT (e.g. hermes=qwen25)",
+    overrides, reasoning = conform_adapter.command_line(
+        __doc__.split("\n")[0],
+        "use SGLang's parser NAME for the conform format FORMAT (e.g. hermes=qwen25)",
+        "run each format's reasoning parser (REASONING) before its tool-call parser",
     )
-    ap.add_argument(
-        "--reasoning",
-        action="store_true",
-        help="run each format's reasoning parser (REASONING) before its tool-call parser",
-    )
-    args = ap.parse_args()
-    overrides = dict(p.split("=", 1) for p in args.parser)
-    engine = Sglang(overrides, args.reasoning)
+    engine = Sglang(overrides, reasoning)
     conform_adapter.serve(engine.name, list(engine.parsers), engine.run)
 
 

@@ -101,9 +101,9 @@ class Vllm:
         import importlib.metadata
 
         version = importlib.metadata.version("vllm")
-        shown = ", ".join(f"{k}={v}" for k, v in sorted(overrides.items()))
-        self.name = f"vllm {version} tool parsers" + (" + reasoning parsers" if reasoning else "")
-        self.name += f" ({shown})" if shown else ""
+        self.name = conform_adapter.variant_name(
+            f"vllm {version} tool parsers", reasoning, overrides
+        )
 
     def run(self, fmt, tools, turns, clock):
         tools = [self.ToolParam.model_validate(t) for t in tools]
@@ -144,23 +144,12 @@ class Vllm:
 
 
 def main():
-    import argparse
-
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument(
-        "--parser",
-        action="append",
-        default=[],
-        metavar="FORMAT=NAME",
-        help="use vLLM's tool parser NAME for the conform format FORMAT (e.g. pythonic=pythonic)",
+    overrides, reasoning = conform_adapter.command_line(
+        __doc__.split("\n")[0],
+        "use vLLM's tool parser NAME for the conform format FORMAT (e.g. pythonic=pythonic)",
+        "pair each tool parser with its family's reasoning parser (REASONING)",
     )
-    ap.add_argument(
-        "--reasoning",
-        action="store_true",
-        help="pair each tool parser with its family's reasoning parser (REASONING)",
-    )
-    args = ap.parse_args()
-    engine = Vllm(dict(p.split("=", 1) for p in args.parser), args.reasoning)
+    engine = Vllm(overrides, reasoning)
     conform_adapter.serve(engine.name, list(engine.parsers), engine.run)
 
 

@@ -1,7 +1,9 @@
 use super::*;
 use crate::event::{ErrorKind, ParseResult};
 use crate::formats::StreamParser;
+use crate::formats::tagged::Member;
 use crate::formats::testkit::{every_cut, fold_cut};
+use crate::tools::Tools;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -16,11 +18,15 @@ fn tools() -> Tools {
 
 fn parse_with(cfg: Config, s: &str) -> ParseResult {
     let t = tools();
-    every_cut(&|| Box::new(parser(cfg, &t)), s.as_bytes()).0
+    every_cut(
+        &|| Box::new(tagged::Parser::new(&GRAMMAR, cfg, &t)),
+        s.as_bytes(),
+    )
+    .0
 }
 
 fn parse(s: &str) -> ParseResult {
-    parse_with(config(), s)
+    parse_with(Qwen3Coder::config(), s)
 }
 
 fn warnings(r: &ParseResult) -> Vec<&str> {
@@ -93,7 +99,7 @@ fn a_close_tag_inside_code_is_content() {
     assert!(warnings(&r).contains(&"close_tag_in_value"));
     let off = Config {
         close_tag_in_value: false,
-        ..config()
+        ..Qwen3Coder::config()
     };
     let r = parse_with(
         off,
@@ -188,7 +194,7 @@ fn truncation_is_unterminated_and_a_missing_block_end_a_warning() {
     assert_eq!((r.calls.len(), warnings(&r)), (1, vec!["missing_call_end"]));
     let off = Config {
         missing_block_end: false,
-        ..config()
+        ..Qwen3Coder::config()
     };
     let r = parse_with(off, "<tool_call>\n<function=get_time>\n</function>\n");
     assert_eq!(errors(&r), [ErrorKind::Unterminated]);
@@ -205,7 +211,7 @@ fn a_missing_gt_costs_one_warning_not_every_call() {
     assert_eq!(warnings(&r), ["missing_gt", "missing_gt"]);
     let off = Config {
         missing_gt: false,
-        ..config()
+        ..Qwen3Coder::config()
     };
     let r = parse_with(
         off,
@@ -240,7 +246,7 @@ fn calls_without_the_wrapper_need_a_declared_tool() {
     );
     let off = Config {
         missing_wrapper: false,
-        ..config()
+        ..Qwen3Coder::config()
     };
     let r = parse_with(off, "<function=get_time>\n</function>");
     assert_eq!(r.calls.len(), 0);
@@ -253,7 +259,7 @@ fn long_values_stream_as_they_arrive() {
         "<tool_call>\n<function=write_file>\n<parameter=content>\n{big}\n</parameter>\n</function>\n</tool_call>"
     );
     let t = tools();
-    let mut p = parser(config(), &t);
+    let mut p = tagged::Parser::new(&GRAMMAR, Qwen3Coder::config(), &t);
     let mut out = Vec::new();
     let mid = input.len() / 2;
     p.feed(&input.as_bytes()[..mid], &mut out);
@@ -276,7 +282,7 @@ fn limits_give_limit_exceeded() {
     let small = Config {
         max_value_bytes: 10,
         max_tag_bytes: 8,
-        ..config()
+        ..Qwen3Coder::config()
     };
     let r = parse_with(
         small,
@@ -298,7 +304,7 @@ fn unreadable_schemas_are_named_and_values_kept() {
     )
     .unwrap();
     let r = fold_cut(
-        &mut parser(config(), &t),
+        &mut tagged::Parser::new(&GRAMMAR, Qwen3Coder::config(), &t),
         b"<tool_call>\n<function=f>\n<parameter=n>\n5\n</parameter>\n</function>\n</tool_call>",
         &[],
     );
@@ -310,7 +316,7 @@ fn unreadable_schemas_are_named_and_values_kept() {
 fn invalid_utf8_drops_the_call() {
     let t = tools();
     let r = fold_cut(
-        &mut parser(config(), &t),
+        &mut tagged::Parser::new(&GRAMMAR, Qwen3Coder::config(), &t),
         b"<tool_call>\n<function=write_file>\n<parameter=path>\n\xff\n</parameter>\n</function>\n</tool_call>",
         &[],
     );
@@ -326,7 +332,8 @@ fn renderer_writes_the_template_and_refuses_what_cannot_come_back() {
         server: None,
         arguments: json!({"city": "Paris", "days": 3}),
     }];
-    let out = String::from_utf8(render("Hi", &calls, &tools()).unwrap()).unwrap();
+    let out =
+        String::from_utf8(tagged::render::<Qwen3Coder>("Hi", &calls, &tools()).unwrap()).unwrap();
     assert_eq!(
         out,
         "Hi<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>"
@@ -338,12 +345,12 @@ fn renderer_writes_the_template_and_refuses_what_cannot_come_back() {
             server: None,
             arguments: args,
         }];
-        render("", &c, &tools())
+        tagged::render::<Qwen3Coder>("", &c, &tools())
     };
     // 3 as a string would come back as the integer its schema says.
     assert!(bad(json!({"days": "3"})).is_err());
     assert!(bad(json!({"city": "a\n</parameter>\n</function>"})).is_err());
-    assert!(render("<tool_call>", &[], &tools()).is_err());
+    assert!(tagged::render::<Qwen3Coder>("<tool_call>", &[], &tools()).is_err());
 }
 
 proptest! {
@@ -360,8 +367,8 @@ proptest! {
     ) {
         let s: String = parts.concat();
         let t = tools();
-        let whole = fold_cut(&mut parser(config(), &t), s.as_bytes(), &[]);
-        let cut = fold_cut(&mut parser(config(), &t), s.as_bytes(), &cuts);
+        let whole = fold_cut(&mut tagged::Parser::new(&GRAMMAR, Qwen3Coder::config(), &t), s.as_bytes(), &[]);
+        let cut = fold_cut(&mut tagged::Parser::new(&GRAMMAR, Qwen3Coder::config(), &t), s.as_bytes(), &cuts);
         prop_assert_eq!(whole, cut);
     }
 
@@ -373,7 +380,7 @@ proptest! {
             server: None,
             arguments: json!({"path": path, "content": content}),
         }];
-        if let Ok(bytes) = render("", &calls, &tools()) {
+        if let Ok(bytes) = tagged::render::<Qwen3Coder>("", &calls, &tools()) {
             let r = parse(std::str::from_utf8(&bytes).unwrap());
             prop_assert_eq!(r.calls, calls);
         }
@@ -409,7 +416,7 @@ fn text_inside_a_block_is_kept_with_a_warning_or_refused() {
     let off = Config {
         text_in_block: false,
         text_after_calls: false,
-        ..config()
+        ..Qwen3Coder::config()
     };
     let r = parse_with(off, s);
     assert_eq!(errors(&r), [ErrorKind::MalformedMarkup]);

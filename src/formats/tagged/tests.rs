@@ -113,7 +113,11 @@ fn close_tag_look_alikes_cost_linear_time_under_byte_chunks() {
         "<tool_call>\n<function=f>\n<parameter=s>\n{body}\n</parameter>\n</function>\n</tool_call>"
     );
     let t = family_tools();
-    let mut p = crate::formats::qwen3_coder::parser(crate::formats::qwen3_coder::config(), &t);
+    let mut p = Parser::new(
+        &crate::formats::qwen3_coder::GRAMMAR,
+        <crate::formats::qwen3_coder::Qwen3Coder as Member>::config(),
+        &t,
+    );
     let r = ParseResult::fold(&run_chunks(&mut p, input.as_bytes().chunks(1)));
     assert_eq!(r.calls[0].arguments["s"], serde_json::json!(body));
     assert_eq!(r.warnings.len(), 20_000);

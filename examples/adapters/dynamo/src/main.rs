@@ -22,8 +22,10 @@
 //! calls, no text (what Dynamo's jail makes of a parser error) and a `malformed_markup` error;
 //! a panic is the replay's `error` response (a crash).
 
+#[path = "../../protocol/o200k.rs"]
+mod o200k;
 #[allow(dead_code)]
-#[path = "../../dynamo_v2/src/protocol.rs"]
+#[path = "../../protocol/protocol.rs"]
 mod protocol;
 
 use dynamo_parsers::tool_calling::ToolDefinition;
@@ -36,7 +38,7 @@ use dynamo_protocols::types::{
     CreateChatCompletionStreamResponse, FinishReason, Role,
 };
 use futures::StreamExt;
-use protocol::{Answer, EngineClock, Request, Utf8Stream, ev};
+use protocol::{Answer, EngineClock, Request, ev};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::time::Instant;
@@ -215,15 +217,6 @@ fn tool_definitions(req: &Request) -> Option<Vec<ToolDefinition>> {
     (!tools.is_empty()).then_some(tools)
 }
 
-/// The turn's text as the server's detokenizer would hand it over, piece by piece.
-fn texts(chunks: &[Vec<u8>]) -> Vec<String> {
-    let mut utf8 = Utf8Stream::default();
-    let mut out: Vec<String> = chunks.iter().map(|c| utf8.push(c)).collect();
-    out.push(utf8.finish());
-    out.retain(|t| !t.is_empty());
-    out
-}
-
 async fn jail_turn(
     parser: &str,
     tools: Option<Vec<ToolDefinition>>,
@@ -301,7 +294,7 @@ fn handle(
             Mode::Jail => {
                 let mut turns = Vec::new();
                 for turn in &req.turns {
-                    let pieces = texts(&turn.chunks);
+                    let pieces = turn.texts();
                     turns.push(jail_turn(parser, tools.clone(), pieces, &mut clock).await);
                 }
                 Ok::<_, String>(Answer::Events(turns))
@@ -309,7 +302,7 @@ fn handle(
             Mode::Batch { recovery } => {
                 let mut turns = Vec::new();
                 for turn in &req.turns {
-                    let text = texts(&turn.chunks).concat();
+                    let text = turn.texts().concat();
                     turns.push(
                         batch_turn(parser, tools.as_deref(), &text, recovery, &mut clock).await?,
                     );
@@ -351,7 +344,7 @@ fn main() {
         mode = Mode::Batch { recovery };
     }
     let dir = vocab.unwrap_or_else(|| std::env::temp_dir().join("conform-dynamo-o200k"));
-    if let Err(e) = protocol::provide_o200k(&dir) {
+    if let Err(e) = o200k::provide_o200k(&dir) {
         eprintln!("cannot write the o200k vocabulary for harmony: {e}");
         std::process::exit(1);
     }

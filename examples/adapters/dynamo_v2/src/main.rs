@@ -20,7 +20,10 @@
 //! `Err` from the engine (the parser rejected its input) is an `error` event of kind
 //! `malformed_markup` that ends the turn; a panic is the replay's `error` response (a crash).
 
+#[path = "../../protocol/o200k.rs"]
+mod o200k;
 #[allow(dead_code)]
+#[path = "../../protocol/protocol.rs"]
 mod protocol;
 
 use dynamo_parsers_v2::{
@@ -28,7 +31,7 @@ use dynamo_parsers_v2::{
     UnifiedParserInit, UnifiedParserOutput, create_tool_parser_for_family,
     create_unified_parser_for_family,
 };
-use protocol::{Answer, EngineClock, Request, TurnIn, Utf8Stream, ev};
+use protocol::{Answer, EngineClock, Request, TurnIn, ev};
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -156,14 +159,7 @@ fn pieces(turn: &TurnIn, parser_takes_ids: bool) -> Vec<Piece<'_>> {
     {
         return ids.iter().map(|c| Piece::Tokens(c)).collect();
     }
-    let mut utf8 = Utf8Stream::default();
-    let mut texts: Vec<String> = turn.chunks.iter().map(|c| utf8.push(c)).collect();
-    texts.push(utf8.finish());
-    texts
-        .into_iter()
-        .filter(|t| !t.is_empty())
-        .map(Piece::Text)
-        .collect()
+    turn.texts().into_iter().map(Piece::Text).collect()
 }
 
 /// An engine error: the parser rejected its input (it returned, it did not crash), so the turn
@@ -290,7 +286,7 @@ fn main() {
         }
     }
     let dir = cache.unwrap_or_else(|| std::env::temp_dir().join("conform-dynamo-o200k"));
-    if let Err(e) = protocol::provide_o200k(&dir) {
+    if let Err(e) = o200k::provide_o200k(&dir) {
         eprintln!("cannot write the o200k vocabulary for harmony: {e}");
         std::process::exit(1);
     }

@@ -1,4 +1,4 @@
-//! A conform adapter (specs/adapter.md, protocol 1) around openai-harmony's `StreamableParser`,
+//! A conform adapter (specs/adapter.md, protocol 2) around openai-harmony's `StreamableParser`,
 //! the reference implementation of the harmony format, for a differential check of conform's
 //! `harmony` parser.
 //!
@@ -23,33 +23,25 @@
 //! `<|start|>`), any other with role `assistant` (it then expects the header): the library
 //! accepts exactly one of the two per parser, and a server knows which its prompt needs.
 
-use base64::Engine;
+#[path = "../../protocol/o200k.rs"]
+mod o200k;
+#[allow(dead_code)]
+#[path = "../../protocol/protocol.rs"]
+mod protocol;
+
 use openai_harmony::chat::Role;
 use openai_harmony::{HarmonyEncoding, HarmonyEncodingName, StreamableParser};
-use serde_json::{Value, json};
-use std::io::{BufRead, Write};
+use protocol::{Answer, EngineClock, ev};
+use serde_json::Value;
 
-/// Writes o200k_base.tiktoken from tiktoken-rs's embedded vocabulary into a directory of our
-/// own and points openai-harmony at it, so that loading the encoding needs no download.
+/// Loads o200k_harmony from a vocabulary file written into a directory of our own (removed
+/// again once loaded), so that loading the encoding needs no download.
 fn load_encoding() -> Result<HarmonyEncoding, String> {
     let dir = std::env::temp_dir().join(format!("harmony-reference-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let bpe = tiktoken_rs::o200k_base().map_err(|e| e.to_string())?;
-    let mut file = String::new();
-    for rank in 0..199_998u32 {
-        let bytes = bpe
-            .decode_bytes(&[rank])
-            .map_err(|e| format!("rank {rank}: {e:?}"))?;
-        file.push_str(&base64::engine::general_purpose::STANDARD.encode(bytes));
-        file.push(' ');
-        file.push_str(&rank.to_string());
-        file.push('\n');
-    }
-    std::fs::write(dir.join("o200k_base.tiktoken"), file).map_err(|e| e.to_string())?;
-    // SAFETY: set before any thread is started.
-    unsafe { std::env::set_var("TIKTOKEN_ENCODINGS_BASE", &dir) };
-    let enc = openai_harmony::load_harmony_encoding(HarmonyEncodingName::HarmonyGptOss)
-        .map_err(|e| e.to_string());
+    let enc = o200k::provide_o200k(&dir).and_then(|()| {
+        openai_harmony::load_harmony_encoding(HarmonyEncodingName::HarmonyGptOss)
+            .map_err(|e| e.to_string())
+    });
     let _ = std::fs::remove_dir_all(&dir);
     enc
 }
@@ -102,8 +94,7 @@ impl Turn<'_> {
                 let name = r.strip_prefix("functions.").unwrap_or(&r).to_string();
                 let index = self.next_index;
                 self.next_index += 1;
-                self.events
-                    .push(json!({"type": "call_start", "index": index, "name": name}));
+                self.events.push(ev::call_start(index, None, &name));
                 Kind::Call(index)
             }
             (None, Some(c)) if c == "analysis" => Kind::Reasoning,
@@ -118,8 +109,8 @@ impl Turn<'_> {
     fn delta(&mut self, d: &str) {
         let Some(o) = self.open.as_mut() else { return };
         match o.kind {
-            Kind::Text => self.events.push(json!({"type": "text", "text": d})),
-            Kind::Reasoning => self.events.push(json!({"type": "reasoning", "text": d})),
+            Kind::Text => self.events.push(ev::text(d)),
+            Kind::Reasoning => self.events.push(ev::reasoning(d)),
             Kind::Call(index) => {
                 // Leading whitespace is not part of the JSON text.
                 let piece = if o.args.trim().is_empty() {
@@ -129,8 +120,7 @@ impl Turn<'_> {
                 };
                 o.args.push_str(d);
                 if !piece.is_empty() {
-                    self.events
-                        .push(json!({"type": "args_delta", "index": index, "json": piece}));
+                    self.events.push(ev::args_delta(index, piece));
                 }
             }
         }
@@ -154,9 +144,7 @@ impl Turn<'_> {
                 );
             } else {
                 match serde_json::from_str::<Value>(&o.args) {
-                    Ok(Value::Object(_)) => self
-                        .events
-                        .push(json!({"type": "call_end", "index": index})),
+                    Ok(Value::Object(_)) => self.events.push(ev::call_end(index)),
                     _ => self.error(
                         "invalid_json",
                         &format!("call {index}'s arguments are not a JSON object"),
@@ -167,11 +155,11 @@ impl Turn<'_> {
     }
 
     fn error(&mut self, kind: &str, message: &str) {
-        self.events
-            .push(json!({"type": "error", "kind": kind, "message": message}));
+        self.events.push(ev::error(kind, message));
     }
 
-    fn run(mut self, text: &str) -> Vec<Value> {
+    /// Feeds the turn's text token by token; `clock` times the library's parsing calls.
+    fn run(mut self, text: &str, clock: &mut EngineClock) -> Vec<Value> {
         let role = (!text.starts_with("<|start|>")).then_some(Role::Assistant);
         let mut p = match StreamableParser::new(self.enc.clone(), role) {
             Ok(p) => p,
@@ -181,28 +169,17 @@ impl Turn<'_> {
             }
         };
         for token in self.enc.tokenizer().encode_with_special_tokens(text) {
-            if let Err(e) = p.process(token) {
+            if let Err(e) = clock.time(|| p.process(token)) {
                 self.error("malformed_markup", &format!("openai-harmony: {e}"));
                 return self.events;
             }
             self.observe(&p, false);
         }
-        match p.process_eos() {
+        match clock.time(|| p.process_eos()) {
             Ok(_) => self.observe(&p, true),
             Err(e) => self.error("malformed_markup", &format!("openai-harmony at EOS: {e}")),
         }
         self.events
-    }
-}
-
-fn chunk_bytes(c: &Value) -> Vec<u8> {
-    match c {
-        Value::String(s) => s.as_bytes().to_vec(),
-        other => other
-            .get("b64")
-            .and_then(Value::as_str)
-            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
-            .unwrap_or_default(),
     }
 }
 
@@ -214,46 +191,24 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let stdin = std::io::stdin();
-    let mut stdout = std::io::stdout().lock();
-    for line in stdin.lock().lines() {
-        let Ok(line) = line else { break };
-        let Ok(req) = serde_json::from_str::<Value>(&line) else {
-            continue;
-        };
-        let reply = match req.get("type").and_then(Value::as_str) {
-            Some("hello") => json!({"type": "hello", "protocol": 1,
-                "name": "openai-harmony 0.0.8 StreamableParser", "formats": ["harmony"]}),
-            Some("parse") => {
-                let turns: Vec<Value> = req["turns"]
-                    .as_array()
-                    .map(Vec::as_slice)
-                    .unwrap_or_default()
-                    .iter()
-                    .map(|t| {
-                        let bytes: Vec<u8> = t["chunks"]
-                            .as_array()
-                            .map(Vec::as_slice)
-                            .unwrap_or_default()
-                            .iter()
-                            .flat_map(chunk_bytes)
-                            .collect();
-                        let text = String::from_utf8_lossy(&bytes);
-                        let turn = Turn {
-                            enc: &enc,
-                            events: Vec::new(),
-                            open: None,
-                            next_index: 0,
-                            seen_messages: 0,
-                        };
-                        Value::Array(turn.run(&text))
-                    })
-                    .collect();
-                json!({"type": "events", "id": req["id"], "turns": turns})
-            }
-            _ => continue,
-        };
-        let _ = writeln!(stdout, "{reply}");
-        let _ = stdout.flush();
-    }
+    let name = "openai-harmony 0.0.8 StreamableParser";
+    protocol::serve(name, &["harmony"], |req| {
+        let mut clock = EngineClock::default();
+        let turns = req
+            .turns
+            .iter()
+            .map(|t| {
+                let turn = Turn {
+                    enc: &enc,
+                    events: Vec::new(),
+                    open: None,
+                    next_index: 0,
+                    seen_messages: 0,
+                };
+                // The library reads whole text: the chunks' bytes joined, then tokenized.
+                turn.run(&String::from_utf8_lossy(&t.chunks.concat()), &mut clock)
+            })
+            .collect();
+        Ok((Answer::Events(turns), clock.nanos()))
+    });
 }

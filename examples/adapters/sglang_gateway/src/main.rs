@@ -28,16 +28,17 @@
 //!
 //! Every response carries `engine_ns`: the nanoseconds spent inside the engine's parser calls.
 
-use base64::Engine;
+#[allow(dead_code)]
+#[path = "../../protocol/protocol.rs"]
+mod protocol;
+
+use protocol::{Answer, EngineClock, Request, ev};
 use serde_json::{Value, json};
 use std::collections::hash_map::RandomState;
 use std::future::Future;
 use std::hash::BuildHasher;
-use std::io::{BufRead, Write};
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
-use std::time::Instant;
 use tool_parser::{ParserFactory, ToolParser};
 
 /// The pinned engine version (Cargo.toml pins `tool-parser = "=1.10.0"`).
@@ -98,106 +99,23 @@ impl Ids {
     }
 }
 
-/// A UTF-8 decoder over the chunks of one turn: a character cut across chunks waits for its
-/// end, as in the gateway's detokenizer; bytes that can never be UTF-8 become U+FFFD.
-#[derive(Default)]
-struct Utf8 {
-    pending: Vec<u8>,
-}
-
-impl Utf8 {
-    fn push(&mut self, bytes: &[u8]) -> String {
-        self.pending.extend_from_slice(bytes);
-        let mut out = String::new();
-        loop {
-            match std::str::from_utf8(&self.pending) {
-                Ok(s) => {
-                    out.push_str(s);
-                    self.pending.clear();
-                    return out;
-                }
-                Err(e) => {
-                    let valid = e.valid_up_to();
-                    out.push_str(std::str::from_utf8(&self.pending[..valid]).unwrap_or_default());
-                    match e.error_len() {
-                        Some(bad) => {
-                            out.push('\u{FFFD}');
-                            self.pending.drain(..valid + bad);
-                        }
-                        None => {
-                            self.pending.drain(..valid);
-                            return out;
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    fn finish(&mut self) -> String {
-        let s = String::from_utf8_lossy(&self.pending).into_owned();
-        self.pending.clear();
-        s
-    }
-}
-
-fn chunk_bytes(c: &Value) -> Result<Vec<u8>, String> {
-    match c {
-        Value::String(s) => Ok(s.as_bytes().to_vec()),
-        other => other
-            .get("b64")
-            .and_then(Value::as_str)
-            .ok_or_else(|| format!("a chunk is neither a string nor {{\"b64\": …}}: {other}"))
-            .and_then(|b| {
-                base64::engine::general_purpose::STANDARD
-                    .decode(b)
-                    .map_err(|e| format!("bad base64 chunk: {e}"))
-            }),
-    }
-}
-
-/// The texts of one request turn, decoded the way a server hands them to its parser.
-fn turn_deltas(turn: &Value) -> Result<Vec<String>, String> {
-    let mut utf8 = Utf8::default();
-    let mut deltas = Vec::new();
-    for c in turn["chunks"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-    {
-        deltas.push(utf8.push(&chunk_bytes(c)?));
-    }
-    deltas.push(utf8.finish());
-    // The gateway skips a delta with no text (a character still incomplete).
-    deltas.retain(|d| !d.is_empty());
-    Ok(deltas)
-}
-
 /// What one request asks for, and the state shared by its turns.
-struct Request<'a> {
+struct Replay<'a> {
     factory: &'a ParserFactory,
     parser_name: &'a str,
     tools: Vec<openai_protocol::common::Tool>,
     ids: Ids,
     /// Calls of earlier turns (the gateway's `history_tool_calls_count`).
     history: usize,
-    engine_ns: u128,
+    clock: EngineClock,
 }
 
-impl Request<'_> {
+impl Replay<'_> {
     fn parser(&self) -> Result<Box<dyn ToolParser>, String> {
         self.factory
             .registry()
             .create_parser(self.parser_name)
             .ok_or_else(|| format!("the gateway has no parser {:?}", self.parser_name))
-    }
-
-    /// Times one engine call.
-    fn timed<T>(&mut self, f: impl FnOnce() -> T) -> T {
-        let t = Instant::now();
-        let v = f();
-        self.engine_ns += t.elapsed().as_nanos();
-        v
     }
 
     /// One turn through the streaming path: the events a client of the gateway sees.
@@ -207,46 +125,50 @@ impl Request<'_> {
         let mut events = Vec::new();
         let mut started: Vec<usize> = Vec::new();
         for delta in deltas {
-            match self.timed(|| block_on(parser.parse_incremental(delta, &tools))) {
+            match self
+                .clock
+                .time(|| block_on(parser.parse_incremental(delta, &tools)))
+            {
                 Ok(r) => {
                     if !r.normal_text.is_empty() {
-                        events.push(json!({"type": "text", "text": r.normal_text}));
+                        events.push(ev::text(&r.normal_text));
                     }
                     for item in r.calls {
                         if let Some(name) = item.name {
                             let id = self.ids.make(&name, self.history + item.tool_index);
-                            events.push(json!({"type": "call_start", "index": item.tool_index,
-                                "id": id, "name": name}));
+                            events.push(ev::call_start(item.tool_index, Some(&id), &name));
                             if !started.contains(&item.tool_index) {
                                 started.push(item.tool_index);
                             }
                         }
                         if !item.parameters.is_empty() {
-                            events.push(json!({"type": "args_delta", "index": item.tool_index,
-                                "json": item.parameters}));
+                            events.push(ev::args_delta(item.tool_index, &item.parameters));
                         }
                     }
                 }
-                Err(e) => events.push(json!({"type": "warning", "kind": "gateway_error",
-                    "message": format!("parse_incremental failed (the gateway logs it and drops the delta): {e}")})),
+                Err(e) => events.push(ev::warning(
+                    "gateway_error",
+                    &format!(
+                        "parse_incremental failed (the gateway logs it and drops the delta): {e}"
+                    ),
+                )),
             }
         }
-        let rest = self.timed(|| parser.take_unstreamed_normal_text());
+        let rest = self.clock.time(|| parser.take_unstreamed_normal_text());
         if !rest.is_empty() {
-            events.push(json!({"type": "text", "text": rest}));
+            events.push(ev::text(&rest));
         }
-        if let Some(items) = self.timed(|| parser.get_unstreamed_tool_args()) {
+        if let Some(items) = self.clock.time(|| parser.get_unstreamed_tool_args()) {
             for item in items {
                 // The gateway sends these as argument deltas without a name.
                 if !item.parameters.is_empty() {
-                    events.push(json!({"type": "args_delta", "index": item.tool_index,
-                        "json": item.parameters}));
+                    events.push(ev::args_delta(item.tool_index, &item.parameters));
                 }
             }
         }
         started.sort_unstable();
-        for index in &started {
-            events.push(json!({"type": "call_end", "index": index}));
+        for &index in &started {
+            events.push(ev::call_end(index));
         }
         self.history += started.len();
         self.tools = tools;
@@ -258,7 +180,9 @@ impl Request<'_> {
         let parser = self.parser()?;
         let tools = std::mem::take(&mut self.tools);
         let text: String = deltas.concat();
-        let out = self.timed(|| block_on(parser.parse_complete_with_tools(&text, &tools)));
+        let out = self
+            .clock
+            .time(|| block_on(parser.parse_complete_with_tools(&text, &tools)));
         self.tools = tools;
         Ok(match out {
             Ok((normal, calls)) => {
@@ -286,59 +210,47 @@ enum Mode {
     Batch,
 }
 
-fn handle(factory: &ParserFactory, mode: Mode, req: &Value) -> Result<Value, String> {
-    let format = req["format"].as_str().unwrap_or_default();
+/// Answers one request; the engine's panics are the protocol loop's to catch (a crash).
+fn handle(factory: &ParserFactory, mode: Mode, req: &Request) -> Result<(Answer, u64), String> {
     let parser_name = FORMATS
         .iter()
-        .find(|(id, _)| *id == format)
+        .find(|(id, _)| *id == req.format)
         .map(|(_, name)| *name)
-        .ok_or_else(|| format!("format {format:?} is not one this adapter declared"))?;
+        .ok_or_else(|| format!("format {:?} is not one this adapter declared", req.format))?;
     let tools = req
-        .get("tools")
-        .cloned()
-        .map(serde_json::from_value::<Vec<openai_protocol::common::Tool>>)
-        .transpose()
-        .map_err(|e| format!("the request's tools do not convert to the gateway's Tool: {e}"))?
-        .unwrap_or_default();
-    let mut r = Request {
+        .tools
+        .iter()
+        .map(|t| serde_json::from_value::<openai_protocol::common::Tool>(t.json.clone()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("the request's tools do not convert to the gateway's Tool: {e}"))?;
+    let mut r = Replay {
         factory,
         parser_name,
         tools,
         ids: Ids {
-            kimi: format == "kimi_k2",
+            kimi: req.format == "kimi_k2",
             random: RandomState::new(),
             drawn: 0,
         },
         history: 0,
-        engine_ns: 0,
+        clock: EngineClock::default(),
     };
-    let mut turns = Vec::new();
-    for turn in req["turns"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-    {
-        let deltas = turn_deltas(turn)?;
-        let out = catch_unwind(AssertUnwindSafe(|| match mode {
-            Mode::Stream => r.stream_turn(&deltas).map(Value::Array),
-            Mode::Batch => r.batch_turn(&deltas),
-        }))
-        .map_err(|p| {
-            let msg = p
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
-            format!("the gateway's parser panicked: {msg}")
-        })??;
-        turns.push(out);
-    }
-    let kind = match mode {
-        Mode::Stream => "events",
-        Mode::Batch => "result",
+    // The gateway skips a delta with no text (a character still incomplete): `texts` does.
+    let answer = match mode {
+        Mode::Stream => Answer::Events(
+            req.turns
+                .iter()
+                .map(|turn| r.stream_turn(&turn.texts()))
+                .collect::<Result<_, _>>()?,
+        ),
+        Mode::Batch => Answer::Results(
+            req.turns
+                .iter()
+                .map(|turn| r.batch_turn(&turn.texts()))
+                .collect::<Result<_, _>>()?,
+        ),
     };
-    Ok(json!({"type": kind, "id": req["id"], "turns": turns,
-        "engine_ns": u64::try_from(r.engine_ns).unwrap_or(u64::MAX)}))
+    Ok((answer, r.clock.nanos()))
 }
 
 fn main() {
@@ -373,53 +285,12 @@ fn main() {
         Mode::Batch => format!("sglang-gateway tool-parser {ENGINE_VERSION} (batch)"),
     };
     let formats: Vec<&str> = FORMATS.iter().map(|(id, _)| *id).collect();
-    let stdin = std::io::stdin();
-    let mut stdout = std::io::stdout().lock();
-    for line in stdin.lock().lines() {
-        let Ok(line) = line else { break };
-        let Ok(req) = serde_json::from_str::<Value>(&line) else {
-            continue;
-        };
-        let reply = match req.get("type").and_then(Value::as_str) {
-            Some("hello") => {
-                json!({"type": "hello", "protocol": 2, "name": name, "formats": formats})
-            }
-            Some("parse") => handle(&factory, mode, &req).unwrap_or_else(
-                |message| json!({"type": "error", "id": req["id"], "message": message}),
-            ),
-            _ => continue,
-        };
-        if writeln!(stdout, "{reply}")
-            .and_then(|_| stdout.flush())
-            .is_err()
-        {
-            break;
-        }
-    }
+    protocol::serve(&name, &formats, |req| handle(&factory, mode, req));
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_character_cut_across_chunks_waits_for_its_end() {
-        let mut u = Utf8::default();
-        let e = "é".as_bytes();
-        assert_eq!(u.push(&[b'a', e[0]]), "a");
-        assert_eq!(u.push(&e[1..]), "é");
-        assert_eq!(u.push(&[0xff, b'b']), "\u{FFFD}b");
-        assert_eq!(u.push(&[e[0]]), "");
-        assert_eq!(u.finish(), "\u{FFFD}");
-    }
-
-    #[test]
-    fn empty_deltas_are_not_fed() {
-        let turn = json!({"chunks": [{"b64": "w6k="}, "x"]});
-        assert_eq!(turn_deltas(&turn).unwrap(), vec!["é", "x"]);
-        let cut = json!({"chunks": [{"b64": "ww=="}, {"b64": "qQ=="}]});
-        assert_eq!(turn_deltas(&cut).unwrap(), vec!["é"]);
-    }
 
     #[test]
     fn ids_follow_the_gateway() {
@@ -448,8 +319,11 @@ mod tests {
                 "<|tool_call_begin|>", "functions.get_weather:0",
                 "<|tool_call_argument_begin|>", "{\"city\":", " \"Paris\"}",
                 "<|tool_call_end|>", "<|tool_calls_section_end|>"]}]});
-        let out = handle(&factory, Mode::Stream, &req).unwrap();
-        let events = out["turns"][0].as_array().unwrap();
+        let req = protocol::parse_request(&req).unwrap();
+        let (Answer::Events(turns), _) = handle(&factory, Mode::Stream, &req).unwrap() else {
+            panic!("the streaming path answers events");
+        };
+        let events = &turns[0];
         let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
         assert_eq!(kinds.first(), Some(&"text"));
         assert!(kinds.contains(&"call_start"));
@@ -463,6 +337,5 @@ mod tests {
             serde_json::from_str::<Value>(&args).unwrap(),
             json!({"city": "Paris"})
         );
-        assert!(out["engine_ns"].as_u64().is_some());
     }
 }

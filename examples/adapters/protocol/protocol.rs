@@ -1,15 +1,14 @@
-//! conform's adapter protocol 2 (`specs/adapter.md`) for the Dynamo adapters: requests, the
-//! incremental UTF-8 decoding of chunks, event and result lines, the serving loop, and the
-//! o200k vocabulary cache that Dynamo's harmony parsers load without network.
+//! conform's adapter protocol 2 (`specs/adapter.md`) for the Rust engine adapters: requests,
+//! the incremental UTF-8 decoding of chunks, event and result lines, and the serving loop.
 //!
-//! Shared by `examples/adapters/dynamo/` (which includes this file by path) and
-//! `examples/adapters/dynamo_v2/`, so both speak the protocol the same way.
+//! The adapters are separate Cargo projects (each pins its engine), so this file is no crate:
+//! each includes it by path (`#[path = "../../protocol/protocol.rs"] mod protocol;`) and so
+//! speaks the protocol the same way. It needs `serde_json` and `base64` only.
 
 use base64::Engine;
 use serde_json::{Value, json};
 use std::io::{BufRead, Write};
 use std::panic::AssertUnwindSafe;
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// One tool of the request: what the engines' parsers take to type arguments.
@@ -17,6 +16,8 @@ use std::time::{Duration, Instant};
 pub struct ToolSpec {
     pub name: String,
     pub parameters: Option<Value>,
+    /// The tool as the request sent it (an OpenAI `tools` entry), for engines that take those.
+    pub json: Value,
 }
 
 /// One assistant turn: the chunks' bytes and, on token-aligned replays, their token ids.
@@ -24,6 +25,18 @@ pub struct ToolSpec {
 pub struct TurnIn {
     pub chunks: Vec<Vec<u8>>,
     pub token_ids: Option<Vec<Vec<u32>>>,
+}
+
+impl TurnIn {
+    /// The turn's text as a server's detokenizer hands it to its parser, piece by piece: a
+    /// character cut across chunks waits for its bytes, and pieces with no text are left out.
+    pub fn texts(&self) -> Vec<String> {
+        let mut utf8 = Utf8Stream::default();
+        let mut out: Vec<String> = self.chunks.iter().map(|c| utf8.push(c)).collect();
+        out.push(utf8.finish());
+        out.retain(|t| !t.is_empty());
+        out
+    }
 }
 
 /// A parse request (`specs/adapter.md` §2.2).
@@ -127,7 +140,8 @@ fn chunk_bytes(c: &Value) -> Result<Vec<u8>, String> {
     }
 }
 
-fn parse_request(req: &Value) -> Result<Request, String> {
+/// Reads a `parse` message; `serve` does it for every request.
+pub fn parse_request(req: &Value) -> Result<Request, String> {
     let tools = req["tools"]
         .as_array()
         .map(Vec::as_slice)
@@ -138,6 +152,7 @@ fn parse_request(req: &Value) -> Result<Request, String> {
             Some(ToolSpec {
                 name: f.get("name")?.as_str()?.to_string(),
                 parameters: f.get("parameters").cloned(),
+                json: t.clone(),
             })
         })
         .collect();
@@ -206,6 +221,9 @@ pub mod ev {
     pub fn error(kind: &str, message: &str) -> Value {
         json!({"type": "error", "kind": kind, "message": message})
     }
+    pub fn warning(kind: &str, message: &str) -> Value {
+        json!({"type": "warning", "kind": kind, "message": message})
+    }
 }
 
 /// Serves protocol 2 on stdin/stdout until stdin closes. `handle` answers one request and the
@@ -261,34 +279,6 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "(no message)".to_string())
 }
 
-/// Points openai-harmony (which Dynamo's harmony parsers load) at an o200k_base.tiktoken
-/// written from tiktoken-rs's embedded vocabulary into `dir`, so no download is attempted.
-/// The file is written once (through a temporary name, so concurrent copies never read half
-/// a file) and reused by later runs.
-pub fn provide_o200k(dir: &Path) -> Result<(), String> {
-    let file = dir.join("o200k_base.tiktoken");
-    if !file.exists() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let bpe = tiktoken_rs::o200k_base().map_err(|e| e.to_string())?;
-        let mut text = String::new();
-        for rank in 0..199_998u32 {
-            let bytes = bpe
-                .decode_bytes(&[rank])
-                .map_err(|e| format!("rank {rank}: {e:?}"))?;
-            text.push_str(&base64::engine::general_purpose::STANDARD.encode(bytes));
-            text.push(' ');
-            text.push_str(&rank.to_string());
-            text.push('\n');
-        }
-        let tmp: PathBuf = dir.join(format!("o200k_base.tiktoken.{}", std::process::id()));
-        std::fs::write(&tmp, text).map_err(|e| format!("{}: {e}", tmp.display()))?;
-        std::fs::rename(&tmp, &file).map_err(|e| format!("{}: {e}", file.display()))?;
-    }
-    // SAFETY: called from main before any thread is started.
-    unsafe { std::env::set_var("TIKTOKEN_ENCODINGS_BASE", dir) };
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,12 +295,23 @@ mod tests {
     }
 
     #[test]
+    fn a_turns_texts_leave_out_pieces_without_text() {
+        let e = "é".as_bytes();
+        let turn = TurnIn {
+            chunks: vec![vec![e[0]], vec![e[1], b'x'], vec![0xff], vec![e[0]]],
+            token_ids: None,
+        };
+        assert_eq!(turn.texts(), vec!["éx", "\u{FFFD}", "\u{FFFD}"]);
+    }
+
+    #[test]
     fn requests_decode_b64_chunks_and_token_ids() {
         let req = json!({"type":"parse","id":3,"format":"kimi_k2",
             "tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],
             "turns":[{"chunks":["ab",{"b64":"w6k="}],"token_ids":[[1,2],[3]]}]});
         let r = parse_request(&req).unwrap();
         assert_eq!(r.tools[0].name, "f");
+        assert_eq!(r.tools[0].json["type"], "function");
         assert_eq!(
             r.turns[0].chunks,
             vec![b"ab".to_vec(), "é".as_bytes().to_vec()]
