@@ -756,7 +756,7 @@ impl ObjectReader {
     fn stream_to_stop(&mut self, s: &str, cx: &Cx, out: &mut dyn Sink) -> bool {
         if !(self.mode != ObjectMode::Blank
             && self.bytes + s.len() <= cx.limits.max_args_bytes
-            && self.json.continue_string(s))
+            && self.json.continue_string_inlined(s))
         {
             return false;
         }
@@ -928,7 +928,7 @@ impl ValueReader for ObjectReader {
         if !((self.stop.is_some() || self.nest.in_str)
             && self.mode != ObjectMode::Blank
             && self.bytes + s.len() <= cx.limits.max_args_bytes
-            && self.json.continue_string(s))
+            && self.json.continue_string_inlined(s))
         {
             return false;
         }
@@ -1516,7 +1516,7 @@ impl ValueReader for EnvelopeReader {
             && self.value_nested
             && self.nest.in_str
             && self.bytes + s.len() <= cx.limits.max_args_bytes
-            && self.json.continue_string(s))
+            && self.json.continue_string_inlined(s))
         {
             return false;
         }
