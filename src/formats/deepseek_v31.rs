@@ -481,20 +481,12 @@ impl Grammar for Deepseek {
         let mut complete = true;
         match std::mem::replace(&mut self.state, State::Text) {
             State::Header(_) | State::Fence(_) => {
-                cx.error(
-                    ErrorKind::Unterminated,
-                    "the stream ended inside a call header",
-                    out,
-                );
+                cx.unterminated("the stream ended inside a call header", out);
                 complete = false;
             }
             State::ArgsBlank(index) => {
                 if index.is_some() {
-                    cx.error(
-                        ErrorKind::Unterminated,
-                        "the stream ended before a call's arguments",
-                        out,
-                    );
+                    cx.unterminated("the stream ended before a call's arguments", out);
                 }
                 complete = false;
             }

@@ -323,6 +323,12 @@ impl Cx {
         out.push(Event::error(kind, format!("{what} at byte {}", self.pos)));
     }
 
+    /// Reports that the stream ended where the grammar still expected `what`
+    /// (`unterminated`, at the current offset).
+    pub fn unterminated(&mut self, what: &str, out: &mut dyn Sink) {
+        self.error(ErrorKind::Unterminated, what, out);
+    }
+
     /// The stream ended inside a value: `unterminated` when it was a call's arguments (`index`),
     /// nothing for a value that had not become a call.
     pub fn cut_in_value(&mut self, index: Option<usize>, out: &mut dyn Sink) {

@@ -201,11 +201,7 @@ impl Grammar for Hermes {
                 State::Skip
             }
             ValueEnd::Cut { .. } | ValueEnd::Stopped(_) => {
-                cx.error(
-                    ErrorKind::Unterminated,
-                    "the stream ended inside a call",
-                    out,
-                );
+                cx.unterminated("the stream ended inside a call", out);
                 State::Text
             }
             // Only formats that read unnamed objects as text get this.
@@ -225,11 +221,7 @@ impl Grammar for Hermes {
             if self.cfg.missing_call_end {
                 self.unclosed(index, cx, out);
             } else if index.is_some() {
-                cx.error(
-                    ErrorKind::Unterminated,
-                    "the stream ended before </tool_call>",
-                    out,
-                );
+                cx.unterminated("the stream ended before </tool_call>", out);
             }
         }
         self.state = State::Text;

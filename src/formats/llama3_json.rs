@@ -10,7 +10,7 @@ use super::delimited::{
 };
 use super::entry::{self, Entry};
 use super::{Format, RenderFn, SpecialToken, StreamParser};
-use crate::event::{ErrorKind, Sink, ToolCall};
+use crate::event::{Sink, ToolCall};
 use crate::tools::Tools;
 
 /// `<|python_tag|>`: a tool call follows.
@@ -163,11 +163,7 @@ impl Grammar for Llama3 {
                 State::Skip
             }
             ValueEnd::Cut { .. } | ValueEnd::Stopped(_) => {
-                cx.error(
-                    ErrorKind::Unterminated,
-                    "the stream ended inside a call",
-                    out,
-                );
+                cx.unterminated("the stream ended inside a call", out);
                 State::Text
             }
             // The call opens at its `{`, never before it.
@@ -260,7 +256,7 @@ pub static FORMAT: Format = entry::format::<Declared>();
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::ParseResult;
+    use crate::event::{ErrorKind, ParseResult};
     use crate::formats::testkit::{every_cut, fold_cut};
     use proptest::prelude::*;
     use serde_json::json;

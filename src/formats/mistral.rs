@@ -190,11 +190,7 @@ impl Grammar for Mistral {
             }
             ValueEnd::NotAValue => State::Skip,
             ValueEnd::Cut { .. } | ValueEnd::Stopped(_) => {
-                cx.error(
-                    ErrorKind::Unterminated,
-                    "the stream ended inside a call object",
-                    out,
-                );
+                cx.unterminated("the stream ended inside a call object", out);
                 State::Text
             }
             ValueEnd::Unnamed(raw) => {
@@ -213,11 +209,7 @@ impl Grammar for Mistral {
             self.state,
             State::Expect | State::Element { .. } | State::AfterElement
         ) {
-            cx.error(
-                ErrorKind::Unterminated,
-                "the stream ended inside the array of calls",
-                out,
-            );
+            cx.unterminated("the stream ended inside the array of calls", out);
         }
         self.state = State::Text;
     }

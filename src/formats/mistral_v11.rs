@@ -272,16 +272,12 @@ impl Grammar for MistralV11 {
 
     fn finish(&mut self, cx: &mut Cx, out: &mut dyn Sink) {
         match std::mem::replace(&mut self.state, State::Text) {
-            State::Name(_) | State::Id(..) => cx.error(
-                ErrorKind::Unterminated,
-                "the stream ended inside a call header",
-                out,
-            ),
-            State::ArgsBlank(Some(_)) => cx.error(
-                ErrorKind::Unterminated,
-                "the stream ended before a call's arguments",
-                out,
-            ),
+            State::Name(_) | State::Id(..) => {
+                cx.unterminated("the stream ended inside a call header", out)
+            }
+            State::ArgsBlank(Some(_)) => {
+                cx.unterminated("the stream ended before a call's arguments", out)
+            }
             _ => {}
         }
     }

@@ -211,11 +211,7 @@ impl Grammar for Pythonic {
                 State::Skip
             }
             ValueEnd::Cut { .. } | ValueEnd::Stopped(_) => {
-                cx.error(
-                    ErrorKind::Unterminated,
-                    "the stream ended inside the call list",
-                    out,
-                );
+                cx.unterminated("the stream ended inside the call list", out);
                 State::Text
             }
             ValueEnd::NotAValue => State::Text,
