@@ -231,7 +231,7 @@ impl JsonParser {
         };
         if !esc && !has_string_stop(input.as_bytes()) {
             if self.cfg.build_value {
-                self.sbuf.push_str(input);
+                super::push_piece(&mut self.sbuf, input);
             }
             self.offset += input.len() as u64;
             return true;
@@ -240,43 +240,58 @@ impl JsonParser {
             // Longer pieces with escapes are faster through `feed`, which scans by the word.
             return false;
         }
-        if !self.cfg.build_value {
-            for &b in input.as_bytes() {
-                if esc {
-                    if unescape(b).is_none() {
-                        return false;
-                    }
-                    esc = false;
-                } else if b == b'\\' {
-                    esc = true;
-                } else if b == b'"' || b < 0x20 {
+        if self.cfg.build_value {
+            return self.decode_piece(input, esc);
+        }
+        for &b in input.as_bytes() {
+            if esc {
+                if unescape(b).is_none() {
                     return false;
                 }
+                esc = false;
+            } else if b == b'\\' {
+                esc = true;
+            } else if b == b'"' || b < 0x20 {
+                return false;
             }
-        } else {
-            // One pass that checks and decodes together; a refusal truncates what it decoded,
-            // so it changes nothing.
-            let mark = self.sbuf.len();
-            let mut run = 0;
-            for (i, &b) in input.as_bytes().iter().enumerate() {
-                if esc {
-                    let Some(c) = unescape(b) else {
-                        self.sbuf.truncate(mark);
-                        return false;
-                    };
-                    self.sbuf.push(c);
-                    esc = false;
-                    run = i + 1;
-                } else if b == b'\\' {
-                    self.sbuf.push_str(&input[run..i]);
-                    esc = true;
-                } else if b == b'"' || b < 0x20 {
-                    self.sbuf.truncate(mark);
+        }
+        self.state = if esc { St::Esc } else { St::Str };
+        self.offset += input.len() as u64;
+        true
+    }
+
+    /// [`continue_string`](JsonParser::continue_string)'s build mode for a short piece with an
+    /// escape: decodes it onto `sbuf` and moves on, or returns `false` having changed nothing. Out of line,
+    /// so that the plain-text path the other formats take stays small.
+    #[inline(never)]
+    fn decode_piece(&mut self, input: &str, mut esc: bool) -> bool {
+        // One pass that checks and decodes together, byte by byte into room reserved up
+        // front (decoding never lengthens: an escape is two bytes for one), so that no
+        // byte pays a capacity check or a `memcpy` call; a refusal truncates what it
+        // decoded, so it changes nothing.
+        self.sbuf.reserve(input.len());
+        // SAFETY: only whole-`input` bytes in order, minus ASCII backslashes, and the ASCII
+        // bytes escapes stand for are written; a backslash before a non-ASCII byte is
+        // refused, so every multi-byte character is copied whole and `sbuf` is UTF-8 again
+        // at every return (a refusal truncates to `mark`, a character boundary).
+        let v = unsafe { self.sbuf.as_mut_vec() };
+        let mark = v.len();
+        for &b in input.as_bytes() {
+            if esc {
+                let Some(c) = unescape(b) else {
+                    v.truncate(mark);
                     return false;
-                }
-            }
-            if !esc {
-                self.sbuf.push_str(&input[run..]);
+                };
+                // One-letter escapes all stand for ASCII characters.
+                v.push(c as u8);
+                esc = false;
+            } else if b == b'\\' {
+                esc = true;
+            } else if b == b'"' || b < 0x20 {
+                v.truncate(mark);
+                return false;
+            } else {
+                v.push(b);
             }
         }
         self.state = if esc { St::Esc } else { St::Str };
