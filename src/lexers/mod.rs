@@ -17,7 +17,7 @@ pub mod xml;
 /// `memcpy` call, which costs more than the copy on a few bytes and is paid once per piece.
 /// Longer pieces, and a full buffer, take `push_str` out of line, so that what is inlined
 /// into a token loop stays small.
-#[inline]
+#[inline(always)]
 pub(crate) fn push_piece(buf: &mut String, s: &str) {
     let n = s.len();
     if !(1..=8).contains(&n) || buf.capacity() - buf.len() < n {
