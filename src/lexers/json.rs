@@ -286,34 +286,37 @@ impl JsonParser {
     #[inline(never)]
     fn decode_piece(&mut self, input: &str, mut esc: bool) -> bool {
         // One pass that checks and decodes together, byte by byte into room reserved up
-        // front (decoding never lengthens: an escape is two bytes for one), so that no
-        // byte pays a capacity check or a `memcpy` call; a refusal truncates what it
-        // decoded, so it changes nothing.
+        // front (decoding never lengthens: an escape is two bytes for one), so that no byte
+        // pays a capacity check or a `memcpy` call; the length is set only on success, so a
+        // refusal changes nothing.
         self.sbuf.reserve(input.len());
-        // SAFETY: only whole-`input` bytes in order, minus ASCII backslashes, and the ASCII
-        // bytes escapes stand for are written; a backslash before a non-ASCII byte is
-        // refused, so every multi-byte character is copied whole and `sbuf` is UTF-8 again
-        // at every return (a refusal truncates to `mark`, a character boundary).
+        // SAFETY: the bytes are only written to the spare capacity here, and made part of
+        // the string below once they are UTF-8.
         let v = unsafe { self.sbuf.as_mut_vec() };
-        let mark = v.len();
+        let room = v.spare_capacity_mut();
+        let mut n = 0;
         for &b in input.as_bytes() {
-            if esc {
-                let Some(c) = unescape(b) else {
-                    v.truncate(mark);
-                    return false;
-                };
-                // One-letter escapes all stand for ASCII characters.
-                v.push(c as u8);
+            let c = if esc {
                 esc = false;
+                match UNESCAPED[usize::from(b)] {
+                    0 => return false,
+                    c => c,
+                }
             } else if b == b'\\' {
                 esc = true;
+                continue;
             } else if b == b'"' || b < 0x20 {
-                v.truncate(mark);
                 return false;
             } else {
-                v.push(b);
-            }
+                b
+            };
+            room[n].write(c);
+            n += 1;
         }
+        // SAFETY: `n` bytes were written; they are `input`'s bytes in order minus ASCII
+        // backslashes, with ASCII bytes for the escapes, and a backslash before a non-ASCII
+        // byte was refused, so every multi-byte character is whole and the string stays UTF-8.
+        unsafe { v.set_len(v.len() + n) };
         self.state = if esc { St::Esc } else { St::Str };
         self.offset += input.len() as u64;
         true
@@ -877,10 +880,24 @@ pub fn drop_deep(value: Value) {
 /// The longest piece with escapes that [`JsonParser::continue_string`] checks byte by byte.
 const ESCAPED_PIECE_MAX: usize = 16;
 
+/// [`unescape`] as a table, for the byte loop of [`JsonParser::decode_piece`]: the ASCII byte a
+/// one-letter escape stands for, or 0 for a byte that does not make one.
+const UNESCAPED: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        if let Some(c) = unescape(i as u8) {
+            t[i] = c as u8;
+        }
+        i += 1;
+    }
+    t
+};
+
 /// The character a one-letter escape (`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`)
 /// stands for; `None` for any other byte (`u` included).
 #[inline]
-fn unescape(b: u8) -> Option<char> {
+const fn unescape(b: u8) -> Option<char> {
     Some(match b {
         b'"' | b'\\' | b'/' => b as char,
         b'b' => '\u{8}',
