@@ -994,8 +994,9 @@ mod tests {
         parse_pieces(s, cuts, config, false)
     }
 
-    /// [`parse_cut`], offering each piece to `continue_string` first when `fast` (as streaming
-    /// callers do): that must change nothing, not even an error's offset.
+    /// [`parse_cut`], offering each piece to `continue_string` (or `continue_string_inline`)
+    /// first when `fast` (as streaming callers do): that must change nothing, not even an
+    /// error's offset.
     fn parse_pieces(
         s: &str,
         cuts: &[usize],
@@ -1003,8 +1004,17 @@ mod tests {
         fast: bool,
     ) -> Result<Option<Value>, JsonError> {
         let mut p = JsonParser::new(config);
+        // Every other piece is offered to the inline variant, which must take the same.
+        let mut inline = false;
         let mut feed = |piece: &str| {
-            if !(fast && p.continue_string(piece)) {
+            inline = !inline;
+            let taken = fast
+                && if inline {
+                    p.continue_string_inline(piece)
+                } else {
+                    p.continue_string(piece)
+                };
+            if !taken {
                 assert_eq!(p.feed(piece)?, Feed::NeedMore);
             }
             Ok::<_, JsonError>(())
