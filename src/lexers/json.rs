@@ -233,6 +233,15 @@ impl JsonParser {
             self.offset += n as u64;
             return true;
         }
+        if self.cfg.build_value && n <= ESCAPED_PIECE_MAX {
+            // Any other short piece (escaped, or cut to 1 to 3 bytes): decoded in one pass,
+            // without `continue_string`'s second look at it.
+            match self.state {
+                St::Str => return self.decode_piece(input, false),
+                St::Esc => return self.decode_piece(input, true),
+                _ => return false,
+            }
+        }
         self.continue_string(input)
     }
 
@@ -280,8 +289,8 @@ impl JsonParser {
         true
     }
 
-    /// [`continue_string`](JsonParser::continue_string)'s build mode for a short piece with an
-    /// escape: decodes it onto `sbuf` and moves on, or returns `false` having changed nothing. Out of line,
+    /// [`continue_string`](JsonParser::continue_string)'s build mode for a short piece (one with
+    /// an escape, or any from [`continue_string_inline`](JsonParser::continue_string_inline)): decodes it onto `sbuf` and moves on, or returns `false` having changed nothing. Out of line,
     /// so that the plain-text path the other formats take stays small.
     #[inline(never)]
     fn decode_piece(&mut self, input: &str, mut esc: bool) -> bool {
