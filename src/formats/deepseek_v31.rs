@@ -5,7 +5,9 @@
 //! body instead (`Shape`); both are grammars over the family driver.
 
 use super::config::config;
-use super::delimited::{Cx, Driver, Grammar, Limits, ObjectReader, TextStep, ValueEnd, is_ws};
+use super::delimited::{
+    Cx, Driver, Grammar, Limits, ObjectReader, Stop, TextStep, ValueEnd, is_ws,
+};
 use super::entry::{self, Entry};
 use super::options::{Nest, Nested};
 use super::reasoning::{self, Reasoned, Syntax};
@@ -460,7 +462,7 @@ impl Grammar for Deepseek {
                 cx.report(kind, &message, out);
                 State::Skip
             }
-            ValueEnd::Cut { index } => {
+            ValueEnd::Cut { index } | ValueEnd::Stopped(Stop { index, .. }) => {
                 cx.cut_in_value(index, out);
                 State::Skip
             }

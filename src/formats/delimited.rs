@@ -89,6 +89,25 @@ pub(crate) enum ValueEnd {
     /// The value turned out not to be a call (an envelope without a name, for formats that
     /// read such objects as text): its raw text.
     Unnamed(String),
+    /// A reader with a stop byte ([`ObjectReader::stop_at`]) met it outside a JSON string, or
+    /// the stream ended: the value's extent is decided by what follows (a delimiter or not),
+    /// so the grammar judges it. The stop byte and what follows are handed back as input.
+    Stopped(Stop),
+}
+
+/// What a reader knew when it stopped ([`ValueEnd::Stopped`]).
+#[derive(Debug)]
+pub(crate) struct Stop {
+    /// The value's call (`None`: the call had already failed).
+    pub index: Option<usize>,
+    /// Invalid UTF-8 fell inside the value (reported already).
+    pub spoiled: bool,
+    /// Only whitespace was read.
+    pub blank: bool,
+    /// The JSON value read is complete.
+    pub complete: bool,
+    /// A complete JSON string value, decoded (its content is for the grammar to judge).
+    pub string: Option<String>,
 }
 
 /// A streaming reader of one value that bypasses the delimiter scanner.
@@ -104,6 +123,44 @@ pub(crate) trait ValueReader: Send {
     /// changed nothing, when `s` needs `feed`.
     fn stream(&mut self, _s: &str, _cx: &Cx, _out: &mut dyn Sink) -> bool {
         false
+    }
+    /// How the driver keeps the reader: the object reader is called directly on the per-chunk
+    /// path (no virtual call, its `stream` inlined), others through `dyn` (measured: inlining
+    /// the call-object reader's larger `stream` made hermes and mistral slower, not faster).
+    fn into_opened(self: Box<Self>) -> Opened
+    where
+        Self: Sized + 'static,
+    {
+        Opened::Dyn(self)
+    }
+}
+
+/// An open value's reader, as the driver holds it.
+pub(crate) enum Opened {
+    Object(Box<ObjectReader>),
+    /// An [`ObjectReader`] with a stop byte, whose per-chunk path has less to check.
+    Stopping(Box<ObjectReader>),
+    Dyn(Box<dyn ValueReader>),
+}
+
+impl Opened {
+    /// The reader behind the general (not per-chunk) calls.
+    fn get(&mut self) -> &mut dyn ValueReader {
+        match self {
+            Opened::Object(r) | Opened::Stopping(r) => r.as_mut(),
+            Opened::Dyn(r) => r.as_mut(),
+        }
+    }
+
+    /// [`ValueReader::stream`], dispatched statically for the family's readers (inlined
+    /// whole: it is the per-chunk path).
+    #[inline(always)]
+    fn stream(&mut self, s: &str, cx: &Cx, out: &mut dyn Sink) -> bool {
+        match self {
+            Opened::Object(r) => r.stream(s, cx, out),
+            Opened::Stopping(r) => r.stream_to_stop(s, cx, out),
+            Opened::Dyn(r) => r.stream(s, cx, out),
+        }
     }
 }
 
@@ -133,14 +190,38 @@ pub(crate) struct Cx {
     pub pos: u64,
     /// The index the next `CallStart` takes.
     pub next_index: usize,
-    opened: Option<Box<dyn ValueReader>>,
+    opened: Option<Opened>,
     /// Whitespace-only text is held (after a call, inside a section) until it proves to be text.
     holding: bool,
     ws: String,
+    /// Which characters count as whitespace for the held runs.
+    blank: Blank,
+    /// The stream has ended: text now is what the scanner held back as a delimiter prefix.
+    eof: bool,
+}
+
+/// Which characters a held whitespace run may hold (a format's rule, `specs/delimited.md` F1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Blank {
+    /// JSON whitespace: space, tab, CR, LF.
+    Json,
+    /// Unicode whitespace (`char::is_whitespace`), for formats whose engines trim with it.
+    Unicode,
+}
+
+impl Blank {
+    /// Whether `s` is whitespace only.
+    #[inline]
+    pub fn all(self, s: &str) -> bool {
+        match self {
+            Blank::Json => s.bytes().all(is_ws),
+            Blank::Unicode => s.chars().all(char::is_whitespace),
+        }
+    }
 }
 
 impl Cx {
-    fn new(limits: Limits) -> Cx {
+    fn new(limits: Limits, blank: Blank) -> Cx {
         Cx {
             limits,
             pos: 0,
@@ -148,12 +229,25 @@ impl Cx {
             opened: None,
             holding: false,
             ws: String::new(),
+            blank,
+            eof: false,
         }
     }
 
+    /// The stream has ended: text the grammar gets now is a delimiter prefix the scanner held
+    /// back, which a grammar may drop where a cut-off delimiter means nothing (inside a call).
+    pub fn at_eof(&self) -> bool {
+        self.eof
+    }
+
+    /// Whether `s` is whitespace only, by the format's whitespace class.
+    pub fn is_blank(&self, s: &str) -> bool {
+        self.blank.all(s)
+    }
+
     /// Opens a value: the next bytes go to `r` until it ends.
-    pub fn open(&mut self, r: Box<dyn ValueReader>) {
-        self.opened = Some(r);
+    pub fn open<R: ValueReader + 'static>(&mut self, r: Box<R>) {
+        self.opened = Some(r.into_opened());
     }
 
     /// Emits a `CallStart` and returns its index.
@@ -210,7 +304,7 @@ impl Cx {
             out.text(s);
             return false;
         }
-        if s.bytes().all(is_ws) {
+        if self.blank.all(s) {
             self.ws.push_str(s);
             if self.ws.len() > MAX_HELD_WHITESPACE {
                 out.text(&self.ws);
@@ -282,15 +376,20 @@ pub(crate) struct Driver<G> {
     /// Byte length of each delimiter, for offsets.
     lens: Vec<usize>,
     utf8: Utf8Decoder,
-    value: Option<Box<dyn ValueReader>>,
+    value: Option<Opened>,
 }
 
 impl<G: Grammar> Driver<G> {
     /// A driver for `g`, whose delimiters are `markers` (indices as `Grammar::marker` sees them).
     pub fn new(g: G, markers: &[&str], limits: Limits) -> Driver<G> {
+        Self::with_blank(g, markers, limits, Blank::Json)
+    }
+
+    /// [`new`](Driver::new) with the format's whitespace class for held runs.
+    pub fn with_blank(g: G, markers: &[&str], limits: Limits, blank: Blank) -> Driver<G> {
         Driver {
             g,
-            cx: Cx::new(limits),
+            cx: Cx::new(limits, blank),
             scan: MarkerScanner::new(markers),
             lens: markers.iter().map(|m| m.len()).collect(),
             utf8: Utf8Decoder::new(),
@@ -307,8 +406,23 @@ impl<G: Grammar> Driver<G> {
     }
 
     #[inline]
-    fn feed_str(&mut self, mut s: &str, out: &mut dyn Sink) {
+    fn feed_str(&mut self, s: &str, out: &mut dyn Sink) {
         // The per-chunk path of a streamed value: one reader call, nothing else.
+        if let Some(v) = self.value.as_mut()
+            && self.scan.held().is_empty()
+            && v.stream(s, &self.cx, out)
+        {
+            self.cx.pos += s.len() as u64;
+            return;
+        }
+        self.feed_rest(s, out);
+    }
+
+    /// [`feed_str`](Driver::feed_str) once the per-chunk path declined `s` (it is not tried
+    /// again: a reader's `feed` does the same work in full). Out of line, so that the
+    /// per-chunk path that calls it stays small.
+    #[inline(never)]
+    fn feed_rest(&mut self, mut s: &str, out: &mut dyn Sink) {
         if self.value.is_some() && self.scan.held().is_empty() {
             let n = self.feed_value(s, out);
             if n == s.len() {
@@ -345,7 +459,7 @@ impl<G: Grammar> Driver<G> {
         let Some(v) = self.value.as_mut() else {
             return 0;
         };
-        let (n, end) = v.feed(s, &mut self.cx, out);
+        let (n, end) = v.get().feed(s, &mut self.cx, out);
         self.cx.pos += n as u64;
         if let Some(end) = end {
             self.value = None;
@@ -388,6 +502,15 @@ impl<G: Grammar> Driver<G> {
         }
     }
 
+    /// Bytes that are not plain ASCII with nothing pending: through the UTF-8 decoder, kept
+    /// out of line so the per-chunk path stays small.
+    #[inline(never)]
+    fn feed_utf8(&mut self, chunk: &[u8], out: &mut dyn Sink) {
+        let mut utf8 = std::mem::take(&mut self.utf8);
+        utf8.feed(chunk, &mut |p| self.piece(p, out));
+        self.utf8 = utf8;
+    }
+
     fn piece(&mut self, p: Utf8Piece<'_>, out: &mut dyn Sink) {
         match p {
             Utf8Piece::Text(s) => self.feed_str(s, out),
@@ -397,7 +520,7 @@ impl<G: Grammar> Driver<G> {
                     format!("invalid UTF-8 at byte {offset}"),
                 ));
                 if let Some(v) = self.value.as_mut() {
-                    v.spoil();
+                    v.get().spoil();
                 }
                 self.feed_str("\u{FFFD}", out);
             }
@@ -410,27 +533,29 @@ impl<G: Grammar> StreamParser for Driver<G> {
     fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
         match self.utf8.ascii(chunk) {
             Some(s) => {
-                // The per-chunk path of a streamed value: one reader call, nothing else.
+                // The per-chunk path of a streamed value: one reader call, nothing else. The
+                // offset moves first (readers' `stream` does not read it) so that the reader's
+                // `ArgsDelta` is the last thing done, a tail call.
                 if let Some(v) = self.value.as_mut()
                     && self.scan.held().is_empty()
-                    && v.stream(s, &self.cx, out)
                 {
                     self.cx.pos += s.len() as u64;
-                    return;
+                    if v.stream(s, &self.cx, out) {
+                        return;
+                    }
+                    self.cx.pos -= s.len() as u64;
+                    return self.feed_rest(s, out);
                 }
                 self.feed_str(s, out)
             }
-            None => {
-                let mut utf8 = std::mem::take(&mut self.utf8);
-                utf8.feed(chunk, &mut |p| self.piece(p, out));
-                self.utf8 = utf8;
-            }
+            None => self.feed_utf8(chunk, out),
         }
     }
 
     fn finish(&mut self, out: &mut dyn Sink) {
         let mut utf8 = std::mem::take(&mut self.utf8);
         utf8.finish(&mut |p| self.piece(p, out));
+        self.cx.eof = true;
         loop {
             if self.value.is_some() && !self.scan.held().is_empty() {
                 let held = self.scan.take_held();
@@ -438,7 +563,7 @@ impl<G: Grammar> StreamParser for Driver<G> {
                 continue;
             }
             if let Some(mut v) = self.value.take() {
-                let end = v.eof(&mut self.cx, out);
+                let end = v.get().eof(&mut self.cx, out);
                 self.g.value_end(&mut self.cx, end, out);
                 self.adopt();
                 continue;
@@ -452,7 +577,7 @@ impl<G: Grammar> StreamParser for Driver<G> {
         self.g.finish(&mut self.cx, out);
         self.scan.reset();
         self.value = None;
-        self.cx = Cx::new(self.cx.limits);
+        self.cx = Cx::new(self.cx.limits, self.cx.blank);
     }
 
     fn at_text(&self) -> bool {
@@ -500,16 +625,12 @@ impl Nesting {
     /// escapes matter. Short pieces are read byte by byte, cheaper than a search's setup.
     #[inline]
     fn continue_string(&mut self, s: &[u8]) {
-        if s.len() > 16 {
-            let _inside = self.end_in(s);
-            debug_assert!(_inside.is_none(), "a continued string cannot end");
-            return;
-        }
-        let mut esc = self.esc;
-        for &b in s {
-            esc = !esc && b == b'\\';
-        }
-        self.esc = esc;
+        // Only the trailing run of backslashes decides: any other byte is plain or escaped,
+        // and either way the next byte starts fresh. A piece of backslashes only continues
+        // the escape state it found.
+        let run = s.iter().rev().take_while(|&&b| b == b'\\').count();
+        let odd = run % 2 == 1;
+        self.esc = if run == s.len() { self.esc != odd } else { odd };
     }
 
     /// Scans `s` (a valid JSON prefix continuing what was scanned before) for the end of the
@@ -580,6 +701,11 @@ pub(crate) struct ObjectReader {
     spoiled: bool,
     /// Offset where the value began, for messages.
     at: u64,
+    /// Set by [`stop_at`](ObjectReader::stop_at): the value runs to this byte outside a string.
+    stop: Option<u8>,
+    /// The call whose `ArgsDelta`s the bytes are, once known to be streamed (an object of a
+    /// live call): one test on the per-chunk path instead of three.
+    streams_to: Option<usize>,
 }
 
 impl ObjectReader {
@@ -599,12 +725,67 @@ impl ObjectReader {
             bytes: 0,
             spoiled: false,
             at: 0,
+            stop: None,
+            streams_to: None,
         }
     }
 
     /// Boxed, ready for [`Cx::open`].
     pub fn boxed(index: Option<usize>, string_arguments: bool, limits: &Limits) -> Box<Self> {
         Box::new(Self::new(index, string_arguments, limits))
+    }
+
+    /// The same reader for a format whose arguments end where a delimiter starts (its first
+    /// byte `b`, outside a JSON string), not at the object's closing brace: whitespace and
+    /// anything else after the object are read as part of the value (JSON then rejects what is
+    /// not whitespace), and the reader ends with [`ValueEnd::Stopped`] at `b` or at the end of
+    /// the stream, so the grammar decides from the delimiter whether the call ended well. A JSON
+    /// string value is decoded and handed to the grammar instead of unwrapped here.
+    pub fn stop_at(mut self, b: u8) -> Self {
+        self.stop = Some(b);
+        self.json = JsonParser::new(JsonConfig {
+            stop_byte: Some(b),
+            ..*self.json.config()
+        });
+        self
+    }
+
+    /// [`ValueReader::stream`] of a reader with a stop byte: the JSON parser's own state is
+    /// all there is to follow.
+    #[inline(always)]
+    fn stream_to_stop(&mut self, s: &str, cx: &Cx, out: &mut dyn Sink) -> bool {
+        if !(self.mode != ObjectMode::Blank
+            && self.bytes + s.len() <= cx.limits.max_args_bytes
+            && self.json.continue_string_inlined(s))
+        {
+            return false;
+        }
+        self.bytes += s.len();
+        if let Some(i) = self.streams_to {
+            out.args_delta(i, s);
+        }
+        true
+    }
+
+    /// What the grammar of a stop-byte reader gets when it stops.
+    #[cold]
+    fn stopped(&mut self) -> ValueEnd {
+        let complete = self.json.is_complete();
+        let string = if complete && self.mode == ObjectMode::Str {
+            match self.json.finish() {
+                Ok(Some(Value::String(s))) => Some(s),
+                _ => Some(String::new()),
+            }
+        } else {
+            None
+        };
+        ValueEnd::Stopped(Stop {
+            index: self.index,
+            spoiled: self.spoiled,
+            blank: self.mode == ObjectMode::Blank,
+            complete,
+            string,
+        })
     }
 
     fn fail(&self, kind: ErrorKind, message: String) -> Option<ValueEnd> {
@@ -669,7 +850,10 @@ impl ValueReader for ObjectReader {
             };
             self.at = cx.pos + skipped as u64;
             match b {
-                b'{' => self.mode = ObjectMode::Object,
+                b'{' => {
+                    self.mode = ObjectMode::Object;
+                    self.streams_to = self.index.filter(|_| !self.spoiled);
+                }
                 b'"' if self.string_arguments => {
                     self.mode = ObjectMode::Str;
                     self.json = JsonParser::new(JsonConfig {
@@ -677,22 +861,29 @@ impl ValueReader for ObjectReader {
                         ..*self.json.config()
                     });
                 }
+                _ if Some(b) == self.stop => return (skipped, Some(self.stopped())),
                 _ => return (skipped, Some(ValueEnd::NotAValue)),
             }
         }
         let s = &s[skipped..];
-        if self.stream(s, cx, out) {
-            return (skipped + s.len(), None);
-        }
-        let stream = self.mode == ObjectMode::Object && self.index.is_some() && !self.spoiled;
+        let mut stopped = false;
         let (valid, err) = match self.json.feed(s) {
-            Ok(Feed::NeedMore) | Ok(Feed::Stopped(_)) => (s.len(), None),
+            Ok(Feed::NeedMore) => (s.len(), None),
+            Ok(Feed::Stopped(k)) => {
+                stopped = true;
+                (k, None)
+            }
             Err(e) => {
                 let k = error_at(s, e.offset.saturating_sub(self.bytes as u64));
                 (k, Some(e))
             }
         };
-        let end = self.nest.end_in(&s.as_bytes()[..valid]);
+        // With a stop byte the JSON parser finds the value's end itself (string-aware).
+        let end = if self.stop.is_some() {
+            None
+        } else {
+            self.nest.end_in(&s.as_bytes()[..valid])
+        };
         let took = end.unwrap_or(valid);
         self.bytes += took;
         if self.bytes > cx.limits.max_args_bytes {
@@ -702,13 +893,16 @@ impl ValueReader for ObjectReader {
             );
             return (skipped + took, self.fail(ErrorKind::LimitExceeded, msg));
         }
-        if let (true, Some(i)) = (stream, self.index)
+        if let Some(i) = self.streams_to
             && took > 0
         {
             out.args_delta(i, &s[..took]);
         }
         if end.is_some() {
             return (skipped + took, Some(self.done(out)));
+        }
+        if stopped {
+            return (skipped + took, Some(self.stopped()));
         }
         if let Some(e) = err {
             let (kind, msg) = json_failure(&e, "arguments", self.at);
@@ -718,28 +912,31 @@ impl ValueReader for ObjectReader {
     }
 
     fn eof(&mut self, _cx: &mut Cx, _out: &mut dyn Sink) -> ValueEnd {
+        if self.stop.is_some() {
+            return self.stopped();
+        }
         ValueEnd::Cut {
             index: if self.spoiled { None } else { self.index },
         }
     }
 
-    /// The common streaming piece: string body only (escapes included). The nesting scan
-    /// still reads it, to know whether it ends inside an escape.
-    #[inline]
+    /// The common streaming piece: string body only (escapes included). Without a stop byte
+    /// the nesting scan follows it too, to know whether it ends inside an escape; with one,
+    /// the JSON parser's own state is all there is.
+    #[inline(always)]
     fn stream(&mut self, s: &str, cx: &Cx, out: &mut dyn Sink) -> bool {
-        if !(self.nest.in_str
+        if !((self.stop.is_some() || self.nest.in_str)
             && self.mode != ObjectMode::Blank
             && self.bytes + s.len() <= cx.limits.max_args_bytes
-            && self.json.continue_string(s))
+            && self.json.continue_string_inlined(s))
         {
             return false;
         }
-        self.nest.continue_string(s.as_bytes());
+        if self.stop.is_none() {
+            self.nest.continue_string(s.as_bytes());
+        }
         self.bytes += s.len();
-        if self.mode == ObjectMode::Object
-            && !self.spoiled
-            && let Some(i) = self.index
-        {
+        if let Some(i) = self.streams_to {
             out.args_delta(i, s);
         }
         true
@@ -747,6 +944,15 @@ impl ValueReader for ObjectReader {
 
     fn spoil(&mut self) {
         self.spoiled = true;
+        self.streams_to = None;
+    }
+
+    fn into_opened(self: Box<Self>) -> Opened {
+        if self.stop.is_some() {
+            Opened::Stopping(self)
+        } else {
+            Opened::Object(self)
+        }
     }
 }
 
@@ -1238,9 +1444,6 @@ impl ValueReader for EnvelopeReader {
             }
         }
         let s = &s[skipped..];
-        if self.stream(s, cx, out) {
-            return (skipped + s.len(), None);
-        }
         let (valid, err) = match self.json.feed(s) {
             Ok(_) => (s.len(), None),
             Err(e) => {
@@ -1313,7 +1516,7 @@ impl ValueReader for EnvelopeReader {
             && self.value_nested
             && self.nest.in_str
             && self.bytes + s.len() <= cx.limits.max_args_bytes
-            && self.json.continue_string(s))
+            && self.json.continue_string_inlined(s))
         {
             return false;
         }

@@ -200,7 +200,7 @@ impl Grammar for Hermes {
                 cx.report(kind, &message, out);
                 State::Skip
             }
-            ValueEnd::Cut { .. } => {
+            ValueEnd::Cut { .. } | ValueEnd::Stopped(_) => {
                 cx.error(
                     ErrorKind::Unterminated,
                     "the stream ended inside a call",

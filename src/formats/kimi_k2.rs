@@ -4,21 +4,20 @@
 //! text<|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:ID<|tool_call_argument_begin|>{json}<|tool_call_end|><|tool_calls_section_end|>
 //! ```
 //!
-//! The parser is a byte-at-most-twice state machine: text is scanned with `memchr` for `<`,
-//! a possible marker prefix at a chunk end is the only thing held back, and arguments are
-//! validated by the incremental JSON parser as they stream, which also tells whether a `<|`
-//! sits inside a JSON string (content) or outside one (a marker).
+//! A grammar over the family driver (`specs/delimited.md`): the driver scans text for the
+//! markers and streams the arguments through an `ObjectReader` that stops at a `<` outside a
+//! JSON string, so a marker inside a string is content; this module is the section and call
+//! grammar, the `functions.NAME:ID` header rule and the leniency options.
 
 use super::config::config;
+use super::delimited::{
+    Blank, Cx, Driver, Grammar, Limits, ObjectReader, Stop, TextStep, ValueEnd,
+};
 use super::options::Table;
 use super::reasoning::{self, Syntax};
 use super::{Format, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};
-use crate::lexers::json::{
-    Feed, JsonConfig, JsonError, JsonErrorKind, JsonParser, SERDE_JSON_MAX_DEPTH,
-};
-use crate::lexers::marker::{Window, classify_window};
-use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
+use crate::lexers::json::SERDE_JSON_MAX_DEPTH;
 use crate::tools::Tools;
 use serde_json::Value;
 
@@ -51,7 +50,8 @@ pub const MARKERS: [&str; 8] = [
     ARGUMENT_BEGIN_PLURAL,
 ];
 
-/// The longest marker: the most bytes ever held back.
+/// The longest marker: the most bytes the driver's scanner ever holds back.
+#[cfg(test)]
 const MAX_MARKER: usize = 29;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,12 +74,6 @@ fn marker_of(i: usize) -> Marker {
         6 => Marker::SectionEnd { singular: true },
         _ => Marker::ArgumentBegin { plural: true },
     }
-}
-
-/// Classifies bytes starting with `<`: a whole marker, a prefix of one, or neither.
-#[inline]
-fn match_marker(s: &[u8]) -> Window<Marker> {
-    classify_window(s, &MARKERS).map(marker_of)
 }
 
 config! {
@@ -145,324 +139,83 @@ enum Section {
     Implicit,
 }
 
-/// How the arguments of the current call are being read.
-enum ArgsMode {
-    /// Only whitespace so far.
-    Blank,
-    /// A JSON object, streamed as it arrives.
-    Object,
-    /// A JSON string that must hold an object; buffered until it ends.
-    Str,
-}
-
-struct Args {
-    json: JsonParser,
-    mode: ArgsMode,
-    /// The call's index, when its `CallStart` was emitted (`None`: the call already failed).
-    index: Option<usize>,
-    /// Bytes of arguments seen.
-    bytes: usize,
-    /// The call is already known to be bad (e.g. invalid UTF-8 inside it).
-    spoiled: bool,
-}
-
 enum State {
     /// Outside a call.
     Text,
     /// Between the call begin and the argument marker.
     Header { buf: String, at: u64 },
-    /// Between the argument marker and the end of the call.
-    Args(Box<Args>),
+    /// The arguments of this call (`None`: it already failed) are with their reader.
+    Args(Option<usize>),
+    /// The arguments stopped at a `<` outside a JSON string (or the stream ended): what
+    /// follows (a marker or not) decides how the call ends.
+    Stopped(Stop),
     /// Discarding input up to the next call end after an error.
     Skip,
 }
 
-/// The kimi_k2 streaming parser.
-pub struct Parser {
+/// Kimi K2's grammar over the family driver.
+struct Kimi {
     cfg: Config,
-    utf8: Utf8Decoder,
     state: State,
     section: Section,
-    /// Whitespace between calls inside a section, dropped unless text follows it.
-    run_ws: String,
-    /// Text inside the current between-calls run was already emitted.
-    run_visible: bool,
-    /// A possible marker prefix held back at a chunk end (at most [`MAX_MARKER`] bytes).
-    pending: String,
-    /// Offset in the decoded text of the next unprocessed character (the start of `pending`).
-    pos: u64,
-    next_index: usize,
 }
+
+/// The kimi_k2 streaming parser.
+pub struct Parser(Driver<Kimi>);
 
 impl Parser {
     /// A parser with the given options.
     pub fn new(cfg: Config) -> Parser {
-        Parser {
+        let limits = Limits {
+            max_header_bytes: cfg.max_header_bytes,
+            max_args_bytes: cfg.max_args_bytes,
+            max_depth: cfg.max_depth,
+        };
+        let g = Kimi {
             cfg,
-            utf8: Utf8Decoder::new(),
             state: State::Text,
             section: Section::None,
-            run_ws: String::new(),
-            run_visible: false,
-            pending: String::new(),
-            pos: 0,
-            next_index: 0,
-        }
-    }
-
-    /// Feeds decoded text, resolving a held-back marker prefix first.
-    #[inline]
-    fn feed_str(&mut self, input: &str, out: &mut dyn Sink) {
-        if self.pending.is_empty() {
-            if !self.string_delta(input, out) {
-                self.scan(input, out);
-            }
-        } else {
-            self.feed_held(input, out);
-        }
-    }
-
-    /// The per-chunk path of a streamed call: a piece that only continues a string inside the
-    /// arguments goes straight out as a delta, without the scan loop. `false`: nothing was
-    /// done, take the general path.
-    #[inline]
-    fn string_delta(&mut self, s: &str, out: &mut dyn Sink) -> bool {
-        let State::Args(a) = &mut self.state else {
-            return false;
         };
-        let (ArgsMode::Object, Some(index), false) = (&a.mode, a.index, a.spoiled) else {
-            return false;
-        };
-        if s.is_empty() || a.bytes + s.len() > self.cfg.max_args_bytes || !a.json.continue_string(s)
-        {
-            return false;
-        }
-        a.bytes += s.len();
-        self.pos += s.len() as u64;
-        out.args_delta(index, s);
-        true
+        // Whitespace between calls is trimmed as Unicode whitespace (`str::trim`), as the
+        // engines Kimi's outputs go through do (§4.2).
+        Parser(Driver::with_blank(g, &MARKERS, limits, Blank::Unicode))
     }
+}
 
-    /// [`feed_str`](Parser::feed_str) with a marker prefix held back from the previous chunk.
-    #[inline(never)]
-    fn feed_held(&mut self, mut input: &str, out: &mut dyn Sink) {
-        while !self.pending.is_empty() {
-            let need = MAX_MARKER - self.pending.len();
-            let mut take = need.min(input.len());
-            // Round up, not down: a character that straddles the room left still decides the
-            // match (markers are ASCII), and stopping short of it would leave `NeedMore` with
-            // input unread, which was then dropped (found by the `parse` and `roundtrip` fuzz
-            // targets).
-            while !input.is_char_boundary(take) {
-                take += 1;
-            }
-            let mut tmp = std::mem::take(&mut self.pending);
-            let held = tmp.len();
-            tmp.push_str(&input[..take]);
-            match match_marker(tmp.as_bytes()) {
-                Window::Marker(m, len) => {
-                    input = &input[len - held..];
-                    self.pos += len as u64;
-                    self.on_marker(m, out);
-                }
-                Window::NeedMore => {
-                    self.pending = tmp;
-                    return;
-                }
-                Window::NotMarker => {
-                    self.lt_not_marker(out);
-                    self.pos += 1;
-                    // The held bytes after `<` come before `input`: scan them first.
-                    self.scan(&tmp[1..held], out);
-                }
-            }
-        }
-        self.scan(input, out);
-    }
-
-    /// Processes text with nothing held back, leaving a trailing marker prefix in `pending`.
-    ///
-    /// This loop and [`feed_args`](Parser::feed_args) are the per-chunk path of a streamed
-    /// call; everything rarer (markers, text, errors) lives in functions kept out of line, so
-    /// that a small delta costs little more than the JSON bytes it carries.
+impl StreamParser for Parser {
     #[inline]
-    fn scan(&mut self, s: &str, out: &mut dyn Sink) {
-        let mut i = 0;
-        while i < s.len() {
-            let rest = &s[i..];
-            let (consumed, at_lt) = if let State::Args(_) = self.state {
-                match self.feed_args(rest, out) {
-                    ArgsFeed::All => (rest.len(), false),
-                    ArgsFeed::Stopped(k) => (k, true),
-                    ArgsFeed::Failed(k) => (k, false),
-                }
-            } else {
-                self.outside_args(rest, out)
-            };
-            i += consumed;
-            self.pos += consumed as u64;
-            if at_lt {
-                match self.at_lt(s, i, out) {
-                    Some(next) => i = next,
-                    None => return,
-                }
-            }
-        }
+    fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
+        self.0.feed(chunk, out);
     }
 
-    /// Text up to the next `<` outside a call's arguments: (bytes consumed, stopped at `<`).
-    #[inline(never)]
-    fn outside_args(&mut self, s: &str, out: &mut dyn Sink) -> (usize, bool) {
-        let k = crate::lexers::find_byte(b'<', s.as_bytes()).unwrap_or(s.len());
-        self.content(&s[..k], out);
-        (k, k < s.len())
+    fn finish(&mut self, out: &mut dyn Sink) {
+        self.0.finish(out);
     }
 
-    /// Decides the `<` at `s[i]`: a marker, a plain `<`, or a prefix to hold back (`None`).
-    /// Returns where scanning goes on.
-    #[inline(never)]
-    fn at_lt(&mut self, s: &str, i: usize, out: &mut dyn Sink) -> Option<usize> {
-        let end = (i + MAX_MARKER).min(s.len());
-        match match_marker(&s.as_bytes()[i..end]) {
-            Window::Marker(m, len) => {
-                self.pos += len as u64;
-                self.on_marker(m, out);
-                Some(i + len)
-            }
-            Window::NotMarker => {
-                self.lt_not_marker(out);
-                self.pos += 1;
-                Some(i + 1)
-            }
-            Window::NeedMore => {
-                self.pending.push_str(&s[i..]);
-                None
-            }
-        }
+    fn at_text(&self) -> bool {
+        self.0.at_text()
     }
+}
 
-    /// Handles text that contains no `<` in the current state.
-    fn content(&mut self, s: &str, out: &mut dyn Sink) {
-        if s.is_empty() {
-            return;
-        }
-        match &mut self.state {
-            State::Text => self.text(s, out),
-            State::Header { buf, at } => {
-                if buf.len() + s.len() > self.cfg.max_header_bytes {
-                    let at = *at;
-                    out.push(Event::error(
-                        ErrorKind::LimitExceeded,
-                        format!(
-                            "call header at byte {at} is longer than {} bytes",
-                            self.cfg.max_header_bytes
-                        ),
-                    ));
-                    self.state = State::Skip;
-                } else {
-                    buf.push_str(s);
-                }
-            }
-            State::Args(_) => {
-                // Only reached for held-back text fed back at the end of the stream.
-                let _ = self.feed_args(s, out);
-            }
-            State::Skip => {}
-        }
+/// Pushes `msg` as a warning of `option`'s kind when `on`, else as an error of `kind`.
+fn lenient(
+    on: bool,
+    option: WarningKind,
+    kind: ErrorKind,
+    msg: String,
+    out: &mut dyn Sink,
+) -> bool {
+    if on {
+        out.push(Event::warning(option, msg));
+    } else {
+        out.push(Event::error(kind, msg));
     }
+    on
+}
 
-    /// A `<` that starts no marker.
-    fn lt_not_marker(&mut self, out: &mut dyn Sink) {
-        if let State::Args(a) = &mut self.state {
-            // Outside a JSON string, `<` can only be markup; as JSON it is an error.
-            let complete = a.json.is_complete();
-            let why = if complete {
-                "trailing characters after the arguments"
-            } else {
-                "unexpected `<` in the arguments"
-            };
-            let at = self.pos;
-            self.fail_args(ErrorKind::InvalidJson, format!("{why} at byte {at}"), out);
-        } else {
-            self.content("<", out);
-        }
-    }
-
-    /// Visible text outside calls, with the section's whitespace rule.
-    fn text(&mut self, s: &str, out: &mut dyn Sink) {
-        if self.section == Section::None || self.run_visible {
-            out.text(s);
-            return;
-        }
-        let trimmed = s.trim_start();
-        if trimmed.is_empty() {
-            self.run_ws.push_str(s);
-            return;
-        }
-        match self.section {
-            Section::Implicit => self.section = Section::None,
-            _ => {
-                if self.cfg.text_in_section {
-                    out.push(Event::warning(
-                        WarningKind::TextInSection,
-                        format!("text between calls inside a section at byte {}", self.pos),
-                    ));
-                } else {
-                    out.push(Event::error(
-                        ErrorKind::MalformedMarkup,
-                        format!("text between calls inside a section at byte {}", self.pos),
-                    ));
-                }
-                self.run_visible = true;
-            }
-        }
-        let ws = std::mem::take(&mut self.run_ws);
-        out.text(&ws);
-        out.text(s);
-    }
-
-    /// Ends the run of text between calls at a marker.
-    fn end_run(&mut self) {
-        self.run_ws.clear();
-        self.run_visible = false;
-    }
-
-    fn on_marker(&mut self, m: Marker, out: &mut dyn Sink) {
-        match std::mem::replace(&mut self.state, State::Text) {
-            State::Text => self.marker_in_text(m, out),
-            State::Header { buf, at } => match m {
-                Marker::ArgumentBegin { plural } => {
-                    self.variant(
-                        plural,
-                        WarningKind::PluralArgumentMarker,
-                        ARGUMENT_BEGIN_PLURAL,
-                        out,
-                    );
-                    self.start_args(&buf, at, out);
-                }
-                _ => {
-                    out.push(Event::error(
-                        ErrorKind::MalformedMarkup,
-                        format!(
-                            "call header at byte {at} has no <|tool_call_argument_begin|> before the next marker"
-                        ),
-                    ));
-                    if m != Marker::CallEnd {
-                        self.marker_in_text(m, out);
-                    }
-                }
-            },
-            State::Args(a) => self.marker_in_args(*a, m, out),
-            State::Skip => {
-                if m != Marker::CallEnd {
-                    self.state = State::Skip;
-                }
-            }
-        }
-    }
-
+impl Kimi {
     /// Reports a recognised marker variant: a warning, or an error with the option off.
-    fn variant(&mut self, used: bool, option: WarningKind, token: &str, out: &mut dyn Sink) {
+    fn variant(&self, used: bool, option: WarningKind, token: &str, at: u64, out: &mut dyn Sink) {
         if !used {
             return;
         }
@@ -470,28 +223,25 @@ impl Parser {
             WarningKind::PluralArgumentMarker => self.cfg.plural_argument_marker,
             _ => self.cfg.singular_section_marker,
         };
-        let msg = format!("{token} at byte {} is a non-canonical marker", self.pos);
-        if enabled {
-            out.push(Event::warning(option, msg));
-        } else {
-            out.push(Event::error(ErrorKind::MalformedMarkup, msg));
-        }
+        let msg = format!("{token} at byte {at} is a non-canonical marker");
+        lenient(enabled, option, ErrorKind::MalformedMarkup, msg, out);
     }
 
-    fn marker_in_text(&mut self, m: Marker, out: &mut dyn Sink) {
-        self.end_run();
+    /// A marker outside any call; `at` is the offset just past it.
+    fn marker_in_text(&mut self, m: Marker, at: u64, out: &mut dyn Sink) {
         match m {
             Marker::SectionBegin { singular } => {
                 self.variant(
                     singular,
                     WarningKind::SingularSectionMarker,
                     SECTION_BEGIN_SINGULAR,
+                    at,
                     out,
                 );
                 if self.section == Section::Explicit {
                     out.push(Event::error(
                         ErrorKind::MalformedMarkup,
-                        format!("section begin at byte {} inside a section", self.pos),
+                        format!("section begin at byte {at} inside a section"),
                     ));
                 }
                 self.section = Section::Explicit;
@@ -501,52 +251,54 @@ impl Parser {
                     singular,
                     WarningKind::SingularSectionMarker,
                     SECTION_END_SINGULAR,
+                    at,
                     out,
                 );
                 if self.section == Section::None {
-                    let msg = format!("section end at byte {} outside a section", self.pos);
-                    if self.cfg.stray_section_end {
-                        out.push(Event::warning(WarningKind::StraySectionEnd, msg));
-                    } else {
-                        out.push(Event::error(ErrorKind::MalformedMarkup, msg));
-                    }
+                    let msg = format!("section end at byte {at} outside a section");
+                    lenient(
+                        self.cfg.stray_section_end,
+                        WarningKind::StraySectionEnd,
+                        ErrorKind::MalformedMarkup,
+                        msg,
+                        out,
+                    );
                 }
                 self.section = Section::None;
             }
             Marker::CallBegin => {
                 if self.section == Section::None {
-                    let msg = format!("call at byte {} outside a tool-call section", self.pos);
-                    if self.cfg.missing_section_begin {
-                        out.push(Event::warning(WarningKind::MissingSectionBegin, msg));
-                    } else {
-                        out.push(Event::error(ErrorKind::MalformedMarkup, msg));
-                    }
+                    let msg = format!("call at byte {at} outside a tool-call section");
+                    lenient(
+                        self.cfg.missing_section_begin,
+                        WarningKind::MissingSectionBegin,
+                        ErrorKind::MalformedMarkup,
+                        msg,
+                        out,
+                    );
                     self.section = Section::Implicit;
                 }
                 self.state = State::Header {
                     buf: String::new(),
-                    at: self.pos,
+                    at,
                 };
             }
             Marker::ArgumentBegin { .. } => {
                 out.push(Event::error(
                     ErrorKind::MalformedMarkup,
-                    format!(
-                        "<|tool_call_argument_begin|> at byte {} outside a call; skipped to the next call end",
-                        self.pos
-                    ),
+                    format!("<|tool_call_argument_begin|> at byte {at} outside a call; skipped to the next call end"),
                 ));
                 self.state = State::Skip;
             }
             Marker::CallEnd => out.push(Event::error(
                 ErrorKind::MalformedMarkup,
-                format!("<|tool_call_end|> at byte {} outside a call", self.pos),
+                format!("<|tool_call_end|> at byte {at} outside a call"),
             )),
         }
     }
 
-    /// Parses the header and opens the arguments.
-    fn start_args(&mut self, header: &str, at: u64, out: &mut dyn Sink) {
+    /// Parses the header, starts the call and opens its arguments.
+    fn start_args(&mut self, cx: &mut Cx, header: &str, at: u64, out: &mut dyn Sink) {
         let h = split_header(header);
         let mut index = None;
         if h.name.is_empty() {
@@ -566,195 +318,60 @@ impl Parser {
                     format!("call header {header:?} at byte {at} has surrounding whitespace"),
                 ));
             }
-            let i = self.next_index;
-            self.next_index += 1;
-            out.push(Event::CallStart {
-                index: i,
-                id: h.id.map(str::to_string),
-                name: h.name.to_string(),
-                server: None,
-            });
-            index = Some(i);
+            index = Some(cx.start_call(h.name, h.id, out));
         }
-        self.state = State::Args(Box::new(Args {
-            json: JsonParser::new(JsonConfig {
-                max_depth: self.cfg.max_depth,
-                stop_byte: Some(b'<'),
-                build_value: false,
-            }),
-            mode: ArgsMode::Blank,
-            index,
-            bytes: 0,
-            spoiled: false,
-        }));
+        // A string is always read to its end; whether it may stand for the object is decided
+        // when the call closes (`string_arguments`).
+        cx.open(Box::new(
+            ObjectReader::new(index, true, &cx.limits).stop_at(b'<'),
+        ));
+        self.state = State::Args(index);
     }
 
-    /// Feeds argument text; stops at a `<` outside a JSON string or at an error.
-    #[inline]
-    fn feed_args(&mut self, s: &str, out: &mut dyn Sink) -> ArgsFeed {
-        let State::Args(a) = &mut self.state else {
-            return ArgsFeed::All;
-        };
-        let (s, skipped) = match a.mode {
-            ArgsMode::Blank => match self.open_args(s, out) {
-                Ok(skipped) => (&s[skipped..], skipped),
-                Err(feed) => return feed,
-            },
-            _ => (s, 0),
-        };
-        let State::Args(a) = &mut self.state else {
-            return ArgsFeed::All;
-        };
-        let before = a.json.offset();
-        let (taken, stopped) = match a.json.feed(s) {
-            Ok(Feed::NeedMore) => (s.len(), None),
-            Ok(Feed::Stopped(k)) => (k, Some(k)),
-            Err(e) => return self.args_not_json(e, before, s.len(), skipped, out),
-        };
-        a.bytes += taken;
-        if a.bytes > self.cfg.max_args_bytes {
-            return self.args_too_long(skipped + taken, out);
-        }
-        if let (ArgsMode::Object, Some(index), false) = (&a.mode, a.index, a.spoiled)
-            && taken > 0
-        {
-            out.args_delta(index, &s[..taken]);
-        }
-        match stopped {
-            Some(k) => ArgsFeed::Stopped(skipped + k),
-            None => ArgsFeed::All,
-        }
-    }
-
-    /// The first non-blank byte of the arguments decides how they are read: `Ok(blank bytes
-    /// skipped)` to go on, or `Err(result)` when the piece is settled here.
-    #[cold]
-    fn open_args(&mut self, s: &str, out: &mut dyn Sink) -> Result<usize, ArgsFeed> {
-        let State::Args(a) = &mut self.state else {
-            return Err(ArgsFeed::All);
-        };
-        let t = s.trim_start_matches([' ', '\t', '\n', '\r']);
-        let skipped = s.len() - t.len();
-        match t.as_bytes().first() {
-            None => Err(ArgsFeed::All),
-            Some(b'<') => Err(ArgsFeed::Stopped(skipped)),
-            Some(b'{') => {
-                a.mode = ArgsMode::Object;
-                Ok(skipped)
+    /// A marker right where the arguments stopped; `at` is the offset just past it.
+    fn marker_after_args(&mut self, cx: &mut Cx, st: Stop, m: Marker, at: u64, out: &mut dyn Sink) {
+        match m {
+            Marker::CallEnd => {
+                self.close(cx, st, false, false, at, out);
             }
-            Some(b'"') => {
-                a.mode = ArgsMode::Str;
-                a.json = JsonParser::new(JsonConfig {
-                    max_depth: self.cfg.max_depth,
-                    stop_byte: Some(b'<'),
-                    build_value: true,
-                });
-                Ok(skipped)
+            Marker::CallBegin | Marker::SectionEnd { .. } => {
+                // The next call or the section end closes this call, then means what it says.
+                self.close(cx, st, true, false, at, out);
+                self.marker_in_text(m, at, out);
             }
-            Some(_) => {
-                let at = self.pos + skipped as u64;
-                self.fail_args(
-                    ErrorKind::InvalidJson,
-                    format!("arguments at byte {at} are not a JSON object"),
-                    out,
-                );
-                Err(ArgsFeed::Failed(skipped))
+            _ => {
+                if st.index.is_some() {
+                    out.push(Event::error(
+                        ErrorKind::InvalidJson,
+                        format!("marker inside the arguments at byte {at}"),
+                    ));
+                }
+                self.state = State::Skip;
             }
         }
     }
 
-    /// The JSON parser rejected the arguments: `before` is its offset before this piece of
-    /// `len` bytes (which starts `skipped` bytes into the text fed).
-    #[cold]
-    fn args_not_json(
+    /// Ends a call whose arguments stopped; returns whether the call was accepted.
+    fn close(
         &mut self,
-        e: JsonError,
-        before: u64,
-        len: usize,
-        skipped: usize,
-        out: &mut dyn Sink,
-    ) -> ArgsFeed {
-        let at_in_s = e.offset.saturating_sub(before).min(len as u64) as usize;
-        let kind = if e.kind == JsonErrorKind::DepthLimit {
-            ErrorKind::LimitExceeded
-        } else {
-            ErrorKind::InvalidJson
-        };
-        let msg = format!(
-            "arguments are not valid JSON: {} (call arguments at byte {})",
-            e.message,
-            self.pos + skipped as u64
-        );
-        self.fail_args(kind, msg, out);
-        ArgsFeed::Failed(skipped + at_in_s)
-    }
-
-    /// The arguments passed `max_args_bytes`: the call fails and the rest is skipped.
-    #[cold]
-    fn args_too_long(&mut self, consumed: usize, out: &mut dyn Sink) -> ArgsFeed {
-        let msg = format!(
-            "arguments longer than {} bytes (call at byte {})",
-            self.cfg.max_args_bytes, self.pos
-        );
-        self.fail_args(ErrorKind::LimitExceeded, msg, out);
-        ArgsFeed::Failed(consumed)
-    }
-
-    /// Fails the current call: reports the error (once per call) and skips to its end.
-    fn fail_args(&mut self, kind: ErrorKind, msg: String, out: &mut dyn Sink) {
-        if let State::Args(a) = &self.state
-            && a.index.is_some()
-        {
-            out.push(Event::error(kind, msg));
-        }
-        self.state = State::Skip;
-    }
-
-    /// A marker outside a JSON string while reading arguments.
-    fn marker_in_args(&mut self, mut a: Args, m: Marker, out: &mut dyn Sink) {
-        let ends_call = matches!(
-            m,
-            Marker::CallEnd | Marker::CallBegin | Marker::SectionEnd { .. }
-        );
-        if !ends_call {
-            self.state = State::Args(Box::new(a));
-            let at = self.pos;
-            self.fail_args(
-                ErrorKind::InvalidJson,
-                format!("marker inside the arguments at byte {at}"),
-                out,
-            );
-            return;
-        }
-        if m == Marker::CallEnd {
-            self.close_args(&mut a, false, false, out);
-        } else {
-            // The next call or the section end closes this call, then means what it says.
-            self.close_args(&mut a, true, false, out);
-            self.marker_in_text(m, out);
-        }
-    }
-
-    /// Ends a call's arguments; returns whether the call was accepted.
-    fn close_args(
-        &mut self,
-        a: &mut Args,
+        cx: &mut Cx,
+        st: Stop,
         missing_end: bool,
         at_eof: bool,
+        at: u64,
         out: &mut dyn Sink,
     ) -> bool {
-        let Some(index) = a.index else {
+        let Some(index) = st.index else {
             return false;
         };
-        let at = self.pos;
         let fail = |out: &mut dyn Sink, kind: ErrorKind, msg: String| {
             out.push(Event::error(kind, msg));
             false
         };
-        if a.spoiled {
+        if st.spoiled {
             return false;
         }
-        if let ArgsMode::Blank = a.mode {
+        if st.blank {
             return if at_eof {
                 fail(
                     out,
@@ -769,7 +386,7 @@ impl Parser {
                 )
             };
         }
-        if !a.json.is_complete() {
+        if !st.complete {
             return if at_eof {
                 fail(
                     out,
@@ -799,11 +416,7 @@ impl Parser {
                 return fail(out, kind, msg);
             }
         }
-        if let ArgsMode::Str = a.mode {
-            let inner = match a.json.finish() {
-                Ok(Some(Value::String(s))) => s,
-                _ => String::new(),
-            };
+        if let Some(inner) = st.string {
             let obj = match serde_json::from_str::<Value>(&inner) {
                 Ok(v @ Value::Object(_)) => v,
                 _ => {
@@ -829,28 +442,173 @@ impl Parser {
             ));
             out.args_delta(index, &obj.to_string());
         }
-        out.push(Event::CallEnd { index });
+        cx.end_call(index, out);
         true
     }
 
-    fn reset_turn(&mut self) {
-        self.utf8 = Utf8Decoder::new();
-        self.state = State::Text;
-        self.section = Section::None;
-        self.end_run();
-        self.pending.clear();
-        self.pos = 0;
-        self.next_index = 0;
+    /// The end of the stream inside an explicit section.
+    fn section_open_at_eof(&self, out: &mut dyn Sink) {
+        if self.section == Section::Explicit {
+            let msg = "the stream ended inside a tool-call section".to_string();
+            lenient(
+                self.cfg.missing_section_end,
+                WarningKind::MissingSectionEnd,
+                ErrorKind::Unterminated,
+                msg,
+                out,
+            );
+        }
     }
 }
 
-enum ArgsFeed {
-    /// Everything consumed.
-    All,
-    /// A `<` outside a JSON string at this offset.
-    Stopped(usize),
-    /// The call failed; the state is now `Skip`, continue at this offset.
-    Failed(usize),
+impl Grammar for Kimi {
+    fn text(&mut self, cx: &mut Cx, t: &str, out: &mut dyn Sink) -> TextStep {
+        match &mut self.state {
+            State::Text => {
+                if self.section != Section::None && cx.is_holding() && !cx.is_blank(t) {
+                    if self.section == Section::Implicit {
+                        self.section = Section::None;
+                    } else {
+                        let msg = format!("text between calls inside a section at byte {}", cx.pos);
+                        lenient(
+                            self.cfg.text_in_section,
+                            WarningKind::TextInSection,
+                            ErrorKind::MalformedMarkup,
+                            msg,
+                            out,
+                        );
+                    }
+                }
+                cx.text(t, out);
+            }
+            // A marker prefix cut off by the end of the stream is dropped with the call.
+            _ if cx.at_eof() => {}
+            State::Header { buf, at } => {
+                if buf.len() + t.len() > cx.limits.max_header_bytes {
+                    out.push(Event::error(
+                        ErrorKind::LimitExceeded,
+                        format!(
+                            "call header at byte {at} is longer than {} bytes",
+                            cx.limits.max_header_bytes
+                        ),
+                    ));
+                    self.state = State::Skip;
+                } else {
+                    buf.push_str(t);
+                }
+            }
+            State::Stopped(st) => {
+                // The `<` the arguments stopped at starts no marker: outside a JSON string it
+                // can only be markup, and as JSON it is an error.
+                if st.index.is_some() {
+                    let why = if st.complete {
+                        "trailing characters after the arguments"
+                    } else {
+                        "unexpected `<` in the arguments"
+                    };
+                    out.push(Event::error(
+                        ErrorKind::InvalidJson,
+                        format!("{why} at byte {}", cx.pos),
+                    ));
+                }
+                self.state = State::Skip;
+            }
+            State::Args(_) | State::Skip => {}
+        }
+        TextStep::Taken
+    }
+
+    fn marker(&mut self, cx: &mut Cx, i: usize, out: &mut dyn Sink) {
+        let m = marker_of(i);
+        let at = cx.pos + MARKERS[i].len() as u64;
+        match std::mem::replace(&mut self.state, State::Text) {
+            State::Text => self.marker_in_text(m, at, out),
+            State::Header { buf, at: header_at } => match m {
+                Marker::ArgumentBegin { plural } => {
+                    self.variant(
+                        plural,
+                        WarningKind::PluralArgumentMarker,
+                        ARGUMENT_BEGIN_PLURAL,
+                        at,
+                        out,
+                    );
+                    self.start_args(cx, &buf, header_at, out);
+                }
+                _ => {
+                    out.push(Event::error(
+                        ErrorKind::MalformedMarkup,
+                        format!("call header at byte {header_at} has no <|tool_call_argument_begin|> before the next marker"),
+                    ));
+                    if m != Marker::CallEnd {
+                        self.marker_in_text(m, at, out);
+                    }
+                }
+            },
+            State::Stopped(st) => self.marker_after_args(cx, st, m, at, out),
+            State::Skip => {
+                if m != Marker::CallEnd {
+                    self.state = State::Skip;
+                }
+            }
+            // The arguments' reader never yields to a delimiter.
+            State::Args(i) => self.state = State::Args(i),
+        }
+        // Every marker ends a run of text: inside a section whitespace is held again.
+        if self.section == Section::None {
+            cx.release();
+        } else {
+            cx.hold_whitespace();
+        }
+    }
+
+    fn value_end(&mut self, cx: &mut Cx, end: ValueEnd, out: &mut dyn Sink) {
+        let index = match self.state {
+            State::Args(i) => i,
+            _ => None,
+        };
+        self.state = match end {
+            ValueEnd::Stopped(st) => State::Stopped(st),
+            ValueEnd::NotAValue => {
+                if index.is_some() {
+                    out.push(Event::error(
+                        ErrorKind::InvalidJson,
+                        format!("arguments at byte {} are not a JSON object", cx.pos),
+                    ));
+                }
+                State::Skip
+            }
+            ValueEnd::Failed { kind, message, .. } => {
+                if index.is_some() {
+                    cx.report(kind, &message, out);
+                }
+                State::Skip
+            }
+            // A reader with a stop byte ends only by stopping; these cannot come.
+            ValueEnd::Done { .. } | ValueEnd::Cut { .. } | ValueEnd::Unnamed(_) => State::Skip,
+        };
+    }
+
+    fn finish(&mut self, cx: &mut Cx, out: &mut dyn Sink) {
+        match std::mem::replace(&mut self.state, State::Text) {
+            State::Text => self.section_open_at_eof(out),
+            State::Header { at, .. } => out.push(Event::error(
+                ErrorKind::Unterminated,
+                format!("the stream ended inside the call header at byte {at}"),
+            )),
+            State::Stopped(st) => {
+                let at = cx.pos;
+                if self.close(cx, st, true, true, at, out) {
+                    self.section_open_at_eof(out);
+                }
+            }
+            State::Args(_) | State::Skip => {}
+        }
+        self.section = Section::None;
+    }
+
+    fn at_text(&self) -> bool {
+        matches!(self.state, State::Text)
+    }
 }
 
 struct Header<'a> {
@@ -877,84 +635,6 @@ fn split_header(h: &str) -> Header<'_> {
     let name = raw_name.trim();
     trimmed |= name.len() != raw_name.len();
     Header { name, id, trimmed }
-}
-
-impl StreamParser for Parser {
-    fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
-        match self.utf8.ascii(chunk) {
-            Some(s) => self.feed_str(s, out),
-            None => self.feed_utf8(chunk, out),
-        }
-    }
-
-    fn finish(&mut self, out: &mut dyn Sink) {
-        let mut utf8 = std::mem::take(&mut self.utf8);
-        utf8.finish(&mut |p| self.piece(p, out));
-        // A marker prefix at the very end is not a marker.
-        let held = std::mem::take(&mut self.pending);
-        match std::mem::replace(&mut self.state, State::Text) {
-            State::Text => {
-                self.state = State::Text;
-                self.text(&held, out);
-                if self.section == Section::Explicit {
-                    let msg = "the stream ended inside a tool-call section".to_string();
-                    if self.cfg.missing_section_end {
-                        out.push(Event::warning(WarningKind::MissingSectionEnd, msg));
-                    } else {
-                        out.push(Event::error(ErrorKind::Unterminated, msg));
-                    }
-                }
-            }
-            State::Header { at, .. } => out.push(Event::error(
-                ErrorKind::Unterminated,
-                format!("the stream ended inside the call header at byte {at}"),
-            )),
-            State::Args(mut a) => {
-                // A marker cut short by the end of the stream is dropped with the call's end.
-                let explicit = self.section == Section::Explicit;
-                if self.close_args(&mut a, true, true, out) && explicit {
-                    let msg = "the stream ended inside a tool-call section".to_string();
-                    if self.cfg.missing_section_end {
-                        out.push(Event::warning(WarningKind::MissingSectionEnd, msg));
-                    } else {
-                        out.push(Event::error(ErrorKind::Unterminated, msg));
-                    }
-                }
-            }
-            State::Skip => {}
-        }
-        self.reset_turn();
-    }
-
-    fn at_text(&self) -> bool {
-        matches!(self.state, State::Text)
-    }
-}
-
-impl Parser {
-    /// Bytes that are not plain ASCII with nothing held: through the UTF-8 decoder.
-    #[inline(never)]
-    fn feed_utf8(&mut self, chunk: &[u8], out: &mut dyn Sink) {
-        let mut utf8 = std::mem::take(&mut self.utf8);
-        utf8.feed(chunk, &mut |p| self.piece(p, out));
-        self.utf8 = utf8;
-    }
-
-    fn piece(&mut self, p: Utf8Piece<'_>, out: &mut dyn Sink) {
-        match p {
-            Utf8Piece::Text(s) => self.feed_str(s, out),
-            Utf8Piece::Invalid { offset } => {
-                out.push(Event::error(
-                    ErrorKind::InvalidUtf8,
-                    format!("invalid UTF-8 at byte {offset}"),
-                ));
-                if let State::Args(a) = &mut self.state {
-                    a.spoiled = true;
-                }
-                self.feed_str("\u{FFFD}", out);
-            }
-        }
-    }
 }
 
 /// Renders text and calls in the canonical form: text, then one section with every call.

@@ -162,7 +162,7 @@ impl Grammar for Llama3 {
                 cx.report(kind, &message, out);
                 State::Skip
             }
-            ValueEnd::Cut { .. } => {
+            ValueEnd::Cut { .. } | ValueEnd::Stopped(_) => {
                 cx.error(
                     ErrorKind::Unterminated,
                     "the stream ended inside a call",

@@ -189,7 +189,7 @@ impl Grammar for Mistral {
                 }
             }
             ValueEnd::NotAValue => State::Skip,
-            ValueEnd::Cut { .. } => {
+            ValueEnd::Cut { .. } | ValueEnd::Stopped(_) => {
                 cx.error(
                     ErrorKind::Unterminated,
                     "the stream ended inside a call object",

@@ -5,7 +5,7 @@
 //! object reader finds string-aware, so `[TOOL_CALLS]` inside an argument string is content.
 
 use super::config::config;
-use super::delimited::{Cx, Driver, Grammar, Limits, ObjectReader, TextStep, ValueEnd};
+use super::delimited::{Cx, Driver, Grammar, Limits, ObjectReader, Stop, TextStep, ValueEnd};
 use super::entry::{self, Entry};
 use super::reasoning::Syntax;
 use super::{Format, RenderFn, SpecialToken, StreamParser};
@@ -255,7 +255,7 @@ impl Grammar for MistralV11 {
                 cx.report(kind, &message, out);
                 State::Skip
             }
-            ValueEnd::Cut { index } => {
+            ValueEnd::Cut { index } | ValueEnd::Stopped(Stop { index, .. }) => {
                 cx.cut_in_value(index, out);
                 State::Text
             }

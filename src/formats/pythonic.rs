@@ -210,7 +210,7 @@ impl Grammar for Pythonic {
                 cx.report(kind, &message, out);
                 State::Skip
             }
-            ValueEnd::Cut { .. } => {
+            ValueEnd::Cut { .. } | ValueEnd::Stopped(_) => {
                 cx.error(
                     ErrorKind::Unterminated,
                     "the stream ended inside the call list",
