@@ -218,10 +218,12 @@ impl JsonParser {
 
     /// [`continue_string`](JsonParser::continue_string) with its usual piece (4 to 7 plain
     /// bytes, a token of a stream cut in 4-byte chunks) taken inline: its stop test and its copy
-    /// are one word read each, without a call. For a token loop that pays per piece; the
-    /// other formats keep the call, whose inlining they are measured with.
+    /// are one word read each, without a call, and any other short piece in build mode goes
+    /// straight to the decoder. For strict_xml's token loop, which pays per piece; unlike
+    /// [`continue_string_inlined`](JsonParser::continue_string_inlined) it inlines only that
+    /// head, not the whole body.
     #[inline(always)]
-    pub fn continue_string_inline(&mut self, input: &str) -> bool {
+    pub fn continue_string_short(&mut self, input: &str) -> bool {
         let n = input.len();
         if matches!(self.state, St::Str)
             && (4..8).contains(&n)
@@ -302,9 +304,10 @@ impl JsonParser {
         true
     }
 
-    /// [`continue_string`](JsonParser::continue_string)'s build mode for a short piece (one with
-    /// an escape, or any from [`continue_string_inline`](JsonParser::continue_string_inline)): decodes it onto `sbuf` and moves on, or returns `false` having changed nothing. Out of line,
-    /// so that the plain-text path the other formats take stays small.
+    /// [`continue_string`](JsonParser::continue_string)'s build mode for a short piece (one
+    /// with an escape, or any from [`continue_string_short`](JsonParser::continue_string_short)):
+    /// decodes it onto `sbuf` and moves on, or returns `false` having changed nothing. Out of
+    /// line, so that the plain-text path the other formats take stays small.
     #[inline(never)]
     fn decode_piece(&mut self, input: &str, mut esc: bool) -> bool {
         // One pass that checks and decodes together, byte by byte into room reserved up
@@ -1016,7 +1019,7 @@ mod tests {
         parse_pieces(s, cuts, config, false)
     }
 
-    /// [`parse_cut`], offering each piece to `continue_string` (or `continue_string_inline`)
+    /// [`parse_cut`], offering each piece to `continue_string` (or `continue_string_short`)
     /// first when `fast` (as streaming callers do): that must change nothing, not even an
     /// error's offset.
     fn parse_pieces(
@@ -1032,7 +1035,7 @@ mod tests {
             inline = !inline;
             let taken = fast
                 && if inline {
-                    p.continue_string_inline(piece)
+                    p.continue_string_short(piece)
                 } else {
                     p.continue_string(piece)
                 };
