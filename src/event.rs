@@ -333,6 +333,15 @@ impl Event {
         }
     }
 
+    /// The error for an invalid UTF-8 sequence at stream byte `offset`: every format reports
+    /// it in these words and goes on with U+FFFD in its place.
+    pub fn invalid_utf8(offset: u64) -> Event {
+        Event::error(
+            ErrorKind::InvalidUtf8,
+            format!("invalid UTF-8 at byte {offset}"),
+        )
+    }
+
     /// Shorthand for a `Warning` event.
     pub fn warning(kind: WarningKind, message: impl Into<String>) -> Event {
         Event::Warning {

@@ -515,10 +515,7 @@ impl<G: Grammar> Driver<G> {
         match p {
             Utf8Piece::Text(s) => self.feed_str(s, out),
             Utf8Piece::Invalid { offset } => {
-                out.push(Event::error(
-                    ErrorKind::InvalidUtf8,
-                    format!("invalid UTF-8 at byte {offset}"),
-                ));
+                out.push(Event::invalid_utf8(offset));
                 if let Some(v) = self.value.as_mut() {
                     v.get().spoil();
                 }

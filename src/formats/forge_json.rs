@@ -309,10 +309,7 @@ fn feed_str(tok: &mut XmlTokenizer, host: &mut Host, mut s: &str, out: &mut dyn 
 
 fn invalid(tok: &mut XmlTokenizer, host: &mut Host, offset: u64, out: &mut dyn Sink) {
     feed_str(tok, host, "\u{FFFD}", out);
-    out.push(Event::error(
-        ErrorKind::InvalidUtf8,
-        format!("invalid UTF-8 at byte {offset}"),
-    ));
+    out.push(Event::invalid_utf8(offset));
     if matches!(host.mode, Mode::Body { .. } | Mode::AwaitClose) {
         host.mode = Mode::Skip;
     }

@@ -629,10 +629,7 @@ impl Host {
     }
 
     fn invalid_utf8(&mut self, offset: u64, out: &mut dyn Sink) {
-        out.push(Event::error(
-            ErrorKind::InvalidUtf8,
-            format!("invalid UTF-8 at byte {offset}"),
-        ));
+        out.push(Event::invalid_utf8(offset));
         if matches!(self.mode, Mode::Call(_)) {
             self.mode = Mode::Skip;
         }

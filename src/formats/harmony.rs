@@ -693,10 +693,7 @@ impl Parser {
         match p {
             Utf8Piece::Text(s) => self.feed_str(s, out),
             Utf8Piece::Invalid { offset } => {
-                out.push(Event::error(
-                    ErrorKind::InvalidUtf8,
-                    format!("invalid UTF-8 at byte {offset}"),
-                ));
+                out.push(Event::invalid_utf8(offset));
                 if let State::Content(Content::Call(_)) = self.state {
                     // Its arguments are not what the model wrote: the call is dropped.
                     self.state = State::Content(Content::Drop);

@@ -13,9 +13,9 @@ use super::config::config;
 use super::delimited::{
     Blank, Cx, Driver, Grammar, Limits, ObjectReader, Stop, TextStep, ValueEnd,
 };
-use super::options::Table;
-use super::reasoning::{self, Syntax};
-use super::{Format, SpecialToken, StreamParser};
+use super::entry::{self, Entry};
+use super::reasoning::Syntax;
+use super::{Format, RenderFn, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};
 use crate::lexers::json::SERDE_JSON_MAX_DEPTH;
 use crate::tools::Tools;
@@ -698,10 +698,6 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
     Ok(out.into_bytes())
 }
 
-fn new_parser(_tools: &Tools) -> Box<dyn StreamParser> {
-    reasoning::wrap(Parser::new(Config::default()), &REASONING)
-}
-
 /// Kimi's reasoning blocks: `<think>…</think>` (K2-Thinking, K2.5, K2.6, which think by
 /// default) and `◁think▷…◁/think▷` (Kimi-VL, k1.5 thinking); `specs/kimi_k2.md` §4.1.
 pub static REASONING: Syntax = Syntax {
@@ -710,46 +706,36 @@ pub static REASONING: Syntax = Syntax {
     on_by_default: true,
 };
 
-fn markers(_tools: &Tools) -> Vec<String> {
-    MARKERS.iter().map(|m| m.to_string()).collect()
+/// kimi_k2's registry data.
+struct Declared;
+
+impl Entry for Declared {
+    const ID: &'static str = "kimi_k2";
+    const SUMMARY: &'static str = "Kimi K2 special tokens: <|tool_calls_section_begin|>…<|tool_call_begin|>functions.NAME:ID<|tool_call_argument_begin|>{json}<|tool_call_end|>";
+    const MARKERS: &'static [&'static str] = &MARKERS;
+    /// Kimi K2's special tokens that can appear in its output, with their ids in its tokenizer.
+    const SPECIAL_TOKENS: &'static [SpecialToken] = &[
+        SpecialToken::new("[EOS]", 163585),
+        SpecialToken::new("<|im_end|>", 163586),
+        SpecialToken::new("<|im_user|>", 163587),
+        SpecialToken::new("<|im_assistant|>", 163588),
+        SpecialToken::new("[EOT]", 163593),
+        SpecialToken::new("<|im_system|>", 163594),
+        SpecialToken::new(SECTION_BEGIN, 163595),
+        SpecialToken::new(SECTION_END, 163596),
+        SpecialToken::new(CALL_BEGIN, 163597),
+        SpecialToken::new(ARGUMENT_BEGIN, 163598),
+        SpecialToken::new(CALL_END, 163599),
+        SpecialToken::new("<|im_middle|>", 163601),
+    ];
+    const RENDER: Option<RenderFn> = Some(render);
+    type Config = Config;
+    const PARSER: fn(Config) -> Box<dyn StreamParser> = |cfg| Box::new(Parser::new(cfg));
+    const LAYER: Option<&'static Syntax> = Some(&REASONING);
 }
 
-/// The kimi_k2 format's options, for `--option kimi_k2.NAME=…` and `conform.toml`.
-static OPTION_TABLE: Table<Config> = Table {
-    reasoning: Some(&REASONING),
-    ..Table::new(Config::default, Config::OPTIONS, |c, _| {
-        Box::new(Parser::new(c))
-    })
-};
 /// The kimi_k2 format.
-pub static FORMAT: Format = Format {
-    render: Some(render),
-    special_tokens: SPECIAL_TOKENS,
-    reasoning: Some(&REASONING),
-    ..Format::new(
-        "kimi_k2",
-        "Kimi K2 special tokens: <|tool_calls_section_begin|>…<|tool_call_begin|>functions.NAME:ID<|tool_call_argument_begin|>{json}<|tool_call_end|>",
-        new_parser,
-        markers,
-        &OPTION_TABLE,
-    )
-};
-
-/// Kimi K2's special tokens that can appear in its output, with their ids in its tokenizer.
-const SPECIAL_TOKENS: &[SpecialToken] = &[
-    SpecialToken::new("[EOS]", 163585),
-    SpecialToken::new("<|im_end|>", 163586),
-    SpecialToken::new("<|im_user|>", 163587),
-    SpecialToken::new("<|im_assistant|>", 163588),
-    SpecialToken::new("[EOT]", 163593),
-    SpecialToken::new("<|im_system|>", 163594),
-    SpecialToken::new(SECTION_BEGIN, 163595),
-    SpecialToken::new(SECTION_END, 163596),
-    SpecialToken::new(CALL_BEGIN, 163597),
-    SpecialToken::new(ARGUMENT_BEGIN, 163598),
-    SpecialToken::new(CALL_END, 163599),
-    SpecialToken::new("<|im_middle|>", 163601),
-];
+pub static FORMAT: Format = entry::format::<Declared>();
 
 #[cfg(test)]
 mod tests {
@@ -1028,7 +1014,7 @@ mod tests {
             cuts in proptest::collection::vec(any::<usize>(), 0..6),
         ) {
             let run = |chunks: Vec<&[u8]>| {
-                let mut p = new_parser(&Tools::default());
+                let mut p = (FORMAT.new_parser)(&Tools::default());
                 ParseResult::fold(&crate::formats::run_chunks(p.as_mut(), chunks))
             };
             let whole = run(vec![s.as_bytes()]);

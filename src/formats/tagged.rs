@@ -1354,10 +1354,7 @@ impl Parser {
         match p {
             Utf8Piece::Text(s) => self.feed_str(s, out),
             Utf8Piece::Invalid { offset } => {
-                out.push(Event::error(
-                    ErrorKind::InvalidUtf8,
-                    format!("invalid UTF-8 at byte {offset}"),
-                ));
+                out.push(Event::invalid_utf8(offset));
                 if let Some(c) = &mut self.call {
                     c.spoiled = true;
                 }

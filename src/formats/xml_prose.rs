@@ -1,7 +1,7 @@
 //! Plumbing shared by the formats that embed XML-ish tool markup in prose (roo_xml,
 //! strict_xml): bytes → UTF-8 → the shared XML tokenizer → a format's token handler.
 
-use crate::event::{ErrorKind, Event, Sink};
+use crate::event::{Event, Sink};
 use crate::lexers::markdown::CodeTracker;
 pub(crate) use crate::lexers::push_piece;
 use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
@@ -19,10 +19,7 @@ pub(crate) trait TokenHandler {
     fn end_turn(&mut self, out: &mut dyn Sink);
     /// Reports an invalid UTF-8 sequence at `offset` (a U+FFFD is fed as text right after).
     fn invalid_utf8(&mut self, offset: u64, out: &mut dyn Sink) {
-        out.push(Event::error(
-            ErrorKind::InvalidUtf8,
-            format!("invalid UTF-8 at byte {offset}"),
-        ));
+        out.push(Event::invalid_utf8(offset));
     }
 }
 
