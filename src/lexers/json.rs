@@ -909,20 +909,21 @@ const ESCAPED_PIECE_MAX: usize = 16;
 /// one-letter escape stands for, or 0 for a byte that does not make one.
 const UNESCAPED: [u8; 256] = {
     let mut t = [0u8; 256];
-    let mut i = 0;
-    while i < 256 {
-        if let Some(c) = unescape(i as u8) {
-            t[i] = c as u8;
-        }
-        i += 1;
-    }
+    t[b'"' as usize] = b'"';
+    t[b'\\' as usize] = b'\\';
+    t[b'/' as usize] = b'/';
+    t[b'b' as usize] = 0x08;
+    t[b'f' as usize] = 0x0c;
+    t[b'n' as usize] = b'\n';
+    t[b'r' as usize] = b'\r';
+    t[b't' as usize] = b'\t';
     t
 };
 
 /// The character a one-letter escape (`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`)
 /// stands for; `None` for any other byte (`u` included).
 #[inline]
-const fn unescape(b: u8) -> Option<char> {
+fn unescape(b: u8) -> Option<char> {
     Some(match b {
         b'"' | b'\\' | b'/' => b as char,
         b'b' => '\u{8}',
@@ -1063,6 +1064,17 @@ mod tests {
             assert_eq!(end, s.len() as u64, "every byte counted");
         }
         r
+    }
+
+    #[test]
+    fn unescape_table_agrees() {
+        for b in 0..=255u8 {
+            assert_eq!(
+                UNESCAPED[usize::from(b)],
+                unescape(b).map_or(0, |c| c as u8),
+                "{b}"
+            );
+        }
     }
 
     #[test]
