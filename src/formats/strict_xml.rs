@@ -423,7 +423,7 @@ impl Core {
     fn json_text(&mut self, s: &str, at: u64, out: &mut dyn Sink) {
         if let (St::Json { json, over: false }, Some(c)) = (&mut self.st, &mut self.call)
             && c.size.saturating_add(s.len()) <= self.cfg.max_call_bytes
-            && json.continue_string(s)
+            && json.continue_string_short(s)
         {
             c.size += s.len();
             push_piece(&mut c.pending, s);

@@ -3,6 +3,7 @@
 
 use crate::event::{Event, Sink};
 use crate::lexers::markdown::CodeTracker;
+pub(crate) use crate::lexers::push_piece;
 use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
 use crate::lexers::xml::{Ctl, EntityMode, RawUntil, Token, XmlConfig, XmlErrorKind, XmlTokenizer};
 
@@ -208,48 +209,6 @@ fn piece<H: TokenHandler>(tok: &mut XmlTokenizer, p: Utf8Piece<'_>, h: &mut H, o
     }
 }
 
-/// Appends a piece of streamed text to `buf`: `push_str`, with a piece of 1 to 8 bytes (the
-/// deltas of a token stream, and the characters a cut chunk completes) copied as two
-/// overlapping 4-byte words, or as its first, middle and last byte, instead of through a
-/// `memcpy` call, which costs more than the copy on a few bytes and is paid once per piece.
-/// Longer pieces, and a full buffer, take `push_str` out of line, so that what is inlined
-/// into a token loop stays small.
-#[inline]
-pub(crate) fn push_piece(buf: &mut String, s: &str) {
-    let n = s.len();
-    if !(1..=8).contains(&n) || buf.capacity() - buf.len() < n {
-        push_other(buf, s);
-        return;
-    }
-    let src = s.as_ptr();
-    // SAFETY: the spare capacity holds `n` bytes after `len`; every read and write lies
-    // within `s[..n]` and `buf[len..len + n]` (the two words overlap when `n` < 8, the three
-    // bytes when `n` < 3, and either way they cover every byte); the bytes are a whole
-    // `&str`, so `buf` stays UTF-8.
-    unsafe {
-        let v = buf.as_mut_vec();
-        let len = v.len();
-        let dst = v.as_mut_ptr().add(len);
-        if n >= 4 {
-            let a = src.cast::<u32>().read_unaligned();
-            let b = src.add(n - 4).cast::<u32>().read_unaligned();
-            dst.cast::<u32>().write_unaligned(a);
-            dst.add(n - 4).cast::<u32>().write_unaligned(b);
-        } else {
-            *dst = *src;
-            *dst.add(n / 2) = *src.add(n / 2);
-            *dst.add(n - 1) = *src.add(n - 1);
-        }
-        v.set_len(len + n);
-    }
-}
-
-/// [`push_piece`] for the lengths it does not copy itself.
-#[inline(never)]
-fn push_other(buf: &mut String, s: &str) {
-    buf.push_str(s);
-}
-
 /// The exact source text of a token (empty for `Eof` and for errors that cover nothing).
 pub(crate) fn raw_of<'a>(t: &Token<'a>) -> &'a str {
     match *t {
@@ -308,24 +267,6 @@ mod tests {
         assert!(!is_cut_tool_tag("<", names));
         assert!(!is_cut_tool_tag("<foo", names));
         assert!(!is_cut_tool_tag("<read_file>", names));
-    }
-
-    #[test]
-    fn push_piece_appends_every_length() {
-        let text = "0123456789abcdefghé→✓😀 end";
-        for start in 0..text.len() {
-            for end in start..=text.len() {
-                let (Some(piece), Some(_)) = (text.get(start..end), text.get(..start)) else {
-                    continue;
-                };
-                let mut buf = String::from("ab");
-                push_piece(&mut buf, piece);
-                assert_eq!(buf, format!("ab{piece}"));
-                let mut empty = String::new();
-                push_piece(&mut empty, piece);
-                assert_eq!(empty, piece);
-            }
-        }
     }
 
     #[test]

@@ -216,6 +216,37 @@ impl JsonParser {
         }
     }
 
+    /// [`continue_string`](JsonParser::continue_string) with its usual piece (4 to 7 plain
+    /// bytes, a token of a stream cut in 4-byte chunks) taken inline: its stop test and its copy
+    /// are one word read each, without a call, and any other short piece in build mode goes
+    /// straight to the decoder. For strict_xml's token loop, which pays per piece; unlike
+    /// [`continue_string_inlined`](JsonParser::continue_string_inlined) it inlines only that
+    /// head, not the whole body.
+    #[inline(always)]
+    pub fn continue_string_short(&mut self, input: &str) -> bool {
+        let n = input.len();
+        if matches!(self.state, St::Str)
+            && (4..8).contains(&n)
+            && word_stops(super::short_word(input.as_bytes())) == 0
+        {
+            if self.cfg.build_value {
+                super::push_piece(&mut self.sbuf, input);
+            }
+            self.offset += n as u64;
+            return true;
+        }
+        if self.cfg.build_value && n <= ESCAPED_PIECE_MAX {
+            // Any other short piece (escaped, or cut to 1 to 3 bytes): decoded in one pass,
+            // without `continue_string`'s second look at it.
+            match self.state {
+                St::Str => return self.decode_piece(input, false),
+                St::Esc => return self.decode_piece(input, true),
+                _ => return false,
+            }
+        }
+        self.continue_string(input)
+    }
+
     /// Takes `input` when it only continues the string being read: no closing quote, no `\u`
     /// escape, no control byte. Returns `false`, having changed nothing, when `input` needs
     /// [`feed`](JsonParser::feed).
@@ -244,7 +275,7 @@ impl JsonParser {
         };
         if !esc && !has_string_stop(input.as_bytes()) {
             if self.cfg.build_value {
-                self.sbuf.push_str(input);
+                super::push_piece(&mut self.sbuf, input);
             }
             self.offset += input.len() as u64;
             return true;
@@ -253,45 +284,64 @@ impl JsonParser {
             // Longer pieces with escapes are faster through `feed`, which scans by the word.
             return false;
         }
-        if !self.cfg.build_value {
-            for &b in input.as_bytes() {
-                if esc {
-                    if unescape(b).is_none() {
-                        return false;
-                    }
-                    esc = false;
-                } else if b == b'\\' {
-                    esc = true;
-                } else if b == b'"' || b < 0x20 {
+        if self.cfg.build_value {
+            return self.decode_piece(input, esc);
+        }
+        for &b in input.as_bytes() {
+            if esc {
+                if unescape(b).is_none() {
                     return false;
                 }
-            }
-        } else {
-            // One pass that checks and decodes together; a refusal truncates what it decoded,
-            // so it changes nothing.
-            let mark = self.sbuf.len();
-            let mut run = 0;
-            for (i, &b) in input.as_bytes().iter().enumerate() {
-                if esc {
-                    let Some(c) = unescape(b) else {
-                        self.sbuf.truncate(mark);
-                        return false;
-                    };
-                    self.sbuf.push(c);
-                    esc = false;
-                    run = i + 1;
-                } else if b == b'\\' {
-                    self.sbuf.push_str(&input[run..i]);
-                    esc = true;
-                } else if b == b'"' || b < 0x20 {
-                    self.sbuf.truncate(mark);
-                    return false;
-                }
-            }
-            if !esc {
-                self.sbuf.push_str(&input[run..]);
+                esc = false;
+            } else if b == b'\\' {
+                esc = true;
+            } else if b == b'"' || b < 0x20 {
+                return false;
             }
         }
+        self.state = if esc { St::Esc } else { St::Str };
+        self.offset += input.len() as u64;
+        true
+    }
+
+    /// [`continue_string`](JsonParser::continue_string)'s build mode for a short piece (one
+    /// with an escape, or any from [`continue_string_short`](JsonParser::continue_string_short)):
+    /// decodes it onto `sbuf` and moves on, or returns `false` having changed nothing. Out of
+    /// line, so that the plain-text path the other formats take stays small.
+    #[inline(never)]
+    fn decode_piece(&mut self, input: &str, mut esc: bool) -> bool {
+        // One pass that checks and decodes together, byte by byte into room reserved up
+        // front (decoding never lengthens: an escape is two bytes for one), so that no byte
+        // pays a capacity check or a `memcpy` call; the length is set only on success, so a
+        // refusal changes nothing.
+        self.sbuf.reserve(input.len());
+        // SAFETY: the bytes are only written to the spare capacity here, and made part of
+        // the string below once they are UTF-8.
+        let v = unsafe { self.sbuf.as_mut_vec() };
+        let room = v.spare_capacity_mut();
+        let mut n = 0;
+        for &b in input.as_bytes() {
+            let c = if esc {
+                esc = false;
+                match UNESCAPED[usize::from(b)] {
+                    0 => return false,
+                    c => c,
+                }
+            } else if b == b'\\' {
+                esc = true;
+                continue;
+            } else if b == b'"' || b < 0x20 {
+                return false;
+            } else {
+                b
+            };
+            room[n].write(c);
+            n += 1;
+        }
+        // SAFETY: `n` bytes were written; they are `input`'s bytes in order minus ASCII
+        // backslashes, with ASCII bytes for the escapes, and a backslash before a non-ASCII
+        // byte was refused, so every multi-byte character is whole and the string stays UTF-8.
+        unsafe { v.set_len(v.len() + n) };
         self.state = if esc { St::Esc } else { St::Str };
         self.offset += input.len() as u64;
         true
@@ -855,6 +905,21 @@ pub fn drop_deep(value: Value) {
 /// The longest piece with escapes that [`JsonParser::continue_string`] checks byte by byte.
 const ESCAPED_PIECE_MAX: usize = 16;
 
+/// [`unescape`] as a table, for the byte loop of [`JsonParser::decode_piece`]: the ASCII byte a
+/// one-letter escape stands for, or 0 for a byte that does not make one.
+const UNESCAPED: [u8; 256] = {
+    let mut t = [0u8; 256];
+    t[b'"' as usize] = b'"';
+    t[b'\\' as usize] = b'\\';
+    t[b'/' as usize] = b'/';
+    t[b'b' as usize] = 0x08;
+    t[b'f' as usize] = 0x0c;
+    t[b'n' as usize] = b'\n';
+    t[b'r' as usize] = b'\r';
+    t[b't' as usize] = b'\t';
+    t
+};
+
 /// The character a one-letter escape (`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`)
 /// stands for; `None` for any other byte (`u` included).
 #[inline]
@@ -955,8 +1020,9 @@ mod tests {
         parse_pieces(s, cuts, config, false)
     }
 
-    /// [`parse_cut`], offering each piece to `continue_string` first when `fast` (as streaming
-    /// callers do): that must change nothing, not even an error's offset.
+    /// [`parse_cut`], offering each piece to `continue_string` (or `continue_string_short`)
+    /// first when `fast` (as streaming callers do): that must change nothing, not even an
+    /// error's offset.
     fn parse_pieces(
         s: &str,
         cuts: &[usize],
@@ -964,8 +1030,17 @@ mod tests {
         fast: bool,
     ) -> Result<Option<Value>, JsonError> {
         let mut p = JsonParser::new(config);
+        // Every other piece is offered to the inline variant, which must take the same.
+        let mut inline = false;
         let mut feed = |piece: &str| {
-            if !(fast && p.continue_string(piece)) {
+            inline = !inline;
+            let taken = fast
+                && if inline {
+                    p.continue_string_short(piece)
+                } else {
+                    p.continue_string(piece)
+                };
+            if !taken {
                 assert_eq!(p.feed(piece)?, Feed::NeedMore);
             }
             Ok::<_, JsonError>(())
@@ -989,6 +1064,17 @@ mod tests {
             assert_eq!(end, s.len() as u64, "every byte counted");
         }
         r
+    }
+
+    #[test]
+    fn unescape_table_agrees() {
+        for b in 0..=255u8 {
+            assert_eq!(
+                UNESCAPED[usize::from(b)],
+                unescape(b).map_or(0, |c| c as u8),
+                "{b}"
+            );
+        }
     }
 
     #[test]

@@ -11,6 +11,48 @@ pub mod sse;
 pub mod utf8;
 pub mod xml;
 
+/// Appends a piece of streamed text to `buf`: `push_str`, with a piece of 1 to 8 bytes (the
+/// deltas of a token stream, and the characters a cut chunk completes) copied as two
+/// overlapping 4-byte words, or as its first, middle and last byte, instead of through a
+/// `memcpy` call, which costs more than the copy on a few bytes and is paid once per piece.
+/// Longer pieces, and a full buffer, take `push_str` out of line, so that what is inlined
+/// into a token loop stays small.
+#[inline(always)]
+pub(crate) fn push_piece(buf: &mut String, s: &str) {
+    let n = s.len();
+    if !(1..=8).contains(&n) || buf.capacity() - buf.len() < n {
+        push_other(buf, s);
+        return;
+    }
+    let src = s.as_ptr();
+    // SAFETY: the spare capacity holds `n` bytes after `len`; every read and write lies
+    // within `s[..n]` and `buf[len..len + n]` (the two words overlap when `n` < 8, the three
+    // bytes when `n` < 3, and either way they cover every byte); the bytes are a whole
+    // `&str`, so `buf` stays UTF-8.
+    unsafe {
+        let v = buf.as_mut_vec();
+        let len = v.len();
+        let dst = v.as_mut_ptr().add(len);
+        if n >= 4 {
+            let a = src.cast::<u32>().read_unaligned();
+            let b = src.add(n - 4).cast::<u32>().read_unaligned();
+            dst.cast::<u32>().write_unaligned(a);
+            dst.add(n - 4).cast::<u32>().write_unaligned(b);
+        } else {
+            *dst = *src;
+            *dst.add(n / 2) = *src.add(n / 2);
+            *dst.add(n - 1) = *src.add(n - 1);
+        }
+        v.set_len(len + n);
+    }
+}
+
+/// [`push_piece`] for the lengths it does not copy itself.
+#[inline(never)]
+fn push_other(buf: &mut String, s: &str) {
+    buf.push_str(s);
+}
+
 /// A piece of 4 to 8 bytes as one little-endian word made of two overlapping 4-byte halves.
 /// "Does any byte match?" tests on streaming deltas then cost one word test, not a byte loop
 /// (the overlap repeats bytes, which such tests do not mind).
@@ -139,6 +181,29 @@ mod word_tests {
                     v[at] = b.wrapping_add(1);
                     assert!(!word_has_byte(short_word(&v), b), "{b}+1 at {at} of {n}");
                 }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_piece_appends_every_length() {
+        let text = "0123456789abcdefghé→✓😀 end";
+        for start in 0..text.len() {
+            for end in start..=text.len() {
+                let (Some(piece), Some(_)) = (text.get(start..end), text.get(..start)) else {
+                    continue;
+                };
+                let mut buf = String::from("ab");
+                push_piece(&mut buf, piece);
+                assert_eq!(buf, format!("ab{piece}"));
+                let mut empty = String::new();
+                push_piece(&mut empty, piece);
+                assert_eq!(empty, piece);
             }
         }
     }
