@@ -4,7 +4,7 @@
 use crate::event::{Event, Sink};
 use crate::lexers::markdown::CodeTracker;
 pub(crate) use crate::lexers::push_piece;
-use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
+use crate::lexers::utf8::{JOIN_BUF, Utf8Decoder, Utf8Piece};
 use crate::lexers::xml::{Ctl, EntityMode, RawUntil, Token, XmlConfig, XmlErrorKind, XmlTokenizer};
 
 /// A format's reaction to tokens; it may switch the tokenizer's mode through the returned
@@ -46,12 +46,17 @@ impl XmlDriver {
     /// Feeds one chunk of bytes.
     pub(crate) fn feed<H: TokenHandler>(&mut self, chunk: &[u8], h: &mut H, out: &mut dyn Sink) {
         let XmlDriver { utf8, tok } = self;
-        match utf8.whole(chunk) {
-            Some(s) => {
-                tok.feed(s, &mut |t, at| h.token(t, at, out));
-            }
-            None => utf8.feed(chunk, &mut |p| piece(tok, p, h, out)),
-        }
+        // A short chunk that cuts a character is one piece too (joined with the held bytes
+        // here), not two through the decoder's general path; one call site of the token loop.
+        let mut buf = [0u8; JOIN_BUF];
+        let s = if let Some(s) = utf8.ascii(chunk) {
+            s
+        } else if let Some(s) = utf8.joined(chunk, &mut buf) {
+            s
+        } else {
+            return utf8.feed(chunk, &mut |p| piece(tok, p, h, out));
+        };
+        tok.feed(s, &mut |t, at| h.token(t, at, out));
     }
 
     /// Ends the turn: the handler is told it is finishing, the decoder and the tokenizer

@@ -15,6 +15,9 @@ pub enum Utf8Piece<'a> {
     },
 }
 
+/// The size of [`Utf8Decoder::joined`]'s buffer: the held bytes and the chunk must fit below it.
+pub const JOIN_BUF: usize = 16;
+
 /// A push UTF-8 decoder that holds back at most three bytes of an incomplete character.
 #[derive(Debug, Default, Clone)]
 pub struct Utf8Decoder {
@@ -63,6 +66,36 @@ impl Utf8Decoder {
         } else {
             None
         }
+    }
+
+    /// [`whole`](Utf8Decoder::whole) also for a short chunk that continues a held character
+    /// or ends inside one (a stream cut a few bytes at a time cuts many): the held bytes and
+    /// the chunk joined in `buf`, as one piece up to the last whole character, whose tail is
+    /// held back. Where [`feed`](Utf8Decoder::feed) would hand over the held character and
+    /// the rest as two pieces, through its general machinery, this is one. The text is the
+    /// same; `None`, having changed nothing, for a longer chunk or an invalid sequence (then
+    /// call [`feed`](Utf8Decoder::feed)).
+    #[inline]
+    pub fn joined<'a>(&mut self, chunk: &'a [u8], buf: &'a mut [u8; JOIN_BUF]) -> Option<&'a str> {
+        let held = self.pending_len;
+        let total = held + chunk.len();
+        if total >= JOIN_BUF {
+            return None;
+        }
+        let text: &'a [u8] = if held == 0 {
+            chunk
+        } else {
+            buf[..4].copy_from_slice(&self.pending);
+            copy_short(&mut buf[held..total], chunk);
+            &buf[..total]
+        };
+        let v = short_utf8_prefix(text)?;
+        let tail = &text[v..];
+        copy_short(&mut self.pending[..tail.len()], tail);
+        self.pending_len = tail.len();
+        self.offset += chunk.len() as u64;
+        // SAFETY: `short_utf8_prefix` validated `text[..v]`.
+        Some(unsafe { std::str::from_utf8_unchecked(&text[..v]) })
     }
 
     /// Decodes `chunk`, handing each piece to `f` in order.
@@ -226,6 +259,68 @@ fn is_short_utf8(bytes: &[u8]) -> bool {
     true
 }
 
+/// Copies `src` (under 16 bytes) onto `dst`, the same length, in at most three overlapping
+/// loads and stores rather than a `memcpy` call.
+#[inline(always)]
+fn copy_short(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    debug_assert!(n < 16 && dst.len() == n);
+    if n >= 8 {
+        dst[..8].copy_from_slice(&src[..8]);
+        dst[n - 8..].copy_from_slice(&src[n - 8..]);
+    } else if n >= 4 {
+        dst[..4].copy_from_slice(&src[..4]);
+        dst[n - 4..].copy_from_slice(&src[n - 4..]);
+    } else if n > 0 {
+        dst[0] = src[0];
+        dst[n / 2] = src[n / 2];
+        dst[n - 1] = src[n - 1];
+    }
+}
+
+/// For `bytes` under 16 long: the length of its longest prefix that is valid UTF-8 ending on
+/// a character boundary, when the rest is the valid start of one character (as `from_utf8`
+/// reports an input cut inside a character: `error_len` `None`); `None` when it holds an
+/// invalid sequence, or is 16 or longer.
+#[inline(never)]
+fn short_utf8_prefix(bytes: &[u8]) -> Option<usize> {
+    if bytes.len() >= 16 {
+        return None;
+    }
+    let mut i = 0;
+    while let Some(&lead) = bytes.get(i) {
+        if lead < 0x80 {
+            i += 1;
+            continue;
+        }
+        let (len, lo, hi) = match lead {
+            0xC2..=0xDF => (2, 0x80, 0xBF),
+            0xE0 => (3, 0xA0, 0xBF),
+            0xE1..=0xEC | 0xEE..=0xEF => (3, 0x80, 0xBF),
+            0xED => (3, 0x80, 0x9F),
+            0xF0 => (4, 0x90, 0xBF),
+            0xF1..=0xF3 => (4, 0x80, 0xBF),
+            0xF4 => (4, 0x80, 0x8F),
+            _ => return None,
+        };
+        let Some(seq) = bytes.get(i..i + len) else {
+            return cut_char(&bytes[i..], lo, hi).then_some(i);
+        };
+        if !(lo..=hi).contains(&seq[1]) || !seq[2..].iter().all(|&b| (0x80..=0xBF).contains(&b)) {
+            return None;
+        }
+        i += len;
+    }
+    Some(i)
+}
+
+/// Whether `seq`, shorter than its lead byte's character, is a valid start of it (second
+/// byte in `lo..=hi`, any later one a continuation byte).
+fn cut_char(seq: &[u8], lo: u8, hi: u8) -> bool {
+    seq.get(1).is_none_or(|b| (lo..=hi).contains(b))
+        && seq.get(2).is_none_or(|b| (0x80..=0xBF).contains(b))
+}
+
 fn char_len(lead: u8) -> usize {
     match lead {
         0x00..=0x7F => 1,
@@ -247,6 +342,12 @@ mod tests {
     }
 
     fn decode(chunks: &[&[u8]]) -> Vec<P> {
+        decode_with(chunks, false)
+    }
+
+    /// [`decode`], offering each chunk to [`Utf8Decoder::joined`] first when `join` (as the
+    /// XML driver does).
+    fn decode_with(chunks: &[&[u8]], join: bool) -> Vec<P> {
         let mut d = Utf8Decoder::new();
         let mut out: Vec<P> = Vec::new();
         let mut f = |p: Utf8Piece<'_>| match p {
@@ -260,7 +361,13 @@ mod tests {
             Utf8Piece::Invalid { offset } => out.push(P::I(offset)),
         };
         for c in chunks {
-            d.feed(c, &mut f);
+            let mut buf = [0u8; JOIN_BUF];
+            let joined = if join { d.joined(c, &mut buf) } else { None };
+            match joined {
+                Some("") => {}
+                Some(s) => f(Utf8Piece::Text(s)),
+                None => d.feed(c, &mut f),
+            }
         }
         d.finish(&mut f);
         out
@@ -317,7 +424,57 @@ mod tests {
         assert_eq!(decode(&[b"ab\xe2\x82"]), vec![P::T("ab".into()), P::I(2)]);
     }
 
+    #[test]
+    fn joined_takes_a_held_character_and_the_rest_as_one_piece() {
+        let s = "aé€😀z".as_bytes();
+        let mut buf = [0u8; JOIN_BUF];
+        let mut d = Utf8Decoder::new();
+        assert_eq!(d.joined(&s[..2], &mut buf), Some("a"), "é cut: held back");
+        assert_eq!(
+            d.joined(&s[2..5], &mut buf),
+            Some("é"),
+            "é completed, € cut"
+        );
+        assert_eq!(d.offset(), 5);
+        assert_eq!(
+            d.joined(&s[5..8], &mut buf),
+            Some("€"),
+            "€ completed, 😀 cut"
+        );
+        assert_eq!(d.joined(&s[8..], &mut buf), Some("😀z"));
+        assert_eq!(d.joined(b"a\xffb", &mut buf), None, "invalid: left to feed");
+        assert_eq!(
+            d.joined(b"\xe0\x80", &mut buf),
+            None,
+            "an overlong start is invalid, not held"
+        );
+        assert_eq!(d.joined(&[b'a'; 16], &mut buf), None, "too long");
+        assert_eq!(d.offset(), s.len() as u64, "a refusal changes nothing");
+    }
+
     proptest! {
+        #[test]
+        fn the_prefix_check_agrees_with_from_utf8(bytes in proptest::collection::vec(
+            prop_oneof![any::<u8>(), 0x80u8..=0xC1, 0xE0u8..=0xF5], 0..16)) {
+            let want = match std::str::from_utf8(&bytes) {
+                Ok(_) => Some(bytes.len()),
+                Err(e) if e.error_len().is_none() => Some(e.valid_up_to()),
+                Err(_) => None,
+            };
+            prop_assert_eq!(short_utf8_prefix(&bytes), want);
+        }
+
+        #[test]
+        fn joined_cuts_give_the_pieces_of_the_whole(
+            bytes in proptest::collection::vec(proptest::sample::select(vec![
+                0x41u8, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC2, 0xDF, 0xE0, 0xE1, 0xED,
+                0xEF, 0xF0, 0xF3, 0xF4, 0xF5]), 0..40),
+            n in 1usize..20) {
+            let whole = decode(&[&bytes]);
+            let chunks: Vec<&[u8]> = bytes.chunks(n).collect();
+            prop_assert_eq!(decode_with(&chunks, true), whole);
+        }
+
         #[test]
         fn the_short_check_agrees_with_from_utf8(bytes in proptest::collection::vec(
             prop_oneof![any::<u8>(), 0x80u8..=0xC1, 0xE0u8..=0xF5], 0..16)) {
