@@ -318,7 +318,9 @@ impl JsonParser {
         // SAFETY: the bytes are only written to the spare capacity here, and made part of
         // the string below once they are UTF-8.
         let v = unsafe { self.sbuf.as_mut_vec() };
-        let room = v.spare_capacity_mut();
+        // Written through a pointer: `n` never passes `input.len()`, within the room reserved,
+        // which an index into the spare capacity would check again for every byte.
+        let room = v.spare_capacity_mut().as_mut_ptr();
         let mut n = 0;
         for &b in input.as_bytes() {
             let c = if esc {
@@ -335,7 +337,8 @@ impl JsonParser {
             } else {
                 b
             };
-            room[n].write(c);
+            // SAFETY: `n` < `input.len()`, and `input.len()` bytes of room were reserved.
+            unsafe { room.add(n).write(std::mem::MaybeUninit::new(c)) };
             n += 1;
         }
         // SAFETY: `n` bytes were written; they are `input`'s bytes in order minus ASCII
