@@ -1114,6 +1114,45 @@ mod tests {
     }
 
     #[test]
+    fn short_pieces_decode_as_feed_does_at_every_cut() {
+        // Every piece of 1 to 9 bytes, taken in a string or just after a backslash, by the
+        // word decoder (with `feed` for what it refuses) and by `feed` alone.
+        let body = "a\\\"\\\\b\\/\\n\\t\\r\\b\\fé→😀\\u0041\\x\"y\u{1}z\\é\\\\";
+        let run = |lead: &str, piece: &str, short: bool| {
+            let mut p = JsonParser::new(cfg());
+            p.feed(lead).unwrap();
+            let r = if short && p.continue_string_short(piece) {
+                Ok(Feed::NeedMore)
+            } else {
+                p.feed(piece)
+            };
+            let state = p.in_string();
+            let offset = p.offset();
+            let end = r
+                .clone()
+                .and_then(|_| p.feed("\"").and_then(|_| p.finish()));
+            (r.map(drop), state, offset, end)
+        };
+        let mut checked = 0;
+        for i in 0..body.len() {
+            for j in i + 1..=(i + 9).min(body.len()) {
+                let Some(piece) = body.get(i..j) else {
+                    continue;
+                };
+                for lead in ["\"", "\"\\"] {
+                    assert_eq!(
+                        run(lead, piece, true),
+                        run(lead, piece, false),
+                        "{lead:?} then {piece:?}"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 300, "{checked}");
+    }
+
+    #[test]
     fn stop_bytes_are_found_at_every_position_of_short_input() {
         for n in 0..=17 {
             assert!(!has_string_stop(&vec![b'a'; n]));
