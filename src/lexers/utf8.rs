@@ -238,20 +238,13 @@ fn is_short_utf8(bytes: &[u8]) -> bool {
             i += 1;
             continue;
         }
-        let (len, lo, hi) = match lead {
-            0xC2..=0xDF => (2, 0x80, 0xBF),
-            0xE0 => (3, 0xA0, 0xBF),
-            0xE1..=0xEC | 0xEE..=0xEF => (3, 0x80, 0xBF),
-            0xED => (3, 0x80, 0x9F),
-            0xF0 => (4, 0x90, 0xBF),
-            0xF1..=0xF3 => (4, 0x80, 0xBF),
-            0xF4 => (4, 0x80, 0x8F),
-            _ => return false,
+        let Some((len, lo, hi)) = lead_byte(lead) else {
+            return false;
         };
         let Some(seq) = bytes.get(i..i + len) else {
             return false;
         };
-        if !(lo..=hi).contains(&seq[1]) || !seq[2..].iter().all(|&b| (0x80..=0xBF).contains(&b)) {
+        if !char_tail_ok(seq, lo, hi) {
             return false;
         }
         i += len;
@@ -293,25 +286,40 @@ fn short_utf8_prefix(bytes: &[u8]) -> Option<usize> {
             i += 1;
             continue;
         }
-        let (len, lo, hi) = match lead {
-            0xC2..=0xDF => (2, 0x80, 0xBF),
-            0xE0 => (3, 0xA0, 0xBF),
-            0xE1..=0xEC | 0xEE..=0xEF => (3, 0x80, 0xBF),
-            0xED => (3, 0x80, 0x9F),
-            0xF0 => (4, 0x90, 0xBF),
-            0xF1..=0xF3 => (4, 0x80, 0xBF),
-            0xF4 => (4, 0x80, 0x8F),
-            _ => return None,
-        };
+        let (len, lo, hi) = lead_byte(lead)?;
         let Some(seq) = bytes.get(i..i + len) else {
             return cut_char(&bytes[i..], lo, hi).then_some(i);
         };
-        if !(lo..=hi).contains(&seq[1]) || !seq[2..].iter().all(|&b| (0x80..=0xBF).contains(&b)) {
+        if !char_tail_ok(seq, lo, hi) {
             return None;
         }
         i += len;
     }
     Some(i)
+}
+
+/// A non-ASCII lead byte's sequence length and the range its second byte must fall in
+/// (Unicode's table of well-formed UTF-8, which rules out overlongs and surrogates); `None`
+/// for a byte that cannot lead a character.
+#[inline(always)]
+fn lead_byte(lead: u8) -> Option<(usize, u8, u8)> {
+    Some(match lead {
+        0xC2..=0xDF => (2, 0x80, 0xBF),
+        0xE0 => (3, 0xA0, 0xBF),
+        0xE1..=0xEC | 0xEE..=0xEF => (3, 0x80, 0xBF),
+        0xED => (3, 0x80, 0x9F),
+        0xF0 => (4, 0x90, 0xBF),
+        0xF1..=0xF3 => (4, 0x80, 0xBF),
+        0xF4 => (4, 0x80, 0x8F),
+        _ => return None,
+    })
+}
+
+/// Whether the bytes after `seq`'s lead are right: the second in `lo..=hi`, any later one a
+/// continuation byte.
+#[inline(always)]
+fn char_tail_ok(seq: &[u8], lo: u8, hi: u8) -> bool {
+    (lo..=hi).contains(&seq[1]) && seq[2..].iter().all(|&b| (0x80..=0xBF).contains(&b))
 }
 
 /// Whether `seq`, shorter than its lead byte's character, is a valid start of it (second
