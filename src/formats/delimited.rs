@@ -15,11 +15,12 @@
 //! prefix, so each byte is looked at a bounded number of times whatever the cuts.
 
 use super::StreamParser;
+use super::decoded::{self, DecodedText};
 use crate::event::{ErrorKind, Event, Sink, WarningKind};
 use crate::lexers::json::SERDE_JSON_MAX_DEPTH;
 use crate::lexers::json::{Feed, JsonConfig, JsonError, JsonErrorKind, JsonParser};
 use crate::lexers::marker::{MarkerScanner, Token};
-use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
+use crate::lexers::utf8::Utf8Decoder;
 use serde_json::Value;
 
 /// Size and nesting limits shared by the family; exceeding one gives `limit_exceeded`.
@@ -507,26 +508,20 @@ impl<G: Grammar> Driver<G> {
             }
         }
     }
+}
 
-    /// Bytes that are not plain ASCII with nothing pending: through the UTF-8 decoder, kept
-    /// out of line so the per-chunk path stays small.
-    #[inline(never)]
-    fn feed_utf8(&mut self, chunk: &[u8], out: &mut dyn Sink) {
-        let mut utf8 = std::mem::take(&mut self.utf8);
-        utf8.feed(chunk, &mut |p| self.piece(p, out));
-        self.utf8 = utf8;
+impl<G: Grammar> DecodedText for Driver<G> {
+    fn decoder(&mut self) -> &mut Utf8Decoder {
+        &mut self.utf8
     }
 
-    fn piece(&mut self, p: Utf8Piece<'_>, out: &mut dyn Sink) {
-        match p {
-            Utf8Piece::Text(s) => self.feed_str(s, out),
-            Utf8Piece::Invalid { offset } => {
-                out.push(Event::invalid_utf8(offset));
-                if let Some(v) = self.value.as_mut() {
-                    v.get().spoil();
-                }
-                self.feed_str("\u{FFFD}", out);
-            }
+    fn feed_str(&mut self, s: &str, out: &mut dyn Sink) {
+        Driver::feed_str(self, s, out);
+    }
+
+    fn spoil(&mut self) {
+        if let Some(v) = self.value.as_mut() {
+            v.get().spoil();
         }
     }
 }
@@ -551,13 +546,12 @@ impl<G: Grammar> StreamParser for Driver<G> {
                 }
                 self.feed_str(s, out)
             }
-            None => self.feed_utf8(chunk, out),
+            None => decoded::feed_utf8(self, chunk, out),
         }
     }
 
     fn finish(&mut self, out: &mut dyn Sink) {
-        let mut utf8 = std::mem::take(&mut self.utf8);
-        utf8.finish(&mut |p| self.piece(p, out));
+        decoded::finish_utf8(self, out);
         self.cx.eof = true;
         loop {
             if self.value.is_some() && !self.scan.held().is_empty() {

@@ -17,6 +17,7 @@ pub use contract::{
 pub use registry::{REGISTRY, by_id};
 
 pub mod anthropic_sse;
+mod decoded;
 pub mod deepseek_v3;
 pub mod deepseek_v31;
 pub mod deepseek_v32;

@@ -17,6 +17,7 @@
 //! `close_tag_in_value`. The held whitespace is the only look-ahead, kept once, never rescanned.
 
 use super::config::config;
+use super::decoded::{self, DecodedText};
 use super::options::Table;
 use super::options::{Nest, Nested};
 use super::reasoning::{self, Reasoned, Syntax};
@@ -25,7 +26,7 @@ use super::{Format, SpecialToken, StreamParser, Typing};
 use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall, WarningKind, excerpt};
 use crate::lexers::marker::{MarkerScanner, Token};
 use crate::lexers::python::{Quotes, write_literal};
-use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
+use crate::lexers::utf8::Utf8Decoder;
 use crate::tools::Tools;
 use serde_json::Value;
 
@@ -1342,26 +1343,6 @@ impl Parser {
         self.call = None;
         self.param = None;
     }
-
-    #[inline(never)]
-    fn feed_utf8(&mut self, chunk: &[u8], out: &mut dyn Sink) {
-        let mut utf8 = std::mem::take(&mut self.utf8);
-        utf8.feed(chunk, &mut |p| self.piece(p, out));
-        self.utf8 = utf8;
-    }
-
-    fn piece(&mut self, p: Utf8Piece<'_>, out: &mut dyn Sink) {
-        match p {
-            Utf8Piece::Text(s) => self.feed_str(s, out),
-            Utf8Piece::Invalid { offset } => {
-                out.push(Event::invalid_utf8(offset));
-                if let Some(c) = &mut self.call {
-                    c.spoiled = true;
-                }
-                self.feed_str("\u{FFFD}", out);
-            }
-        }
-    }
 }
 
 /// The end of a tag's attribute text: the first `>` outside quotes, or (where `newline_ends`)
@@ -1493,17 +1474,32 @@ pub fn boxed(g: &'static Grammar, cfg: Config, tools: &Tools) -> Box<dyn StreamP
     }
 }
 
+impl DecodedText for Parser {
+    fn decoder(&mut self) -> &mut Utf8Decoder {
+        &mut self.utf8
+    }
+
+    fn feed_str(&mut self, s: &str, out: &mut dyn Sink) {
+        Parser::feed_str(self, s, out);
+    }
+
+    fn spoil(&mut self) {
+        if let Some(c) = &mut self.call {
+            c.spoiled = true;
+        }
+    }
+}
+
 impl StreamParser for Parser {
     fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
         match self.utf8.ascii(chunk) {
             Some(s) => self.feed_str(s, out),
-            None => self.feed_utf8(chunk, out),
+            None => decoded::feed_utf8(self, chunk, out),
         }
     }
 
     fn finish(&mut self, out: &mut dyn Sink) {
-        let mut utf8 = std::mem::take(&mut self.utf8);
-        utf8.finish(&mut |p| self.piece(p, out));
+        decoded::finish_utf8(self, out);
         loop {
             let in_value = matches!(self.st, St::Value);
             if !self.other_scanner(in_value).held().is_empty() {
