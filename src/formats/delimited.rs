@@ -1206,7 +1206,9 @@ impl EnvelopeReader {
     fn keep(&mut self, bytes: &str, cx: &Cx) {
         match self.field {
             Field::Name | Field::Id => {
-                if self.capture.len() + bytes.len() > cx.limits.max_header_bytes {
+                // The capture is the JSON text with its two quotes; the limit (F8) is on what
+                // lies between them, as a renderer counts it (`json_header_fits`).
+                if self.capture.len() + bytes.len() > cx.limits.max_header_bytes + 2 {
                     self.problem(
                         ErrorKind::LimitExceeded,
                         format!(

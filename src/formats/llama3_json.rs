@@ -266,6 +266,34 @@ mod tests {
     }
 
     #[test]
+    fn a_name_at_the_header_limit_renders_and_parses_back_one_over_is_refused() {
+        // Found by the roundtrip fuzz target: the reader counted the name's two quotes, so a
+        // name the renderer let through at 1 023 escaped bytes came back limit_exceeded.
+        let call = |name: &str| ToolCall {
+            name: name.to_string(),
+            id: None,
+            server: None,
+            arguments: json!({}),
+        };
+        let at_limit = format!("{}{}", "\u{0}".repeat(100), "n".repeat(1024 - 600));
+        assert_eq!(serde_json::to_string(&at_limit).unwrap().len() - 2, 1024);
+        let bytes = render("", &[call(&at_limit)], &Tools::default()).unwrap();
+        let back = all_ways(std::str::from_utf8(&bytes).unwrap());
+        assert_eq!(back.error_kinds(), vec![]);
+        assert_eq!(back.calls[0].name, at_limit);
+        let over = format!("{at_limit}n");
+        assert!(render("", &[call(&over)], &Tools::default()).is_err());
+        let text = format!(
+            "{{\"name\": {}, \"parameters\": {{}}}}",
+            serde_json::to_string(&over).unwrap()
+        );
+        assert_eq!(
+            all_ways(&text).error_kinds(),
+            vec![ErrorKind::LimitExceeded]
+        );
+    }
+
+    #[test]
     fn calls_at_the_start_or_after_the_tag() {
         let r = all_ways(
             " \n{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}; {\"type\": \"function\", \"arguments\": {}, \"name\": \"get_time\"}<|eot_id|>",
