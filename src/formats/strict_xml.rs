@@ -731,11 +731,8 @@ impl TokenHandler for Core {
     }
 
     fn invalid_utf8(&mut self, offset: u64, out: &mut dyn Sink) {
-        self.error(
-            ErrorKind::InvalidUtf8,
-            format!("invalid UTF-8 at byte {offset}"),
-            out,
-        );
+        self.turn_failed = true;
+        out.push(Event::invalid_utf8(offset));
     }
 }
 
