@@ -359,7 +359,11 @@ pub fn run_case_with(
     } else {
         match backend.replay(format, &case.tools, &case.options, &case.turns, &whole_cuts) {
             Outcome::Done(t) => (Some(t.iter().map(|x| x.events_hash).collect()), Some(t)),
-            _ => (None, None),
+            Outcome::Broke(why, msg) => {
+                broke_outside_chunkings(&mut report, why, "the second whole replay", &msg);
+                (None, None)
+            }
+            Outcome::Panicked(_) => (None, None),
         }
     };
     for (inv, msg) in &whole_verdict.broken {
@@ -825,6 +829,19 @@ fn shrink(
     to_cuts(&min).into_iter().map(|c| c.to_vec(&[])).collect()
 }
 
+/// Records a crash, timeout or protocol error of a replay that is not one of the chunkings
+/// (the determinism or roundtrip replay) as the case's breakdown, like one under a chunking:
+/// which request an adapter breaks on is chance, and the status must not depend on it.
+fn broke_outside_chunkings(report: &mut CaseReport, why: Breakdown, during: &str, msg: &str) {
+    if report.status == Status::Pass {
+        report.status = why.into();
+    }
+    report.not_applicable.push(format!(
+        "{} during {during}: {msg}",
+        Status::from(why).as_str()
+    ));
+}
+
 /// Renders each error-free turn's result and parses it back, whole and byte by byte.
 fn roundtrip(
     case: &Case,
@@ -871,7 +888,9 @@ fn roundtrip(
                         Some(format!("the parser panicked on the rendering: {m}"))
                     }
                     Outcome::Broke(why, m) => {
-                        Some(format!("the parser broke ({why:?}) on the rendering: {m}"))
+                        // The adapter's breakdown, not a difference in what it parsed.
+                        broke_outside_chunkings(report, why, "the roundtrip replay", &m);
+                        return;
                     }
                     Outcome::Done(turns) => turns
                         .first()
@@ -1183,6 +1202,65 @@ mod tests {
             r.replays,
             full.replays
         );
+    }
+
+    /// conform's parsers as an adapter that crashes on its `nth` whole-input request.
+    struct CrashesOnWhole {
+        nth: usize,
+        seen: std::sync::atomic::AtomicUsize,
+    }
+    impl Backend for CrashesOnWhole {
+        fn name(&self) -> String {
+            "crashes".into()
+        }
+        fn replay(
+            &self,
+            f: &Format,
+            tools: &Tools,
+            options: &OptionValues,
+            turns: &[Vec<u8>],
+            cuts: &[Cuts],
+        ) -> Outcome {
+            if matches!(cuts, [Cuts::At(c)] if c.is_empty())
+                && self.seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == self.nth
+            {
+                return Outcome::Broke(Breakdown::Crash, "exited on purpose".into());
+            }
+            Builtin.replay(f, tools, options, turns, cuts)
+        }
+    }
+
+    #[test]
+    fn a_crash_on_the_determinism_or_roundtrip_replay_is_a_crash_not_a_failure() {
+        let kimi = formats::by_id("kimi_k2").unwrap();
+        let mut c = case("plain text", None);
+        c.format = "kimi_k2";
+        let cfg = RunConfig {
+            strategies: vec![Strategy::Whole, Strategy::Bytes],
+            ..RunConfig::default()
+        };
+        // Whole-input requests: the first replay, the determinism replay, the roundtrip's.
+        for (nth, during) in [(2, "the second whole replay"), (3, "the roundtrip replay")] {
+            let backend = CrashesOnWhole {
+                nth,
+                seen: Default::default(),
+            };
+            let r = run_case_with(&c, kimi, &backend, &cfg);
+            assert_eq!(r.status, Status::Crash, "{nth}: {:?}", r.violations);
+            assert!(r.violations.is_empty(), "{nth}: {:?}", r.violations);
+            assert!(
+                r.not_applicable
+                    .iter()
+                    .any(|n| n == &format!("crash during {during}: exited on purpose")),
+                "{:?}",
+                r.not_applicable
+            );
+        }
+        let fine = CrashesOnWhole {
+            nth: 99,
+            seen: Default::default(),
+        };
+        assert_eq!(run_case_with(&c, kimi, &fine, &cfg).status, Status::Pass);
     }
 
     #[test]
