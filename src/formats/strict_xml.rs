@@ -99,8 +99,13 @@ enum St {
     Reasoning,
     /// After `<NAME>` of a known tool: which form follows?
     Open,
-    /// JSON form (raw-until `</NAME>`); `over` once the body exceeded the limit.
-    Json { json: Box<JsonParser>, over: bool },
+    /// JSON form (raw-until `</NAME>`) from stream offset `at`; `over` once the body exceeded
+    /// the limit.
+    Json {
+        json: Box<JsonParser>,
+        over: bool,
+        at: u64,
+    },
     /// Parameter form, between parameters.
     Between,
     /// Parameter form, inside a value (raw-until `</P>`).
@@ -394,6 +399,7 @@ impl Core {
                 self.st = St::Json {
                     json: Box::new(JsonParser::new(JsonConfig::default())),
                     over: false,
+                    at,
                 };
                 if let Some(c) = &mut self.call {
                     c.json_form = true;
@@ -415,13 +421,18 @@ impl Core {
         }
     }
 
-    /// Feeds a piece of a JSON body; streams it as a delta when it parses so far.
-    /// A piece of a JSON-form body. The common case (plain string body within the limit) is
-    /// taken here, small enough to inline into the token loop; the rest by
-    /// [`Core::json_text_slow`], which does the same checks in full.
+    /// A piece of a JSON-form body; streamed as a delta once it parses so far. The common
+    /// case (plain string body within the limit) is taken here, small enough to inline into
+    /// the token loop; the rest by [`Core::json_text_slow`], which does the same checks in
+    /// full.
     #[inline(always)]
     fn json_text(&mut self, s: &str, at: u64, out: &mut dyn Sink) {
-        if let (St::Json { json, over: false }, Some(c)) = (&mut self.st, &mut self.call)
+        if let (
+            St::Json {
+                json, over: false, ..
+            },
+            Some(c),
+        ) = (&mut self.st, &mut self.call)
             && c.size.saturating_add(s.len()) <= self.cfg.max_call_bytes
             && json.continue_string_short(s)
         {
@@ -439,9 +450,10 @@ impl Core {
     #[inline(never)]
     fn json_text_slow(&mut self, s: &str, at: u64, out: &mut dyn Sink) {
         let ok = self.grow(s.len(), at, out);
-        let St::Json { json, over } = &mut self.st else {
+        let St::Json { json, over, at } = &mut self.st else {
             return;
         };
+        let body_at = *at;
         if *over {
             return;
         }
@@ -465,12 +477,13 @@ impl Core {
                 }
             }
             Err(e) => {
-                let name = self.tool_name();
-                self.error(
-                    ErrorKind::InvalidJson,
-                    format!("<{name}> body at byte {at}: {e}"),
-                    out,
+                // Named from the body's start, the same under every chunking.
+                let msg = format!(
+                    "<{}> body from byte {body_at}: {e} of the body (byte {} of the stream)",
+                    self.tool_name(),
+                    body_at + e.offset
                 );
+                self.error(ErrorKind::InvalidJson, msg, out);
                 self.st = St::Skip;
             }
         }
@@ -483,7 +496,7 @@ impl Core {
                 Ctl::go()
             }
             Token::End { raw, .. } => {
-                let St::Json { json, over } = &mut self.st else {
+                let St::Json { json, over, .. } = &mut self.st else {
                     return Ctl::go();
                 };
                 if *over {
@@ -728,6 +741,12 @@ impl TokenHandler for Core {
 
     fn end_turn(&mut self, out: &mut dyn Sink) {
         Core::end_turn(self, out);
+    }
+
+    #[inline(always)]
+    fn may_wait(&self) -> bool {
+        // Its deltas go out in 1 KiB batches (S3.7), and its text changes no mode.
+        matches!(self.st, St::Json { over: false, .. })
     }
 
     fn invalid_utf8(&mut self, offset: u64, out: &mut dyn Sink) {

@@ -3,6 +3,7 @@
 
 use crate::event::{Event, Sink};
 use crate::lexers::markdown::CodeTracker;
+use crate::lexers::push_bytes;
 pub(crate) use crate::lexers::push_piece;
 use crate::lexers::utf8::{JOIN_BUF, Utf8Decoder, Utf8Piece};
 use crate::lexers::xml::{Ctl, EntityMode, RawUntil, Token, XmlConfig, XmlErrorKind, XmlTokenizer};
@@ -21,13 +22,29 @@ pub(crate) trait TokenHandler {
     fn invalid_utf8(&mut self, offset: u64, out: &mut dyn Sink) {
         out.push(Event::invalid_utf8(offset));
     }
+    /// True when content text in the current state may wait for more input before it is
+    /// handled: it changes no tokenizer mode, and what it gives is sent in batches anyway
+    /// (strict_xml's JSON body). The driver then holds such chunks, up to [`WAIT_MAX`] bytes.
+    #[inline(always)]
+    fn may_wait(&self) -> bool {
+        false
+    }
 }
+
+/// The most bytes [`XmlDriver`] holds for a handler whose text may wait: a chunk that would
+/// pass the limit, or may start the close, is handled at once, with what waited before it.
+pub(crate) const WAIT_MAX: usize = 1024;
 
 /// UTF-8 reassembly plus the tokenizer in raw entity mode, with no depth limit (prose is
 /// full of unclosed tags and these formats never nest).
 pub(crate) struct XmlDriver {
     utf8: Utf8Decoder,
     tok: XmlTokenizer,
+    /// Chunks held while the handler's text may wait ([`TokenHandler::may_wait`]): content
+    /// whole or in a few large pieces costs a fraction of content in many small ones.
+    waiting: Vec<u8>,
+    /// How many bytes of the tokenizer's close `waiting` ends with.
+    partial: usize,
 }
 
 impl XmlDriver {
@@ -40,12 +57,43 @@ impl XmlDriver {
                 max_depth: usize::MAX,
                 ..XmlConfig::default()
             }),
+            waiting: Vec::new(),
+            partial: 0,
         }
     }
 
     /// Feeds one chunk of bytes.
+    #[inline(always)]
     pub(crate) fn feed<H: TokenHandler>(&mut self, chunk: &[u8], h: &mut H, out: &mut dyn Sink) {
-        let XmlDriver { utf8, tok } = self;
+        if h.may_wait() {
+            if self.waiting.len() + chunk.len() <= WAIT_MAX
+                && let Some(partial) = self.tok.content_ahead(self.partial, chunk)
+            {
+                self.partial = partial;
+                push_bytes(&mut self.waiting, chunk);
+                return;
+            }
+            self.feed_waiting(h, out);
+        }
+        self.feed_now(chunk, h, out);
+    }
+
+    /// Hands the held chunks on, if any.
+    #[inline(never)]
+    fn feed_waiting<H: TokenHandler>(&mut self, h: &mut H, out: &mut dyn Sink) {
+        if !self.waiting.is_empty() {
+            let w = std::mem::take(&mut self.waiting);
+            self.feed_now(&w, h, out);
+            self.waiting = w;
+            self.waiting.clear();
+            self.partial = 0;
+        }
+    }
+
+    /// Feeds one chunk through the decoder and the tokenizer.
+    #[inline(always)]
+    fn feed_now<H: TokenHandler>(&mut self, chunk: &[u8], h: &mut H, out: &mut dyn Sink) {
+        let XmlDriver { utf8, tok, .. } = self;
         // A short chunk that cuts a character is one piece too (joined with the held bytes
         // here), not two through the decoder's general path; one call site of the token loop.
         let mut buf = [0u8; JOIN_BUF];
@@ -62,8 +110,9 @@ impl XmlDriver {
     /// Ends the turn: the handler is told it is finishing, the decoder and the tokenizer
     /// (which is then ready for the next turn) are flushed, and the handler ends the turn.
     pub(crate) fn finish<H: TokenHandler>(&mut self, h: &mut H, out: &mut dyn Sink) {
+        self.feed_waiting(h, out);
         h.turn().finishing = true;
-        let XmlDriver { utf8, tok } = self;
+        let XmlDriver { utf8, tok, .. } = self;
         utf8.finish(&mut |p| piece(tok, p, h, out));
         tok.finish(&mut |t, at| h.token(t, at, out));
         h.end_turn(out);

@@ -19,18 +19,24 @@ pub mod xml;
 /// into a token loop stays small.
 #[inline(always)]
 pub(crate) fn push_piece(buf: &mut String, s: &str) {
+    // SAFETY: `push_bytes` appends exactly the bytes of `s`, a whole `&str`, so `buf` stays
+    // UTF-8.
+    push_bytes(unsafe { buf.as_mut_vec() }, s.as_bytes());
+}
+
+/// [`push_piece`] for bytes.
+#[inline(always)]
+pub(crate) fn push_bytes(v: &mut Vec<u8>, s: &[u8]) {
     let n = s.len();
-    if !(1..=8).contains(&n) || buf.capacity() - buf.len() < n {
-        push_other(buf, s);
+    if !(1..=8).contains(&n) || v.capacity() - v.len() < n {
+        push_other(v, s);
         return;
     }
     let src = s.as_ptr();
     // SAFETY: the spare capacity holds `n` bytes after `len`; every read and write lies
-    // within `s[..n]` and `buf[len..len + n]` (the two words overlap when `n` < 8, the three
-    // bytes when `n` < 3, and either way they cover every byte); the bytes are a whole
-    // `&str`, so `buf` stays UTF-8.
+    // within `s[..n]` and `v[len..len + n]` (the two words overlap when `n` < 8, the three
+    // bytes when `n` < 3, and either way they cover every byte).
     unsafe {
-        let v = buf.as_mut_vec();
         let len = v.len();
         let dst = v.as_mut_ptr().add(len);
         if n >= 4 {
@@ -49,8 +55,8 @@ pub(crate) fn push_piece(buf: &mut String, s: &str) {
 
 /// [`push_piece`] for the lengths it does not copy itself.
 #[inline(never)]
-fn push_other(buf: &mut String, s: &str) {
-    buf.push_str(s);
+fn push_other(v: &mut Vec<u8>, s: &[u8]) {
+    v.extend_from_slice(s);
 }
 
 /// A piece of 4 to 8 bytes as one little-endian word made of two overlapping 4-byte halves.

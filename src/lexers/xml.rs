@@ -404,6 +404,8 @@ pub struct XmlTokenizer {
     /// A searcher for `close`, built once per section: a new one per chunk cost more than
     /// searching a small chunk.
     close_finder: memmem::Finder<'static>,
+    /// `close` is not empty and its first byte does not occur again in it.
+    close_first_once: bool,
     raw_end_name: Option<String>,
     attrs: Vec<Attr>,
 }
@@ -425,6 +427,7 @@ impl XmlTokenizer {
             depth: 0,
             close: String::new(),
             close_finder: memmem::Finder::new(b"").into_owned(),
+            close_first_once: false,
             raw_end_name: None,
             attrs: Vec::new(),
         }
@@ -448,6 +451,36 @@ impl XmlTokenizer {
     /// Accounts for `n` bytes the host consumed itself after a pause.
     pub fn skip(&mut self, n: usize) {
         self.offset += n as u64;
+    }
+
+    /// For a host holding content back: given that the bytes held so far end with `partial`
+    /// bytes of the close of the current raw element or section, how many `bytes` would
+    /// leave; `None` when they complete the close, or when the tokenizer is not inside such
+    /// text with nothing of its own held (or its close repeats its first byte, which this
+    /// simple match does not follow). Bytes for which it answers `Some` can be fed later,
+    /// joined with what follows, and give the same tokens, only cut differently.
+    #[inline]
+    pub fn content_ahead(&self, partial: usize, bytes: &[u8]) -> Option<usize> {
+        if !matches!(self.st, St::Until(_)) || !self.held.is_empty() || !self.close_first_once {
+            return None;
+        }
+        let close = self.close.as_bytes();
+        let first = close[0];
+        if partial == 0 && !has_byte(bytes, first) {
+            return Some(0);
+        }
+        let mut m = partial;
+        for &b in bytes {
+            if b == close[m] {
+                m += 1;
+                if m == close.len() {
+                    return None;
+                }
+            } else {
+                m = usize::from(b == first);
+            }
+        }
+        Some(m)
     }
 
     /// Feeds one chunk; returns the bytes consumed (all of them unless the sink paused).
@@ -601,6 +634,10 @@ impl XmlTokenizer {
     /// Sets the string that ends the current raw or section text, and its searcher.
     fn set_close(&mut self, close: String) {
         self.close_finder = memmem::Finder::new(close.as_bytes()).into_owned();
+        self.close_first_once = close
+            .as_bytes()
+            .split_first()
+            .is_some_and(|(first, rest)| !rest.contains(first));
         self.close = close;
     }
 

@@ -390,6 +390,119 @@ fn renderer_roundtrips_and_refuses_what_cannot() {
     assert!(render("```\n", &[call("read_file", json!({"path":"a"}))], &t).is_err());
 }
 
+/// Cuts `b` into chunks of the given sizes, cycling.
+fn chunked<'a>(b: &'a [u8], sizes: &[usize]) -> Vec<&'a [u8]> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    for &n in sizes.iter().cycle() {
+        if at >= b.len() {
+            break;
+        }
+        let end = (at + n.max(1)).min(b.len());
+        out.push(&b[at..end]);
+        at = end;
+    }
+    out
+}
+
+#[test]
+fn s3_7_held_input_gives_the_call_end_with_the_close_and_errors_within_a_batch() {
+    let t = tools();
+    // Code with `<`, beginnings of the close, non-ASCII and an escaped backslash.
+    let content = "x < y </div> </read_fil é\\\\ ".repeat(200);
+    let body = format!("<read_file>{{\"path\": \"{content}\"}}</read_file> after");
+    let b = body.as_bytes();
+    let mut p = Parser::new(Config::default(), &t);
+    let mut seen = Vec::new();
+    let mut end_feed = None;
+    let mut fed = 0;
+    for (i, c) in b.chunks(4).enumerate() {
+        p.feed(c, &mut seen);
+        fed += c.len();
+        if end_feed.is_none() && seen.iter().any(|e| matches!(e, Event::CallEnd { .. })) {
+            end_feed = Some(fed);
+        }
+        // No more than a batch of the body is ever held unsent.
+        let sent: usize = seen
+            .iter()
+            .map(|e| match e {
+                Event::ArgsDelta { json, .. } => json.len(),
+                _ => 0,
+            })
+            .sum();
+        let body_in = fed.saturating_sub("<read_file>".len());
+        if end_feed.is_none() {
+            assert!(
+                body_in - sent <= 2 * DELTA_BATCH + 4,
+                "chunk {i}: {body_in} in, {sent} sent"
+            );
+        }
+    }
+    // The call ends in the feed that brings the close's last byte.
+    let close_end = body.find("</read_file>").unwrap() + "</read_file>".len();
+    assert_eq!(end_feed, Some(close_end.next_multiple_of(4)));
+    p.finish(&mut seen);
+    let r = ParseResult::fold(&seen);
+    assert_eq!(r.error_kinds(), vec![]);
+    let path = content.replace("\\\\", "\\");
+    assert_eq!(r.calls, vec![call("read_file", json!({"path": path}))]);
+    assert_eq!(r.text, " after");
+
+    // A JSON error is reported once its held input is handed on: within 1 KiB of its byte.
+    let bad = format!("<read_file>{{\"path\": x {}", " ".repeat(4 * DELTA_BATCH));
+    let mut p = Parser::new(Config::default(), &t);
+    let mut seen = Vec::new();
+    let mut fed = 0;
+    for c in bad.as_bytes().chunks(4) {
+        p.feed(c, &mut seen);
+        fed += c.len();
+        if !seen.is_empty() && seen.iter().any(|e| matches!(e, Event::Error { .. })) {
+            break;
+        }
+    }
+    // The bad byte is byte 20; held input is handed on before it passes WAIT_MAX.
+    assert!(fed <= 20 + crate::formats::xml_prose::WAIT_MAX, "{fed}");
+    let e = seen.iter().find_map(|e| match e {
+        Event::Error { kind, message } => Some((*kind, message.clone())),
+        _ => None,
+    });
+    assert_eq!(
+        e,
+        Some((
+            K::InvalidJson,
+            "<read_file> body from byte 11: expected value at byte 9 of the body (byte 20 of the \
+             stream)"
+                .into()
+        ))
+    );
+}
+
+/// Pieces of JSON-form bodies: the close cut anywhere and its beginnings that are not it,
+/// escapes, non-ASCII and invalid bytes, and runs that fill the driver's wait (S3.7).
+fn body_soup() -> impl Strategy<Value = Vec<u8>> {
+    proptest::collection::vec(
+        prop_oneof![
+            Just(b"<read_file>".to_vec()),
+            Just(b"</read_file>".to_vec()),
+            Just(b"{\"path\": \"".to_vec()),
+            Just(b"\"}".to_vec()),
+            Just(b"</read_fil".to_vec()),
+            Just(b"</".to_vec()),
+            Just(b"<".to_vec()),
+            Just(b"\\".to_vec()),
+            Just(b"\"".to_vec()),
+            Just(b"\\u00e9".to_vec()),
+            Just("é😀".as_bytes().to_vec()),
+            Just(vec![0xff]),
+            Just(vec![0xe2, 0x82]),
+            Just(vec![b'a'; 700]),
+            Just(b" x ".to_vec()),
+        ],
+        0..24,
+    )
+    .prop_map(|parts| parts.concat())
+}
+
 fn arb_json() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
         Just(Value::Null),
@@ -441,6 +554,23 @@ proptest! {
         let whole = ParseResult::fold(&run_chunks(&mut mk(), [b]));
         let split = ParseResult::fold(&run_chunks(&mut mk(), [&b[..c], &b[c..]]));
         prop_assert_eq!(whole, split);
+    }
+
+    #[test]
+    fn json_bodies_are_split_invariant_in_small_chunks(
+        bytes in body_soup(),
+        sizes in proptest::collection::vec(1usize..9, 1..6),
+        limit in prop_oneof![Just(Config::default().max_call_bytes), Just(300usize), Just(1500usize)],
+    ) {
+        let t = tools();
+        let cfg = Config { max_call_bytes: limit, ..Config::default() };
+        let mk = || Parser::new(cfg.clone(), &t);
+        let whole = ParseResult::fold(&run_chunks(&mut mk(), [bytes.as_slice()]));
+        let evs = run_chunks(&mut mk(), chunked(&bytes, &sizes));
+        crate::formats::testkit::check_delta_contract(&evs);
+        prop_assert_eq!(&ParseResult::fold(&evs), &whole);
+        let bytewise = ParseResult::fold(&run_chunks(&mut mk(), bytes.chunks(1)));
+        prop_assert_eq!(&bytewise, &whole);
     }
 
     #[test]

@@ -799,3 +799,36 @@ fn held_close_prefix_is_the_longest_suffix_that_may_start_the_close() {
     assert_eq!(held_close_prefix(b"", close), 0);
     assert_eq!(held_close_prefix(b"<", b">"), 0);
 }
+
+#[test]
+fn content_ahead_follows_the_close_across_held_bytes() {
+    let mut tok = XmlTokenizer::new(XmlConfig::default());
+    assert_eq!(tok.content_ahead(0, b"abc"), None, "not inside raw text");
+    tok.feed("<p>", &mut |t, _| match t {
+        Token::Start { .. } => Ctl {
+            raw_until: Some(RawUntil::EndTag("p".into())),
+            ..Ctl::go()
+        },
+        _ => Ctl::go(),
+    });
+    // The close is `</p>`: what the held bytes end with, or None once they would hold it.
+    assert_eq!(tok.content_ahead(0, b"a < b"), Some(0));
+    assert_eq!(tok.content_ahead(0, b"a <"), Some(1));
+    assert_eq!(
+        tok.content_ahead(0, b"<</"),
+        Some(2),
+        "a `<` restarts the match"
+    );
+    assert_eq!(tok.content_ahead(2, b"q>"), Some(0));
+    assert_eq!(tok.content_ahead(2, b"p"), Some(3));
+    assert_eq!(tok.content_ahead(3, b">"), None);
+    assert_eq!(tok.content_ahead(1, b"/p>"), None);
+    assert_eq!(tok.content_ahead(0, b"x</p>y"), None);
+    assert_eq!(tok.content_ahead(0, b"<<</p>"), None);
+    // A close that repeats its first byte is not followed: the host feeds at once.
+    tok.feed("</p>", &mut |_, _| Ctl {
+        raw_until: Some(RawUntil::Literal("]]>".into())),
+        ..Ctl::go()
+    });
+    assert_eq!(tok.content_ahead(0, b"abc"), None);
+}
