@@ -10,8 +10,8 @@
 use super::StreamParser;
 use super::config::config;
 use crate::event::{ErrorKind, Event, Sink, WarningKind};
-use crate::lexers::ByteSet;
 use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};
+use crate::lexers::{ByteSet, short_word, word_has_byte};
 
 pub use super::contract::Syntax;
 
@@ -118,6 +118,9 @@ pub struct Reasoned<P> {
     call_reported: bool,
     /// The bytes any tag or call marker can start with.
     first: ByteSet,
+    /// That byte, when there is only one (`<` for every syntax so far): a streaming delta of
+    /// 4 to 8 bytes is then looked at in one word test.
+    only_first: Option<u8>,
     /// The longest tag or call marker.
     longest: usize,
 }
@@ -149,6 +152,10 @@ impl<P: StreamParser> Reasoned<P> {
             utf8: Utf8Decoder::new(),
             pos: 0,
             call_reported: false,
+            only_first: match *first {
+                [b] => Some(b),
+                _ => None,
+            },
             first: ByteSet::new(first),
             longest,
         }
@@ -354,7 +361,10 @@ impl<P: StreamParser> StreamParser for Reasoned<P> {
         }
         if self.held.is_empty() {
             // The per-feed path: a piece with no byte that may start a tag goes straight on.
-            if self.find(chunk).is_none() {
+            let clear = self.only_first.is_some_and(|b| {
+                (4..=8).contains(&chunk.len()) && !word_has_byte(short_word(chunk), b)
+            });
+            if clear || self.find(chunk).is_none() {
                 if !chunk.is_empty() {
                     self.pass(chunk, out);
                 }

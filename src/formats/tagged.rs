@@ -200,10 +200,13 @@ const NEEDS_ESCAPE: [bool; 256] = {
     t
 };
 
-/// Whether `b` holds a `<`; short streaming deltas are checked without `memchr`'s setup.
+/// Whether `b` holds a `<`; short streaming deltas are checked without `memchr`'s setup, a
+/// delta of 4 to 8 bytes in one word test.
 #[inline]
 fn has_lt(b: &[u8]) -> bool {
-    if b.len() <= 16 {
+    if (4..=8).contains(&b.len()) {
+        crate::lexers::word_has_byte(crate::lexers::short_word(b), b'<')
+    } else if b.len() <= 16 {
         b.contains(&b'<')
     } else {
         crate::lexers::find_byte(b'<', b).is_some()
@@ -1107,7 +1110,10 @@ impl Parser {
         let Some(p) = &mut self.param else {
             return;
         };
-        if !self.g.pad {
+        // Most pieces: no padding rule, or one with nothing to decide (the value has begun,
+        // nothing is held, and the piece does not end a line).
+        if !self.g.pad || (p.lead == Lead::Done && p.hold.is_empty() && !t.ends_with(['\n', '\r']))
+        {
             return self.emit(t, out);
         }
         let mut t = t;
