@@ -453,15 +453,20 @@ impl XmlTokenizer {
         self.offset += n as u64;
     }
 
-    /// For a host holding content back: given that the bytes held so far end with `partial`
-    /// bytes of the close of the current raw element or section, how many `bytes` would
-    /// leave; `None` when they complete the close, or when the tokenizer is not inside such
-    /// text with nothing of its own held (or its close repeats its first byte, which this
-    /// simple match does not follow). Bytes for which it answers `Some` can be fed later,
-    /// joined with what follows, and give the same tokens, only cut differently.
+    /// For a host holding content back: given that the bytes it holds end with the first
+    /// `partial` bytes of the close of the current raw element or section, how many bytes
+    /// of the close they end with once `bytes` are added; `None` when `bytes` complete the
+    /// close, or when the tokenizer is not inside such text with nothing of its own held (or
+    /// its close repeats its first byte, which this simple match does not follow). Bytes for
+    /// which it answers `Some` can be fed later, joined with what follows, and give the same
+    /// tokens, only cut differently.
     #[inline]
     pub fn content_ahead(&self, partial: usize, bytes: &[u8]) -> Option<usize> {
-        if !matches!(self.st, St::Until(_)) || !self.held.is_empty() || !self.close_first_once {
+        if !matches!(self.st, St::Until(_))
+            || !self.held.is_empty()
+            || !self.close_first_once
+            || partial >= self.close.len()
+        {
             return None;
         }
         let close = self.close.as_bytes();

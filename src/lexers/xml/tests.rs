@@ -825,6 +825,11 @@ fn content_ahead_follows_the_close_across_held_bytes() {
     assert_eq!(tok.content_ahead(1, b"/p>"), None);
     assert_eq!(tok.content_ahead(0, b"x</p>y"), None);
     assert_eq!(tok.content_ahead(0, b"<<</p>"), None);
+    assert_eq!(
+        tok.content_ahead(4, b"a"),
+        None,
+        "a `partial` past the close"
+    );
     // A close that repeats its first byte is not followed: the host feeds at once.
     tok.feed("</p>", &mut |_, _| Ctl {
         raw_until: Some(RawUntil::Literal("]]>".into())),
