@@ -504,6 +504,12 @@ impl TokenHandler for Core {
     fn end_turn(&mut self, out: &mut dyn Sink) {
         Core::end_turn(self, out);
     }
+
+    #[inline(always)]
+    fn may_wait(&self) -> bool {
+        // A value is delivered when its parameter closes (§5), and its text changes no mode.
+        matches!(self.st, St::Value { over: false, .. })
+    }
 }
 
 impl Core {

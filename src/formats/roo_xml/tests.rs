@@ -427,6 +427,40 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     #[test]
+    fn values_are_split_invariant_in_small_chunks(
+        parts in proptest::collection::vec(prop_oneof![
+            Just("<write_to_file>".as_bytes().to_vec()), Just(b"</write_to_file>".to_vec()),
+            Just(b"<path>".to_vec()), Just(b"</path>".to_vec()), Just(b"<content>".to_vec()),
+            Just(b"</content>".to_vec()), Just(b"</conten".to_vec()), Just(b"</".to_vec()),
+            Just(b"<".to_vec()), Just(b"\n".to_vec()), Just("é😀".as_bytes().to_vec()),
+            Just(vec![0xff]), Just(vec![0xe2, 0x82]), Just(vec![b'a'; 700]),
+        ], 0..24),
+        sizes in proptest::collection::vec(1usize..9, 1..6),
+        limit in prop_oneof![Just(Config::default().max_param_bytes), Just(300usize), Just(1500usize)],
+    ) {
+        // The driver holds a value's chunks (§5): every chunking gives the events of the whole.
+        let bytes = parts.concat();
+        let t = tools();
+        let cfg = Config { max_param_bytes: limit, ..Config::default() };
+        let mk = || Parser::new(cfg.clone(), &t);
+        let whole = ParseResult::fold(&run_chunks(&mut mk(), [bytes.as_slice()]));
+        let mut chunks = Vec::new();
+        let mut at = 0;
+        for &n in sizes.iter().cycle() {
+            if at >= bytes.len() {
+                break;
+            }
+            let end = (at + n).min(bytes.len());
+            chunks.push(&bytes[at..end]);
+            at = end;
+        }
+        let evs = run_chunks(&mut mk(), chunks);
+        crate::formats::testkit::check_delta_contract(&evs);
+        prop_assert_eq!(&ParseResult::fold(&evs), &whole);
+        prop_assert_eq!(&ParseResult::fold(&run_chunks(&mut mk(), bytes.chunks(1))), &whole);
+    }
+
+    #[test]
     fn no_panic_on_arbitrary_bytes_and_cuts(
         bytes in proptest::collection::vec(any::<u8>(), 0..200),
         cuts in proptest::collection::vec(any::<usize>(), 0..6),
