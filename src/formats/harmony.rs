@@ -339,10 +339,14 @@ impl Parser {
     /// the sink. `false`: nothing was done, take the general path.
     #[inline]
     fn content_fast(&mut self, s: &str, out: &mut dyn Sink) -> bool {
-        if !self.pending.is_empty()
-            || s.is_empty()
-            || crate::lexers::find_byte(b'<', s.as_bytes()).is_some()
-        {
+        let b = s.as_bytes();
+        let has_lt = if (4..=8).contains(&b.len()) {
+            // A streaming delta: one word test.
+            crate::lexers::word_has_byte(crate::lexers::short_word(b), b'<')
+        } else {
+            crate::lexers::find_byte(b'<', b).is_some()
+        };
+        if !self.pending.is_empty() || s.is_empty() || has_lt {
             return false;
         }
         match &mut self.state {
@@ -351,7 +355,7 @@ impl Parser {
             State::Content(Content::Call(a)) => {
                 if !a.opened
                     || a.bytes + s.len() > self.cfg.max_args_bytes
-                    || !a.json.continue_string(s)
+                    || !a.json.continue_string_inlined(s)
                 {
                     return false;
                 }
