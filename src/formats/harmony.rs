@@ -339,14 +339,7 @@ impl Parser {
     /// the sink. `false`: nothing was done, take the general path.
     #[inline]
     fn content_fast(&mut self, s: &str, out: &mut dyn Sink) -> bool {
-        let b = s.as_bytes();
-        let has_lt = if (4..=8).contains(&b.len()) {
-            // A streaming delta: one word test.
-            crate::lexers::word_has_byte(crate::lexers::short_word(b), b'<')
-        } else {
-            crate::lexers::find_byte(b'<', b).is_some()
-        };
-        if !self.pending.is_empty() || s.is_empty() || has_lt {
+        if !self.pending.is_empty() || s.is_empty() || crate::lexers::has_byte(s.as_bytes(), b'<') {
             return false;
         }
         match &mut self.state {

@@ -24,6 +24,7 @@ use super::reasoning::{self, Reasoned, Syntax};
 use super::typing::{Lookup, ParamType, SchemaTypes, TypingOptions, read_json, type_value};
 use super::{Format, SpecialToken, StreamParser, Typing};
 use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall, WarningKind, excerpt};
+use crate::lexers::has_byte;
 use crate::lexers::marker::{MarkerScanner, Token};
 use crate::lexers::python::{Quotes, write_literal};
 use crate::lexers::utf8::Utf8Decoder;
@@ -200,19 +201,6 @@ const NEEDS_ESCAPE: [bool; 256] = {
     t
 };
 
-/// Whether `b` holds a `<`; short streaming deltas are checked without `memchr`'s setup, a
-/// delta of 4 to 8 bytes in one word test.
-#[inline]
-fn has_lt(b: &[u8]) -> bool {
-    if (4..=8).contains(&b.len()) {
-        crate::lexers::word_has_byte(crate::lexers::short_word(b), b'<')
-    } else if b.len() <= 16 {
-        b.contains(&b'<')
-    } else {
-        crate::lexers::find_byte(b'<', b).is_some()
-    }
-}
-
 /// The offset of the first byte of `s` that needs a JSON escape.
 #[inline]
 fn first_escape(s: &str) -> Option<usize> {
@@ -381,7 +369,7 @@ impl Parser {
         if matches!(self.st, St::Value)
             && self.vscan.held().is_empty()
             && self.scan.held().is_empty()
-            && !has_lt(s.as_bytes())
+            && !has_byte(s.as_bytes(), b'<')
         {
             // The most common piece of all, taken here whole: value text with nothing for the
             // padding rule to decide, streamed as it came (within the limit, no escape).

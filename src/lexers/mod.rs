@@ -86,6 +86,20 @@ pub(crate) fn word_has_byte(w: u64, b: u8) -> bool {
 /// more than the search itself on the 4-byte pieces a stream is often cut into.
 const SHORT: usize = 16;
 
+/// Whether `b` occurs in `s`: a streaming delta of 4 to 8 bytes in one word test, other short
+/// pieces by the slice's own search, where setting up memchr's vectorised search costs more
+/// than it saves.
+#[inline]
+pub(crate) fn has_byte(s: &[u8], b: u8) -> bool {
+    if (4..=8).contains(&s.len()) {
+        word_has_byte(short_word(s), b)
+    } else if s.len() < SHORT {
+        s.contains(&b)
+    } else {
+        find_byte(b, s).is_some()
+    }
+}
+
 /// The first `a` in `s` (`memchr` for long inputs, a loop for short ones).
 #[inline]
 pub(crate) fn find_byte(a: u8, s: &[u8]) -> Option<usize> {

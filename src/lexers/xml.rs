@@ -53,6 +53,7 @@
 //!
 //! Offsets count the UTF-8 bytes fed (over the tokenizer's whole life, across `finish`).
 
+use super::has_byte;
 use memchr::memmem;
 
 /// How references (`&…;`) in text and attribute values are handled.
@@ -277,19 +278,6 @@ enum St {
 }
 
 const MAX_REF: usize = 32;
-
-/// Whether `b` occurs in `s`; the slice's own search for the short pieces of a stream, where
-/// setting up memchr's vectorised search costs more than it saves.
-#[inline]
-fn has_byte(s: &[u8], b: u8) -> bool {
-    if (4..=8).contains(&s.len()) {
-        super::word_has_byte(super::short_word(s), b)
-    } else if s.len() < 16 {
-        s.contains(&b)
-    } else {
-        super::find_byte(b, s).is_some()
-    }
-}
 
 fn is_name_start(b: u8) -> bool {
     b.is_ascii_alphabetic() || b == b'_' || b == b':' || b >= 0x80
