@@ -253,6 +253,21 @@ fn feed_str(tok: &mut XmlTokenizer, host: &mut Host, mut s: &str, out: &mut dyn 
                 }
             }
             Mode::Body { json, fed } => {
+                // The per-chunk path of a body streamed in small pieces: a piece that only
+                // continues a JSON string (a `<` in it is content) needs nothing else.
+                if json.continue_string_inlined(s) {
+                    let off = tok.offset();
+                    *fed += s.len() as u64;
+                    tok.skip(s.len());
+                    if *fed > host.cfg.max_call_bytes {
+                        host.error(
+                            ErrorKind::LimitExceeded,
+                            format!("JSON body over max_call_bytes at byte {off}"),
+                            out,
+                        );
+                    }
+                    return;
+                }
                 let start_fed = *fed;
                 let off = tok.offset();
                 let r = json.feed(s);
@@ -273,6 +288,15 @@ fn feed_str(tok: &mut XmlTokenizer, host: &mut Host, mut s: &str, out: &mut dyn 
                         tok.skip(i);
                         s = &s[i..];
                         let at = tok.offset();
+                        // The body's last piece counts too, however it was cut.
+                        if *fed + i as u64 > host.cfg.max_call_bytes {
+                            host.error(
+                                ErrorKind::LimitExceeded,
+                                format!("JSON body over max_call_bytes at byte {off}"),
+                                out,
+                            );
+                            continue;
+                        }
                         match json.finish() {
                             Ok(Some(v)) => host.complete(v, at, out),
                             Ok(None) => host.complete(Value::Null, at, out),
@@ -284,9 +308,14 @@ fn feed_str(tok: &mut XmlTokenizer, host: &mut Host, mut s: &str, out: &mut dyn 
                         }
                     }
                     Err(e) => {
-                        let kind = match e.kind {
-                            JsonErrorKind::DepthLimit => ErrorKind::LimitExceeded,
-                            _ => ErrorKind::InvalidJson,
+                        // Past the limit before its failing byte, the body is over the limit
+                        // whatever the cut (a cut there would have said so first).
+                        let kind = if e.kind == JsonErrorKind::DepthLimit
+                            || e.offset > host.cfg.max_call_bytes
+                        {
+                            ErrorKind::LimitExceeded
+                        } else {
+                            ErrorKind::InvalidJson
                         };
                         // Resume the tokenizer (swallowing up to `</tool>`) where JSON failed.
                         let mut k = (e.offset.saturating_sub(start_fed) as usize).min(s.len());
@@ -318,6 +347,9 @@ fn invalid(tok: &mut XmlTokenizer, host: &mut Host, offset: u64, out: &mut dyn S
 impl StreamParser for Parser {
     fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
         let Parser { dec, tok, host } = self;
+        if let Some(s) = dec.ascii(chunk) {
+            return feed_str(tok, host, s, out);
+        }
         dec.feed(chunk, &mut |p| match p {
             Utf8Piece::Text(s) => feed_str(tok, host, s, out),
             Utf8Piece::Invalid { offset } => invalid(tok, host, offset, out),

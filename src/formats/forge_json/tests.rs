@@ -198,6 +198,30 @@ fn limits() {
 }
 
 #[test]
+fn a_body_over_max_call_bytes_is_limit_exceeded_in_any_chunks() {
+    let cfg = Config {
+        max_call_bytes: 64,
+        ..Config::default()
+    };
+    let body = format!(
+        "<tool>{{\"tool_name\":\"t\",\"arguments\":{{\"c\":\"{}\"}}}}</tool> after",
+        "x<y ".repeat(40)
+    );
+    // Valid, and with a JSON error past the limit.
+    let bad = body.replace("\"}}</tool>", "\" x}}</tool>");
+    for b in [body.as_bytes(), bad.as_bytes()] {
+        for n in [b.len(), 7, 4, 1] {
+            let mut p = Parser::new(cfg.clone());
+            let evs = crate::formats::run_chunks(&mut p, b.chunks(n));
+            let r = ParseResult::fold(&evs);
+            assert_eq!(r.error_kinds(), vec![K::LimitExceeded], "chunks of {n}");
+            assert!(r.calls.is_empty(), "chunks of {n}");
+            assert_eq!(r.text, " after", "chunks of {n}");
+        }
+    }
+}
+
+#[test]
 fn invalid_utf8_in_a_body_fails_the_call() {
     let r = ParseResult::fold(&run(&[
         b"<tool>{\"tool_name\":\"t\",\"a\":\"\xff\"}</tool>z",
