@@ -88,6 +88,22 @@ pub(crate) fn pieces_at<'a>(input: &'a [u8], cuts: &[usize]) -> Vec<&'a [u8]> {
     out
 }
 
+/// The pieces of `input` cut into chunks of the given sizes in turn, cycling (a size of 0
+/// counts as 1): a stream of small deltas of varying length.
+pub(crate) fn cycled_chunks<'a>(input: &'a [u8], sizes: &[usize]) -> Vec<&'a [u8]> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    for &n in sizes.iter().cycle() {
+        if at >= input.len() {
+            break;
+        }
+        let end = (at + n.max(1)).min(input.len());
+        out.push(&input[at..end]);
+        at = end;
+    }
+    out
+}
+
 /// Feeds `input` to `p` cut at `cuts` (as [`pieces_at`] reads them) and folds the events.
 pub(crate) fn fold_cut(p: &mut dyn StreamParser, input: &[u8], cuts: &[usize]) -> ParseResult {
     ParseResult::fold(&run_chunks(p, pieces_at(input, cuts)))

@@ -3,7 +3,7 @@
 use super::*;
 use crate::event::ErrorKind as K;
 use crate::formats::run_chunks;
-use crate::formats::testkit::every_cut;
+use crate::formats::testkit::{cycled_chunks, every_cut};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -444,17 +444,7 @@ proptest! {
         let cfg = Config { max_param_bytes: limit, ..Config::default() };
         let mk = || Parser::new(cfg.clone(), &t);
         let whole = ParseResult::fold(&run_chunks(&mut mk(), [bytes.as_slice()]));
-        let mut chunks = Vec::new();
-        let mut at = 0;
-        for &n in sizes.iter().cycle() {
-            if at >= bytes.len() {
-                break;
-            }
-            let end = (at + n).min(bytes.len());
-            chunks.push(&bytes[at..end]);
-            at = end;
-        }
-        let evs = run_chunks(&mut mk(), chunks);
+        let evs = run_chunks(&mut mk(), cycled_chunks(&bytes, &sizes));
         crate::formats::testkit::check_delta_contract(&evs);
         prop_assert_eq!(&ParseResult::fold(&evs), &whole);
         prop_assert_eq!(&ParseResult::fold(&run_chunks(&mut mk(), bytes.chunks(1))), &whole);

@@ -3,7 +3,7 @@
 use super::*;
 use crate::event::ErrorKind as K;
 use crate::formats::run_chunks;
-use crate::formats::testkit::every_cut;
+use crate::formats::testkit::{cycled_chunks, every_cut};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -390,21 +390,6 @@ fn renderer_roundtrips_and_refuses_what_cannot() {
     assert!(render("```\n", &[call("read_file", json!({"path":"a"}))], &t).is_err());
 }
 
-/// Cuts `b` into chunks of the given sizes, cycling.
-fn chunked<'a>(b: &'a [u8], sizes: &[usize]) -> Vec<&'a [u8]> {
-    let mut out = Vec::new();
-    let mut at = 0;
-    for &n in sizes.iter().cycle() {
-        if at >= b.len() {
-            break;
-        }
-        let end = (at + n.max(1)).min(b.len());
-        out.push(&b[at..end]);
-        at = end;
-    }
-    out
-}
-
 #[test]
 fn s3_7_held_input_gives_the_call_end_with_the_close_and_errors_within_a_batch() {
     let t = tools();
@@ -566,7 +551,7 @@ proptest! {
         let cfg = Config { max_call_bytes: limit, ..Config::default() };
         let mk = || Parser::new(cfg.clone(), &t);
         let whole = ParseResult::fold(&run_chunks(&mut mk(), [bytes.as_slice()]));
-        let evs = run_chunks(&mut mk(), chunked(&bytes, &sizes));
+        let evs = run_chunks(&mut mk(), cycled_chunks(&bytes, &sizes));
         crate::formats::testkit::check_delta_contract(&evs);
         prop_assert_eq!(&ParseResult::fold(&evs), &whole);
         let bytewise = ParseResult::fold(&run_chunks(&mut mk(), bytes.chunks(1)));
