@@ -4,7 +4,7 @@
 //! is the `engine_ns` its adapter reports (`specs/adapter.md` §2.6), conform's is measured
 //! here on the same pieces.
 
-use crate::bench::{bench_tools, transcript};
+use super::bench::{bench_tools, transcript};
 use clap::Args;
 use conform::backends::AnyBackend;
 use conform::backends::Outcome;
@@ -32,10 +32,10 @@ pub struct CostArgs {
     #[arg(long, value_delimiter = ',')]
     pub formats: Option<Vec<String>>,
     /// Seconds the adapter may take on one stream (a slower engine shows as a timeout).
-    #[arg(long, default_value = "60", value_parser = crate::seconds)]
+    #[arg(long, default_value = "60", value_parser = crate::cli::seconds)]
     pub timeout: Duration,
     /// Seconds an adapter copy may take to start.
-    #[arg(long, default_value = "60", value_parser = crate::seconds)]
+    #[arg(long, default_value = "60", value_parser = crate::cli::seconds)]
     pub start_timeout: Duration,
     /// Write the measurements as JSON here.
     #[arg(short, long)]
@@ -52,10 +52,12 @@ pub fn run(a: CostArgs) -> u8 {
     };
     let backend = match AnyBackend::start(&a.parser, &opts) {
         Ok(b) => b,
-        Err(e) => return crate::usage_error(e),
+        Err(e) => return crate::cli::usage_error(e),
     };
     let Some(adapter) = backend.adapter() else {
-        return crate::usage_error("engine-cost measures an adapter: give --parser cmd:COMMAND");
+        return crate::cli::usage_error(
+            "engine-cost measures an adapter: give --parser cmd:COMMAND",
+        );
     };
     let wanted: Vec<&'static Format> = formats::REGISTRY
         .iter()
@@ -96,7 +98,7 @@ pub fn run(a: CostArgs) -> u8 {
     match &a.output {
         Some(p) => {
             if let Err(e) = conform::outputs::report_dir::write_atomic(p, json.as_bytes()) {
-                return crate::usage_error(e);
+                return crate::cli::usage_error(e);
             }
         }
         None => {
@@ -104,7 +106,7 @@ pub fn run(a: CostArgs) -> u8 {
             let _ = std::io::stdout().write_all(json.as_bytes());
         }
     }
-    crate::EXIT_OK
+    crate::cli::EXIT_OK
 }
 
 fn ms(ns: u64) -> String {
