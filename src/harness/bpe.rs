@@ -498,4 +498,57 @@ mod tests {
                 .contains("lstrip")
         );
     }
+
+    /// The reader against the `tokenizers` crate, on every transcript of the corpus (every
+    /// turn of every case, each stretch of valid UTF-8), for every cached `tokenizer.json`
+    /// vocabulary: the same ids, token for token.
+    #[cfg(feature = "hf-tokenizers")]
+    #[test]
+    fn the_reader_gives_the_reference_ids_on_every_corpus_transcript() {
+        use crate::harness::tokens::Tokenizer;
+        use crate::harness::vocab;
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
+        let corpus = crate::harness::corpus::load(
+            &[root.display().to_string()],
+            &crate::harness::corpus::LoadOptions::default(),
+        );
+        assert!(corpus.cases.len() > 1000, "{} cases", corpus.cases.len());
+        for v in vocab::VOCABULARIES
+            .iter()
+            .filter(|v| v.file.ends_with("tokenizer.json"))
+        {
+            let path = vocab::cache_dir().join(v.file);
+            if vocab::cached(v.id).is_none() {
+                continue;
+            }
+            // The file as it is: no declared renames.
+            let ours = Tokenizer::load(&path).unwrap();
+            let reference = tokenizers::Tokenizer::from_file(&path).unwrap();
+            let (mut texts, mut tokens, mut wrong) = (0, 0, Vec::new());
+            for c in &corpus.cases {
+                for turn in &c.turns {
+                    for chunk in turn.utf8_chunks() {
+                        let s = chunk.valid();
+                        if s.is_empty() {
+                            continue;
+                        }
+                        let want = reference.encode(s, false).unwrap().get_ids().to_vec();
+                        let got: Vec<u32> = ours
+                            .tokenize(s.as_bytes(), &[])
+                            .ids()
+                            .iter()
+                            .map(|i| i.unwrap())
+                            .collect();
+                        texts += 1;
+                        tokens += want.len();
+                        if got != want && wrong.len() < 5 {
+                            wrong.push(format!("{}: {got:?} != {want:?}", c.id));
+                        }
+                    }
+                }
+            }
+            eprintln!("{}: {texts} texts, {tokens} tokens compared", v.id);
+            assert!(wrong.is_empty(), "{}: {wrong:#?}", v.id);
+        }
+    }
 }

@@ -239,8 +239,14 @@ pub fn turn_chunkings(
                 })
                 .collect()
         }
+        // A recording whose every cut is a token boundary carries its ids, as a server's would.
         Strategy::Recorded => match sources.recorded {
-            Some(cuts) => vec![Cuts::At(cuts.to_vec())],
+            Some(cuts) => {
+                vec![
+                    TokenCuts::aligned(&sources.tokens(), cuts.to_vec())
+                        .unwrap_or(Cuts::At(cuts.to_vec())),
+                ]
+            }
             None => vec![],
         },
         _ => chunkings(strategy, data, markers, params, salt),

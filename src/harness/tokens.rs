@@ -18,7 +18,7 @@
 //! vocabulary cuts which format is [`super::vocab`]'s business.
 
 use super::bpe::ByteLevelBpe;
-pub use crate::backends::cuts::{TokenId, Tokenized};
+pub use crate::backends::cuts::{TokenId, Tokenized, VocabularyRef};
 use crate::formats::SpecialToken;
 use rustc_hash::FxHashMap;
 use std::fmt;
@@ -46,6 +46,8 @@ pub struct Tokenizer {
     /// False for control tokens no text spells (tekken's): known by id, never matched in text
     /// (only a format's declared special tokens are), as mistral-common encodes.
     match_added: bool,
+    /// What adapters are told of the vocabulary, with every tokenization.
+    reference: Arc<VocabularyRef>,
 }
 
 enum Engine {
@@ -166,6 +168,20 @@ impl Tokenizer {
             Tokenizer::from_bpe(name, bpe, 0, n, Vec::new())
         };
         tok.add_special(spec.special);
+        tok.reference = Arc::new(VocabularyRef {
+            name: tok.name.clone(),
+            file: Some(
+                std::path::absolute(path)
+                    .unwrap_or_else(|_| path.to_path_buf())
+                    .display()
+                    .to_string(),
+            ),
+            special: spec
+                .special
+                .iter()
+                .filter_map(|s| Some((s.text.to_string(), s.id?)))
+                .collect(),
+        });
         Ok(tok)
     }
 
@@ -304,6 +320,10 @@ impl Tokenizer {
     }
 
     fn with_added(name: String, engine: Engine, added: Vec<(String, u32)>) -> Tokenizer {
+        let reference = Arc::new(VocabularyRef {
+            name: name.clone(),
+            ..VocabularyRef::default()
+        });
         let mut t = Tokenizer {
             name,
             engine,
@@ -311,6 +331,7 @@ impl Tokenizer {
             added_ids: FxHashMap::default(),
             matcher: None,
             match_added: true,
+            reference,
         };
         t.index_added();
         t
@@ -367,6 +388,7 @@ impl Tokenizer {
             out.close(pos);
         }
         self.encode_text(&data[pos..], pos, &mut out);
+        out.set_vocabulary(Some(self.reference.clone()));
         out
     }
 
