@@ -353,3 +353,19 @@ fn hermes_cuts_tool_call_as_qwens_single_token_and_deepseek_its_own_markers() {
         );
     }
 }
+
+#[test]
+fn parse_names_a_broken_cached_vocabulary() {
+    let d = scratch();
+    let cache = d.path().join("cache");
+    std::fs::create_dir_all(cache.join("kimi_k2")).unwrap();
+    std::fs::write(cache.join("kimi_k2/kimi_k2.tiktoken"), "not ranks\n").unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_conform"))
+        .args(["parse", "kimi_k2/y_ok.txt", "--strategy", "tokens"])
+        .current_dir(d.path())
+        .env("CONFORM_TOKENIZERS", &cache)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("kimi_k2.tiktoken"), "{}", text(&o));
+}
