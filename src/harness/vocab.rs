@@ -684,12 +684,21 @@ pub fn prepare_run(
     cases: &mut Vec<Case>,
     errors: &mut Vec<CorpusError>,
 ) -> Result<std::collections::BTreeMap<String, String>, String> {
+    use rayon::prelude::*;
     let mut names = std::collections::BTreeMap::new();
     let mut toks: Vec<(&'static str, Arc<Tokenizer>)> = Vec::new();
-    for f in formats::REGISTRY {
-        if !cases.iter().any(|c| c.format == f.id) {
-            continue;
-        }
+    let run: Vec<&'static Format> = formats::REGISTRY
+        .iter()
+        .copied()
+        .filter(|f| cases.iter().any(|c| c.format == f.id))
+        .collect();
+    // The vocabularies load in parallel (each once: a format sharing one waits for it).
+    if given.is_none() {
+        run.par_iter().for_each(|f| {
+            let _ = for_format(f);
+        });
+    }
+    for f in run {
         let (tok, name) = match given {
             Some(t) => {
                 check_format(f, t, false).map_err(|e| format!("tokenizer {e}"))?;
