@@ -578,7 +578,7 @@ fn resolve(format: &Format) -> Result<FormatTokenizer, String> {
                 .map_err(|e| format!("tokenizer {}: {e}", cache_dir().join(v.file).display()))?;
             Ok(FormatTokenizer {
                 tokenizer: tok,
-                description: format!("{} ({})", v.id, v.package),
+                description: format!("{}: {}", v.id, v.package),
             })
         }
         Loaded::Missing(why) => {

@@ -94,18 +94,6 @@ pub fn render(r: &Report, matrix: Option<&str>) -> String {
         &r.corpus.digest[..r.corpus.digest.len().min(12)],
         r.tool.version
     );
-    if !r.chunking.tokenizers.is_empty() {
-        // Which vocabulary cut each format's token-aligned replays (specs/tokenizers.md).
-        let _ = writeln!(
-            out,
-            "<details><summary>Tokenizers ({})</summary>\n\n| format | tokenizer |\n|---|---|",
-            r.chunking.tokenizer
-        );
-        for (f, t) in &r.chunking.tokenizers {
-            let _ = writeln!(out, "| {f} | {} |", esc(t));
-        }
-        out.push_str("\n</details>\n\n");
-    }
     if let Some(c) = &r.comparison {
         changes(&mut out, "Regressions", &c.regressions);
     }
@@ -192,6 +180,18 @@ pub fn render(r: &Report, matrix: Option<&str>) -> String {
                 c.removed_cases.len()
             );
         }
+    }
+    if !r.chunking.tokenizers.is_empty() {
+        // Which vocabulary cut each format's token-aligned replays (specs/tokenizers.md).
+        let _ = writeln!(
+            out,
+            "<details><summary>Tokenizers ({})</summary>\n\n| format id | tokenizer |\n|---|---|",
+            r.chunking.tokenizer
+        );
+        for (f, t) in &r.chunking.tokenizers {
+            let _ = writeln!(out, "| {f} | {} |", esc(t));
+        }
+        out.push_str("\n</details>\n\n");
     }
     out
 }
