@@ -28,11 +28,12 @@ _DEEPSEEK = [
     ("<｜tool▁call▁end｜>", 128809),
     ("<｜tool▁sep｜>", 128814),
 ]
+# DeepSeek-V4's sentinel `｜DSML｜` (128825) is an added token that is not special: left out,
+# since every token here is special to the parsers (skip_special_tokens would drop it).
 _DEEPSEEK_V4 = [
     ("<｜end▁of▁sentence｜>", 1),
     ("<think>", 128821),
     ("</think>", 128822),
-    ("｜DSML｜", 128825),
 ]
 _GLM = [
     ("<tool_call>", 151352),
