@@ -49,6 +49,7 @@ impl tagged::Member for DeepseekV32 {
     const ID: &'static str = "deepseek_v32";
     const SUMMARY: &'static str = "DeepSeek-V3.2 DSML: <｜DSML｜function_calls><｜DSML｜invoke name=\"f\"><｜DSML｜parameter name=\"p\" string=\"true|false\">value</｜DSML｜parameter>…";
     const GRAMMAR: &'static Grammar = &GRAMMAR;
+    const VOCABULARY: Option<&'static str> = Some("deepseek_v3");
     const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
 
     fn write_calls(out: &mut String, calls: &[ToolCall]) {

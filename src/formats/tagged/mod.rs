@@ -1685,6 +1685,9 @@ pub trait Member: 'static {
     const GRAMMAR: &'static Grammar;
     /// The vocabulary tokens its output may hold.
     const SPECIAL_TOKENS: &'static [SpecialToken];
+    /// Its model family's vocabulary (an id of `specs/tokenizers.md`'s table); `None`: none
+    /// can be had, `o200k_base` cuts its replays.
+    const VOCABULARY: Option<&'static str> = None;
     /// Its default options.
     fn config() -> Config {
         Config::default()
@@ -1734,6 +1737,7 @@ pub const fn format<M: Member>() -> Format {
             schema_tool: Some("typing_probe"),
         }),
         special_tokens: M::SPECIAL_TOKENS,
+        vocabulary: M::VOCABULARY,
         reasoning: M::GRAMMAR.reasoning,
         ..Format::new(
             M::ID,

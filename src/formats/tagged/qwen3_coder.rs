@@ -49,6 +49,7 @@ impl tagged::Member for Qwen3Coder {
     const ID: &'static str = "qwen3_coder";
     const SUMMARY: &'static str = "Qwen3-Coder: <tool_call><function=NAME><parameter=KEY>raw value</parameter></function></tool_call>, typed by the tool's schema";
     const GRAMMAR: &'static Grammar = &GRAMMAR;
+    const VOCABULARY: Option<&'static str> = Some("qwen2");
     const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
 
     /// Every leniency of the family on, calls without `<tool_call>` too.
