@@ -193,6 +193,12 @@ pub enum WarningKind {
     JsonInvokeBody,
     /// A self-closing call, read as a call without arguments (option `self_closing_invoke`).
     SelfClosingInvoke,
+    /// A doubled namespaced name `a.a`, read as the declared tool `a` (option `doubled_name`).
+    NameNormalised,
+    /// A message cut by the next header without its end token (option `missing_message_end`).
+    MissingMessageEnd,
+    /// A call whose message recipient names another tool; the call's own name wins.
+    RecipientMismatch,
 }
 
 impl WarningKind {}
@@ -264,6 +270,9 @@ wire_names! {
         MarkerVariant => "marker_variant",
         JsonInvokeBody => "json_invoke_body",
         SelfClosingInvoke => "self_closing_invoke",
+        NameNormalised => "name_normalised",
+        MissingMessageEnd => "missing_message_end",
+        RecipientMismatch => "recipient_mismatch",
     }
 }
 

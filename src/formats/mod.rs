@@ -15,6 +15,7 @@
 pub mod core;
 pub mod delimited;
 pub mod harmony;
+pub mod muse_glimmer;
 pub mod registry;
 pub mod sse;
 pub mod tagged;

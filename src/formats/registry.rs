@@ -7,7 +7,7 @@ use crate::formats::strict_xml;
 use crate::formats::{
     Format, OptionValues, OptionsByFormat, anthropic_sse, deepseek_v3, deepseek_v4, deepseek_v31,
     deepseek_v32, deepseek_v41, forge_json, forge_xml, glm45, glm47, harmony, hermes, kimi_k2,
-    llama3_json, minimax_m2, mistral, mistral_v11, openai_sse, pythonic, qwen3_coder, roo_xml,
+    llama3_json, minimax_m2, mistral, mistral_v11, muse_glimmer, openai_sse, pythonic, qwen3_coder, roo_xml,
     seed_oss,
 };
 
@@ -38,6 +38,7 @@ pub static REGISTRY: &[&Format] = &[
     &deepseek_v32::FORMAT,
     &deepseek_v4::FORMAT,
     &deepseek_v41::FORMAT,
+    &muse_glimmer::FORMAT,
 ];
 
 /// Looks a format up by id.
