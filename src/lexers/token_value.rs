@@ -120,8 +120,9 @@ pub enum Stop {
     /// the bytes [`Reader::take_held`] returns, then this offset of the piece: the caller reads
     /// it; the reader is done.
     Markup(usize),
-    /// The body breaks the notation or a limit.
-    Error(ReadError),
+    /// The body breaks the notation or a limit; reading stopped this many bytes into the
+    /// piece (the rest is the caller's, as after markup).
+    Error(ReadError, usize),
 }
 
 /// What is wrong with a body.
@@ -199,6 +200,10 @@ pub struct Reader {
     pending: String,
     /// `{` went out.
     started: bool,
+    /// Where in the piece being read the current step began (an error's offset).
+    err_at: usize,
+    /// Reading only to find the body's end: nothing goes out, no scalar is kept.
+    discard: bool,
 }
 
 /// Bytes a JSON string cannot hold as they are: `"`, `\\` and the control characters.
@@ -325,7 +330,17 @@ impl Reader {
             pos: base,
             pending: String::new(),
             started: false,
+            err_at: 0,
+            discard: false,
         }
+    }
+
+    /// From now on, reads only to find where the body ends: no JSON, no notes, no scalar
+    /// kept (a caller whose call already failed still learns where its arguments end).
+    pub fn discard(&mut self) {
+        self.discard = true;
+        self.pending.clear();
+        self.buf.clear();
     }
 
     /// True once the outermost close was read.
@@ -361,7 +376,11 @@ impl Reader {
             self.started = true;
             self.pending.push('{');
         }
-        let r = self.feed_inner(s, out);
+        self.err_at = 0;
+        let r = match self.feed_inner(s, out) {
+            Err(Stop::Error(e, _)) => Err(Stop::Error(e, self.err_at)),
+            r => r,
+        };
         self.flush(out);
         r
     }
@@ -374,7 +393,8 @@ impl Reader {
             return false;
         }
         self.pos += s.len() as u64;
-        if s.bytes().any(|b| NEEDS_ESCAPE[b as usize]) {
+        if self.discard {
+        } else if s.bytes().any(|b| NEEDS_ESCAPE[b as usize]) {
             escape_into(&mut self.pending, s);
             self.flush(out);
         } else {
@@ -414,16 +434,27 @@ impl Reader {
                     self.pos += 1;
                     // The rest of the held bytes hold no markup byte (the quote has one).
                     let rest = &held[1..];
-                    if let Step::Done(_) = self.run(rest, out)? {
+                    match self.run(rest, out) {
                         // A close cannot be held: unreachable, kept total.
-                        return Ok(Step::Done(0));
+                        Ok(Step::Done(_)) => return Ok(Step::Done(0)),
+                        Ok(Step::More) => {}
+                        Err(e) => {
+                            self.err_at = 0;
+                            return Err(e);
+                        }
                     }
                 }
             }
         }
-        match self.run(s, out)? {
-            Step::Done(n) => Ok(Step::Done(piece_len - s.len() + n)),
-            Step::More => Ok(Step::More),
+        let before = piece_len - s.len();
+        match self.run(s, out) {
+            Ok(Step::Done(n)) => Ok(Step::Done(before + n)),
+            Ok(Step::More) => Ok(Step::More),
+            Err(Stop::Markup(n)) => Err(Stop::Markup(before + n)),
+            Err(e) => {
+                self.err_at += before;
+                Err(e)
+            }
         }
     }
 
@@ -433,6 +464,7 @@ impl Reader {
         let mk = self.markup();
         let mut i = 0;
         while i < b.len() {
+            self.err_at = i;
             match self.st {
                 St::Str | St::QuotedKey => {
                     let k = crate::lexers::find_byte(mk, &b[i..]).map_or(b.len(), |k| i + k);
@@ -477,7 +509,7 @@ impl Reader {
                     if i > start {
                         if self.st == St::Key {
                             self.key_text(&s[start..i])?;
-                        } else {
+                        } else if !self.discard {
                             crate::lexers::push_piece(&mut self.buf, &s[start..i]);
                         }
                         self.pos += (i - start) as u64;
@@ -663,15 +695,18 @@ impl Reader {
     /// Opens a nested container.
     fn open(&mut self, array: bool, at: u64, out: &mut dyn Out) -> Result<(), Stop> {
         if self.stack.len() >= self.cfg.max_depth {
-            return Err(Stop::Error(ReadError {
-                kind: ErrorKind::Limit,
-                message: format!(
-                    "nesting deeper than {} levels at byte {at}",
-                    self.cfg.max_depth
-                ),
-            }));
+            return Err(Stop::Error(
+                ReadError {
+                    kind: ErrorKind::Limit,
+                    message: format!(
+                        "nesting deeper than {} levels at byte {at}",
+                        self.cfg.max_depth
+                    ),
+                },
+                0,
+            ));
         }
-        if self.stack.len() == 1 {
+        if self.stack.len() == 1 && !self.discard {
             let kind = if array { Kind::Array } else { Kind::Object };
             out.note(Note::Member {
                 key: &self.top_key,
@@ -726,7 +761,7 @@ impl Reader {
             }
             St::ValueStart => {
                 self.begin_value();
-                if self.stack.len() == 1 {
+                if self.stack.len() == 1 && !self.discard {
                     out.note(Note::Member {
                         key: &self.top_key,
                         kind: Kind::String,
@@ -752,7 +787,8 @@ impl Reader {
     /// String content.
     #[inline]
     fn content(&mut self, s: &str, out: &mut dyn Out) {
-        if s.bytes().any(|b| NEEDS_ESCAPE[b as usize]) {
+        if self.discard {
+        } else if s.bytes().any(|b| NEEDS_ESCAPE[b as usize]) {
             escape_into(&mut self.pending, s);
         } else if s.len() < 64 {
             crate::lexers::push_piece(&mut self.pending, s);
@@ -765,13 +801,16 @@ impl Reader {
     /// Key text, within the limit.
     fn key_text(&mut self, s: &str) -> Result<(), Stop> {
         if self.buf.len() + s.len() > self.cfg.max_key_bytes {
-            return Err(Stop::Error(ReadError {
-                kind: ErrorKind::Limit,
-                message: format!(
-                    "a key at byte {} is longer than {} bytes",
-                    self.buf_at, self.cfg.max_key_bytes
-                ),
-            }));
+            return Err(Stop::Error(
+                ReadError {
+                    kind: ErrorKind::Limit,
+                    message: format!(
+                        "a key at byte {} is longer than {} bytes",
+                        self.buf_at, self.cfg.max_key_bytes
+                    ),
+                },
+                0,
+            ));
         }
         self.buf.push_str(s);
         Ok(())
@@ -796,6 +835,9 @@ impl Reader {
             self.pending.push(',');
         }
         f.count += 1;
+        if self.discard {
+            return Ok(());
+        }
         let fresh = f.keys.insert(key.as_str().into());
         if !fresh {
             out.note(Note::DuplicateKey { key: &key, at });
@@ -812,6 +854,9 @@ impl Reader {
     /// A bare scalar is complete: its JSON, noted as the configuration says.
     fn end_bare(&mut self, out: &mut dyn Out) -> Result<(), Stop> {
         let at = self.buf_at;
+        if self.discard {
+            return Ok(());
+        }
         let word = std::mem::take(&mut self.buf);
         let w = word.trim_matches(is_ws_char);
         let kind = match w {
@@ -863,17 +908,22 @@ impl Reader {
     }
 
     fn flush(&mut self, out: &mut dyn Out) {
-        if !self.pending.is_empty() {
+        if self.discard {
+            self.pending.clear();
+        } else if !self.pending.is_empty() {
             out.json(&self.pending);
             self.pending.clear();
         }
     }
 
     fn syntax(&self, message: String) -> Stop {
-        Stop::Error(ReadError {
-            kind: ErrorKind::Syntax,
-            message,
-        })
+        Stop::Error(
+            ReadError {
+                kind: ErrorKind::Syntax,
+                message,
+            },
+            0,
+        )
     }
 
     /// The input ended: an error unless the body closed.

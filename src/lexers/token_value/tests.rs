@@ -53,7 +53,7 @@ fn read_pieces(cfg: Config, pieces: &[&str]) -> (String, Vec<String>, End) {
                     let held = r.take_held();
                     return (out.json, out.notes, End::Markup(offset + n - held.len()));
                 }
-                Err(Stop::Error(e)) => return (out.json, out.notes, End::Error(e.kind)),
+                Err(Stop::Error(e, _)) => return (out.json, out.notes, End::Error(e.kind)),
             }
         }
         offset += p.len();
@@ -379,5 +379,53 @@ proptest! {
         prop_assert_eq!(&whole.2, &End::Done(body.len()));
         let v: Value = serde_json::from_str(&whole.0).unwrap();
         prop_assert_eq!(v, Value::Object(obj));
+    }
+}
+
+#[test]
+fn an_error_says_where_reading_stopped() {
+    let mut r = Reader::new(cfg(), 0);
+    let mut out = Collect::default();
+    match r.feed("a:1,b:}<tool_call|>", &mut out) {
+        Err(Stop::Error(e, at)) => {
+            assert_eq!((e.kind, at), (ErrorKind::Syntax, 6));
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut r = Reader::new(cfg(), 0);
+    assert!(matches!(r.feed("a:1,", &mut out), Ok(Step::More)));
+    match r.feed("b:]x", &mut out) {
+        Err(Stop::Error(_, at)) => assert_eq!(at, 2),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn discarding_finds_the_end_and_says_nothing() {
+    let body = format!("a:{Q}x}}{Q},b:[1,{{c:unquoted}}],k:None}}<tool_call|>");
+    for cut in 0..=body.len() {
+        if !body.is_char_boundary(cut) {
+            continue;
+        }
+        let mut r = Reader::new(cfg(), 0);
+        let mut out = Collect::default();
+        assert!(matches!(r.feed(&body[..2], &mut out), Ok(Step::More)));
+        r.discard();
+        let rest = &body[2..];
+        let cut = cut.saturating_sub(2).min(rest.len());
+        let mut end = None;
+        for (off, piece) in [(0, &rest[..cut]), (cut, &rest[cut..])] {
+            if end.is_some() {
+                break;
+            }
+            match r.feed(piece, &mut out) {
+                Ok(Step::Done(n)) => end = Some(off + n),
+                Ok(Step::More) => {}
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+        assert_eq!(end, Some(rest.len() - "<tool_call|>".len()));
+        assert_eq!(out.json, "{\"a\":");
+        assert!(out.notes.is_empty());
     }
 }
