@@ -185,6 +185,16 @@ pub enum WarningKind {
     NullAlias,
     /// A value in Python literal syntax, read (option `typing.python_literals`).
     PythonLiteral,
+    /// A call written `call:NAME(…)`, read as `call:NAME{…}` (gemma4 option `paren_call`).
+    ParenCall,
+    /// A call header without its `call` word, read (gemma4 option `missing_call_prefix`).
+    MissingCallPrefix,
+    /// An unquoted word read as a string (gemma4 option `unquoted_string`).
+    UnquotedString,
+    /// A marker outside the construct it belongs to, dropped (gemma4 option `stray_marker`).
+    StrayMarker,
+    /// Output after a stop token, dropped (gemma4 option `text_after_stop`).
+    TextAfterStop,
 }
 
 impl WarningKind {}
@@ -252,6 +262,11 @@ wire_names! {
         NullNotAllowed => "null_not_allowed",
         NullAlias => "null_alias",
         PythonLiteral => "python_literal",
+        ParenCall => "paren_call",
+        MissingCallPrefix => "missing_call_prefix",
+        UnquotedString => "unquoted_string",
+        StrayMarker => "stray_marker",
+        TextAfterStop => "text_after_stop",
     }
 }
 

@@ -609,19 +609,17 @@ impl Reader {
                     return Ok(Some(self.close()));
                 }
                 if c == close || c == b',' {
-                    return Err(self.syntax(format!(
-                        "{:?} at byte {at} where a key belongs",
-                        c as char
-                    )));
+                    return Err(
+                        self.syntax(format!("{:?} at byte {at} where a key belongs", c as char))
+                    );
                 }
                 if c == b':' {
                     return Err(self.syntax(format!("a member without a key at byte {at}")));
                 }
                 if !key_byte(c) {
-                    return Err(self.syntax(format!(
-                        "{:?} at byte {at} where a key belongs",
-                        c as char
-                    )));
+                    return Err(
+                        self.syntax(format!("{:?} at byte {at} where a key belongs", c as char))
+                    );
                 }
                 self.st = St::Key;
                 self.buf.clear();

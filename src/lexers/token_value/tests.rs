@@ -138,7 +138,9 @@ fn keys_are_bare_or_quoted_and_trimmed_when_bare() {
 
 #[test]
 fn members_note_their_top_level_kind() {
-    let (_, notes, _) = read(&format!("s:{Q}x{Q},i:1,n:1.5,b:true,z:null,o:{{a:1}},l:[1]}}"));
+    let (_, notes, _) = read(&format!(
+        "s:{Q}x{Q},i:1,n:1.5,b:true,z:null,o:{{a:1}},l:[1]}}"
+    ));
     let kinds: Vec<&String> = notes.iter().filter(|n| n.starts_with("Member")).collect();
     assert_eq!(
         kinds,
@@ -164,14 +166,20 @@ fn bare_words_are_strings_python_literals_are_literals_both_noted() {
         json!({"unit": "celsius", "t": true, "f": false, "n": null, "x": "nan", "y": "+1", "z": "007", "w": "12:30"})
     );
     let bare = notes.iter().filter(|n| n.starts_with("BareWord")).count();
-    let python = notes.iter().filter(|n| n.starts_with("PythonLiteral")).count();
+    let python = notes
+        .iter()
+        .filter(|n| n.starts_with("PythonLiteral"))
+        .count();
     assert_eq!((bare, python), (5, 3));
     // Off, a bare word is an error and a Python literal a bare word.
     let strict = Config {
         bare_words: false,
         ..cfg()
     };
-    assert_eq!(read_cfg(strict, "unit:celsius}").2, End::Error(ErrorKind::Syntax));
+    assert_eq!(
+        read_cfg(strict, "unit:celsius}").2,
+        End::Error(ErrorKind::Syntax)
+    );
     let no_python = Config {
         python_literals: false,
         ..cfg()
@@ -185,7 +193,10 @@ fn bare_words_are_strings_python_literals_are_literals_both_noted() {
 fn a_duplicate_key_is_noted_and_both_go_out() {
     let (j, notes, _) = read("a:1,o:{a:1,a:2},a:3}");
     assert_eq!(j, r#"{"a":1,"o":{"a":1,"a":2},"a":3}"#);
-    let dups = notes.iter().filter(|n| n.starts_with("DuplicateKey")).count();
+    let dups = notes
+        .iter()
+        .filter(|n| n.starts_with("DuplicateKey"))
+        .count();
     assert_eq!(dups, 2);
 }
 
@@ -223,18 +234,8 @@ fn markup_outside_a_string_stops_the_reader_where_it_begins() {
 #[test]
 fn broken_bodies_are_syntax_errors() {
     for body in [
-        "a:1,}",
-        ",a:1}",
-        "a:}",
-        "a:,b:1}",
-        ":1}",
-        "a 1}",
-        "a:[1,]}",
-        "a:[1}",
-        "a:{b:1]}",
-        "\"a\":1}",
-        "a{b:1}",
-        "a::1}",
+        "a:1,}", ",a:1}", "a:}", "a:,b:1}", ":1}", "a 1}", "a:[1,]}", "a:[1}", "a:{b:1]}",
+        "\"a\":1}", "a{b:1}", "a::1}",
     ] {
         assert_eq!(read(body).2, End::Error(ErrorKind::Syntax), "{body:?}");
     }
@@ -265,7 +266,11 @@ fn an_early_end_is_unterminated() {
         "a:{b:1}",
         "<|\"|>k",
     ] {
-        assert_eq!(read(body).2, End::Error(ErrorKind::Unterminated), "{body:?}");
+        assert_eq!(
+            read(body).2,
+            End::Error(ErrorKind::Unterminated),
+            "{body:?}"
+        );
     }
 }
 
@@ -315,9 +320,7 @@ fn notate_members(m: &serde_json::Map<String, Value>, out: &mut String) {
         if i > 0 {
             out.push(',');
         }
-        let bare = !k.is_empty()
-            && k.trim() == k
-            && k.bytes().all(|b| key_byte(b) && b != b'<');
+        let bare = !k.is_empty() && k.trim() == k && k.bytes().all(|b| key_byte(b) && b != b'<');
         if bare {
             out.push_str(k);
         } else {
