@@ -234,7 +234,9 @@ mod tests {
                     };
                     let option = renamed(f.id, &kind).map_or(kind.clone(), str::to_string);
                     let known = names.iter().chain(&inner).any(|n| {
-                        *n == option || n.strip_prefix("reasoning.") == Some(option.as_str())
+                        *n == option
+                            || *n == kind
+                            || n.strip_prefix("reasoning.") == Some(option.as_str())
                     }) || NOTES.iter().any(|k| k.as_str() == kind);
                     assert!(known, "{}: warning {kind} names no option", p.display());
                 }
