@@ -274,7 +274,7 @@ impl Parser {
 
     /// Ends the current text run: its whitespace is text unless it is next to a call.
     fn end_run(&mut self, before_call: bool, out: &mut dyn Sink) {
-        if !self.run_content && !(self.run_after_call || before_call) {
+        if !(self.run_content || self.run_after_call || before_call) {
             out.text(&self.ws);
         }
         self.ws.clear();
