@@ -365,6 +365,8 @@ impl Reader {
 
     /// Reads the next piece.
     pub fn feed(&mut self, s: &str, out: &mut dyn Out) -> Result<Step, Stop> {
+        // What `continue_string` returned was handed out.
+        self.pending.clear();
         if s.is_empty() {
             return Ok(if self.st == St::Done {
                 Step::Done(0)
@@ -385,22 +387,28 @@ impl Reader {
         r
     }
 
-    /// The per-piece path inside a string value: a piece with no markup byte and nothing held
-    /// is content. `false`: nothing was done.
+    /// The per-piece path inside a string value: a piece with no markup byte, with nothing
+    /// held, is content. Returns its JSON (the piece itself, or its escaped form, to be handed
+    /// out before the next call), or `None` having done nothing (then call
+    /// [`feed`](Reader::feed)). In discard mode the piece is read and the fragment is empty.
     #[inline]
-    pub fn continue_string(&mut self, s: &str, out: &mut dyn Out) -> bool {
-        if self.st != St::Str || !self.held.is_empty() || s.as_bytes().contains(&self.markup()) {
-            return false;
+    pub fn continue_string<'a>(&'a mut self, s: &'a str) -> Option<&'a str> {
+        if self.st != St::Str
+            || !self.held.is_empty()
+            || crate::lexers::has_byte(s.as_bytes(), self.markup())
+        {
+            return None;
         }
         self.pos += s.len() as u64;
         if self.discard {
+            Some("")
         } else if s.bytes().any(|b| NEEDS_ESCAPE[b as usize]) {
+            self.pending.clear();
             escape_into(&mut self.pending, s);
-            self.flush(out);
+            Some(&self.pending)
         } else {
-            out.json(s);
+            Some(s)
         }
-        true
     }
 
     fn feed_inner(&mut self, mut s: &str, out: &mut dyn Out) -> Result<Step, Stop> {

@@ -228,6 +228,28 @@ impl Parser {
         self.pos += len;
     }
 
+    /// The per-feed path of a streamed string value: a piece that only continues it goes
+    /// straight to the sink. `false`: nothing was done, take the general path.
+    #[inline]
+    fn string_piece(&mut self, s: &str, out: &mut dyn Sink) -> bool {
+        let State::Args(a) = &mut self.state else {
+            return false;
+        };
+        let Some(index) = a.index else {
+            return false;
+        };
+        if a.bytes + s.len() > self.cfg.max_args_bytes || s.is_empty() {
+            return false;
+        }
+        let Some(json) = a.reader.continue_string(s) else {
+            return false;
+        };
+        out.args_delta(index, json);
+        a.bytes += s.len();
+        self.pos += s.len() as u64;
+        true
+    }
+
     /// Text between markers.
     fn text(&mut self, t: &str, out: &mut dyn Sink) {
         if matches!(self.state, State::Skip) {
@@ -514,19 +536,20 @@ impl Parser {
                 return s;
             };
             let max = cfg.max_args_bytes;
+            if let Some(index) = a.index
+                && a.bytes + s.len() <= max
+                && let Some(json) = a.reader.continue_string(s)
+            {
+                out.args_delta(index, json);
+                a.bytes += s.len();
+                return "";
+            }
             let mut emit = Emit {
                 out: &mut *out,
                 index: a.index,
                 name: &a.name,
                 types,
             };
-            if a.index.is_some()
-                && a.bytes + s.len() <= max
-                && a.reader.continue_string(s, &mut emit)
-            {
-                a.bytes += s.len();
-                return "";
-            }
             let r = a.reader.feed(s, &mut emit);
             a.bytes += match r {
                 Ok(Step::More) => s.len(),
@@ -729,7 +752,11 @@ impl StreamParser for Parser {
     #[inline]
     fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
         match self.utf8.ascii(chunk) {
-            Some(s) => self.feed_str(s, out),
+            Some(s) => {
+                if !self.string_piece(s, out) {
+                    self.feed_str(s, out);
+                }
+            }
             None => decoded::feed_utf8(self, chunk, out),
         }
     }

@@ -44,7 +44,13 @@ fn read_pieces(cfg: Config, pieces: &[&str]) -> (String, Vec<String>, End) {
     let mut out = Collect::default();
     let mut offset = 0;
     for p in pieces {
-        let fast = r.continue_string(p, &mut out);
+        let fast = match r.continue_string(p) {
+            Some(j) => {
+                out.json.push_str(j);
+                true
+            }
+            None => false,
+        };
         if !fast {
             match r.feed(p, &mut out) {
                 Ok(Step::More) => {}
