@@ -30,7 +30,7 @@ pub use self::core::{config, options, reasoning, typing};
 pub use delimited::{
     deepseek_v3, deepseek_v31, hermes, kimi_k2, llama3_json, mistral, mistral_v11, pythonic,
 };
-pub use gemma::gemma4;
+pub use gemma::{functiongemma, gemma4};
 pub use registry::{REGISTRY, by_id};
 pub use sse::{anthropic_sse, openai_sse};
 pub use tagged::{deepseek_v32, glm45, glm47, minimax_m2, qwen3_coder, seed_oss};

@@ -10,6 +10,7 @@
 //! looked for only after a balanced body (a marker inside a string is content). Reasoning is
 //! split by the shared layer in front of the parser.
 
+pub mod functiongemma;
 pub mod gemma4;
 
 use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};

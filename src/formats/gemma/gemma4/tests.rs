@@ -108,7 +108,14 @@ fn text_is_byte_exact_and_whitespace_beside_calls_is_dropped() {
 
 #[test]
 fn a_missing_call_end_is_recovered_with_a_warning_or_an_error() {
-    for after in ["", TOOL_RESPONSE, TURN_END, EOS, " and more", "<|tool_call>call:g{}<tool_call|>"] {
+    for after in [
+        "",
+        TOOL_RESPONSE,
+        TURN_END,
+        EOS,
+        " and more",
+        "<|tool_call>call:g{}<tool_call|>",
+    ] {
         let t = format!("{CALL_OPEN}call:f{{a:1}}{after}");
         let r = parse(&t);
         assert_eq!(names(&r)[0], "f", "{after:?}");
@@ -127,7 +134,10 @@ fn a_missing_call_end_is_recovered_with_a_warning_or_an_error() {
         };
         assert_eq!(r.error_kinds(), [kind], "{after:?}");
     }
-    assert_eq!(parse(&format!("{CALL_OPEN}call:f{{}} and more")).text, " and more");
+    assert_eq!(
+        parse(&format!("{CALL_OPEN}call:f{{}} and more")).text,
+        " and more"
+    );
 }
 
 #[test]
@@ -136,7 +146,10 @@ fn stop_tokens_end_the_output() {
     assert!(r.errors.is_empty() && r.warnings.is_empty());
     let r = parse(&format!("Paris.{TURN_END}"));
     assert_eq!(r.text, "Paris.");
-    let r = parse(&format!("{}{TOOL_RESPONSE}response:get_weather{{t:15}}", weather()));
+    let r = parse(&format!(
+        "{}{TOOL_RESPONSE}response:get_weather{{t:15}}",
+        weather()
+    ));
     assert_eq!((r.text.as_str(), r.calls.len()), ("", 1));
     assert_eq!(warnings(&r), ["text_after_stop"]);
     let strict = Config {
@@ -257,10 +270,16 @@ fn limits_give_limit_exceeded() {
         max_header_bytes: 8,
         ..config()
     };
-    let r = parse_cfg(small, &format!("{CALL_OPEN}call:f{{a:{Q}0123456789{Q}}}{CALL_CLOSE}ok"));
+    let r = parse_cfg(
+        small,
+        &format!("{CALL_OPEN}call:f{{a:{Q}0123456789{Q}}}{CALL_CLOSE}ok"),
+    );
     assert_eq!(r.error_kinds(), [ErrorKind::LimitExceeded]);
     assert_eq!(r.text, "ok");
-    let r = parse_cfg(small, &format!("{CALL_OPEN}call:longname{{}}{CALL_CLOSE}ok"));
+    let r = parse_cfg(
+        small,
+        &format!("{CALL_OPEN}call:longname{{}}{CALL_CLOSE}ok"),
+    );
     assert_eq!(r.error_kinds(), [ErrorKind::LimitExceeded]);
     assert_eq!(r.text, "ok");
 }
@@ -270,7 +289,11 @@ fn invalid_utf8_drops_the_call_it_falls_in() {
     let mut t = format!("{CALL_OPEN}call:f{{a:{Q}x").into_bytes();
     t.extend_from_slice(b"\xff");
     t.extend_from_slice(format!("y{Q}}}{CALL_CLOSE}{}", weather()).as_bytes());
-    let r = every_cut(&|| super::super::boxed(&DIALECT, config(), &Tools::default()), &t).0;
+    let r = every_cut(
+        &|| super::super::boxed(&DIALECT, config(), &Tools::default()),
+        &t,
+    )
+    .0;
     assert_eq!(r.error_kinds(), [ErrorKind::InvalidUtf8]);
     assert_eq!(names(&r), ["get_weather"]);
     assert!(r.warnings.is_empty());
@@ -369,7 +392,10 @@ fn the_renderer_writes_the_template_and_refuses_what_would_not_parse_back() {
     };
     let out = render(
         "Done.",
-        &[call("f", json!({"b": [1, "x"], "A": {"k": null}, "a": true, "my key": 1.5}))],
+        &[call(
+            "f",
+            json!({"b": [1, "x"], "A": {"k": null}, "a": true, "my key": 1.5}),
+        )],
         &Tools::default(),
     )
     .unwrap();
@@ -381,7 +407,11 @@ fn the_renderer_writes_the_template_and_refuses_what_would_not_parse_back() {
     );
     // A key that cannot be bare is quoted.
     let out = render("", &[call("f", json!({"a:b": 1}))], &Tools::default()).unwrap();
-    assert!(String::from_utf8(out).unwrap().contains(&format!("{Q}a:b{Q}:1")));
+    assert!(
+        String::from_utf8(out)
+            .unwrap()
+            .contains(&format!("{Q}a:b{Q}:1"))
+    );
     for (text, c) in [
         ("a<tool_call|>", call("f", json!({}))),
         ("<|channel>", call("f", json!({}))),
