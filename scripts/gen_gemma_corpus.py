@@ -180,6 +180,8 @@ def build(O, C, Q, TR, TE, EOS, RE, thinks):
         ("y_reasoning_markers_inside", f"{TH}Maybe {Q}x{Q} or {C}?{CC}No.", {"reasoning": f"Maybe {Q}x{Q} or {C}?", "text": "No.", "warnings": []}),
         ("y_reasoning_between_calls", f"{WEATHER}{TH}Now the time.{CC}{TIME}{TR}",
          {"reasoning": "Now the time.", "text": "", "calls": [WEATHER_C, TIME_C], "warnings": []}),
+        ("y_reasoning_call_inside_thought_ends_it", f"{TH}I need the weather.{WEATHER}{TR}",
+         {"reasoning": "I need the weather.", "text": "", "calls": [WEATHER_C], "warnings": ["implicit_reasoning_end"]}),
         ("y_reasoning_unterminated_at_eof", f"{TH}Still thinking about", {"reasoning": "Still thinking about", "text": "", "warnings": ["unterminated_reasoning"]}),
         # errors
         ("n_unterminated_string_at_eof", call("write_file", f"path:{s('a')},content:{Q}half a fi", close="")[:-1],
@@ -221,6 +223,8 @@ def build(O, C, Q, TR, TE, EOS, RE, thinks):
              {"reasoning": "The user wants Paris.", "text": "", "calls": [WEATHER_C], "warnings": []}),
             ("y_prefilled_thought_then_answer", f"Done thinking.\n{CC}It is sunny.",
              {"reasoning": "Done thinking.\n", "text": "It is sunny.", "warnings": []}),
+            ("y_prefilled_thought_call_without_close", f"Call it now.\n{WEATHER}{TR}",
+             {"reasoning": "Call it now.\n", "text": "", "calls": [WEATHER_C], "warnings": ["implicit_reasoning_end"]}),
             ("y_prefilled_thought_unterminated", "Only thinking",
              {"reasoning": "Only thinking", "text": "", "warnings": ["unterminated_reasoning"]}),
         ]),

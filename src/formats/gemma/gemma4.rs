@@ -52,10 +52,15 @@ pub static REASONING: Syntax = Syntax {
     on_by_default: true,
 };
 
-/// Gemma 4's default options: the family's, with its reasoning syntax's layer defaults.
+/// Gemma 4's default options: the family's, with its reasoning syntax's layer defaults and a
+/// call opened inside a thought ending it (vLLM's and Dynamo's reading; the template always
+/// closes the channel, so it is noted).
 fn config() -> Config {
     Config {
-        reasoning: REASONING.config(),
+        reasoning: reasoning::Config {
+            implicit_reasoning_end: true,
+            ..REASONING.config()
+        },
         ..Config::default()
     }
 }

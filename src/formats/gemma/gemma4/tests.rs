@@ -330,6 +330,10 @@ fn reasoning_channels() {
     };
     let r = parse_cfg(inside, &format!("plan<channel|>{}", weather()));
     assert_eq!((r.reasoning_text(), r.calls.len()), ("plan", 1));
+    // A call opened inside a thought ends it, noted.
+    let r = parse(&format!("<|channel>thought\nplan{}", weather()));
+    assert_eq!((r.reasoning_text(), r.calls.len()), ("plan", 1));
+    assert_eq!(warnings(&r), ["implicit_reasoning_end"]);
     // Markers inside reasoning are reasoning.
     let r = parse(&format!("<|channel>thought\nmaybe {Q}x{Q}<channel|>"));
     assert_eq!(r.reasoning_text(), format!("maybe {Q}x{Q}"));
