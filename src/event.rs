@@ -193,6 +193,16 @@ pub enum WarningKind {
     JsonInvokeBody,
     /// A self-closing call, read as a call without arguments (option `self_closing_invoke`).
     SelfClosingInvoke,
+    /// A call written `call:NAME(…)`, read as `call:NAME{…}` (gemma4 option `paren_call`).
+    ParenCall,
+    /// A call header without its `call` word, read (gemma4 option `missing_call_prefix`).
+    MissingCallPrefix,
+    /// An unquoted word read as a string (gemma4 option `unquoted_string`).
+    UnquotedString,
+    /// A marker outside the construct it belongs to, dropped (gemma4 option `stray_marker`).
+    StrayMarker,
+    /// Output after a stop token, dropped (gemma4 option `text_after_stop`).
+    TextAfterStop,
 }
 
 impl WarningKind {}
@@ -264,6 +274,11 @@ wire_names! {
         MarkerVariant => "marker_variant",
         JsonInvokeBody => "json_invoke_body",
         SelfClosingInvoke => "self_closing_invoke",
+        ParenCall => "paren_call",
+        MissingCallPrefix => "missing_call_prefix",
+        UnquotedString => "unquoted_string",
+        StrayMarker => "stray_marker",
+        TextAfterStop => "text_after_stop",
     }
 }
 

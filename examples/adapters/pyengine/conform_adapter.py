@@ -126,6 +126,21 @@ SPECIAL_TOKENS = {
         ("</seed:think>", None),
         ("<seed:cot_budget_reflect>", None),
     ],
+    "gemma4": [
+        ("<eos>", None),
+        ("<|tool>", 46),
+        ("<tool|>", 47),
+        ("<|tool_call>", 48),
+        ("<tool_call|>", 49),
+        ("<|tool_response>", 50),
+        ("<tool_response|>", 51),
+        ('<|"|>', 52),
+        ("<|think|>", 98),
+        ("<|channel>", 100),
+        ("<channel|>", 101),
+        ("<|turn>", 105),
+        ("<turn|>", 106),
+    ],
 }
 
 #: Ids given to special tokens conform declares without one.

@@ -131,6 +131,8 @@ pub struct Reasoned<P> {
     only_first: Option<u8>,
     /// The longest tag or call marker.
     longest: usize,
+    /// The turn has ended: a tag prefix is what it is, no longer tag can follow.
+    eof: bool,
 }
 
 impl<P: StreamParser> Reasoned<P> {
@@ -167,6 +169,7 @@ impl<P: StreamParser> Reasoned<P> {
             },
             first: ByteSet::new(first),
             longest,
+            eof: false,
         }
     }
 
@@ -192,44 +195,48 @@ impl<P: StreamParser> Reasoned<P> {
     }
 
     /// Classifies the bytes at `s` (which start with a candidate byte) in the current state.
+    /// Where several tags match, the longest wins, and a shorter one only once no longer one
+    /// can still match (Gemma 4's `<|channel>thought⏎` and `<|channel>`): `NeedMore` until
+    /// then, unless the turn has ended ([`eof`](Reasoned::eof)).
     fn classify(&self, s: &[u8]) -> Tag {
-        let mut need_more = false;
-        let mut test = |t: &str| -> bool {
+        // The longest whole match, and the longest tag `s` is a proper prefix of.
+        let mut best = (0, Tag::Not);
+        let mut partial = 0;
+        let mut test = |t: &str, tag: Tag| {
             // Byte by byte, not `starts_with`: most candidates (a `<` in code) differ at their
             // second byte, where a loop has already answered and a `memcmp` call has not begun.
             let t = t.as_bytes();
             let n = s.len().min(t.len());
             if !s[..n].iter().zip(&t[..n]).all(|(a, b)| a == b) {
-                return false;
+            } else if n < t.len() {
+                partial = partial.max(t.len());
+            } else if t.len() > best.0 {
+                best = (t.len(), tag);
             }
-            need_more |= n < t.len();
-            n == t.len()
         };
         match self.state {
             State::Outside => {
                 for (i, (open, close)) in self.syntax.pairs.iter().enumerate() {
-                    if test(open) {
-                        return Tag::Open(i, open.len());
-                    }
-                    if test(close) {
-                        return Tag::Close(close.len());
-                    }
+                    test(open, Tag::Open(i, open.len()));
+                    test(close, Tag::Close(close.len()));
                 }
             }
             State::Inside(pair) => {
                 for (i, (_, close)) in self.syntax.pairs.iter().enumerate() {
-                    if pair.is_none_or(|p| p == i) && test(close) {
-                        return Tag::Close(close.len());
+                    if pair.is_none_or(|p| p == i) {
+                        test(close, Tag::Close(close.len()));
                     }
                 }
                 for m in self.syntax.call_markers {
-                    if test(m) {
-                        return Tag::Call(m.len());
-                    }
+                    test(m, Tag::Call(m.len()));
                 }
             }
         }
-        if need_more { Tag::NeedMore } else { Tag::Not }
+        if partial > best.0 && !self.eof {
+            Tag::NeedMore
+        } else {
+            best.1
+        }
     }
 
     /// Processes bytes with nothing held back, holding back a trailing tag prefix.
@@ -421,7 +428,13 @@ impl<P: StreamParser> StreamParser for Reasoned<P> {
                 }
                 tag => {
                     let len = self.on_tag(tag, &tmp, out);
-                    input = &input[len - held..];
+                    if len < held {
+                        // A shorter tag matched inside the held bytes: the rest of them come
+                        // before `input`.
+                        self.run(&tmp[len..held], out);
+                    } else {
+                        input = &input[len - held..];
+                    }
                 }
             }
         }
@@ -430,9 +443,12 @@ impl<P: StreamParser> StreamParser for Reasoned<P> {
 
     fn finish(&mut self, out: &mut dyn Sink) {
         if self.cfg.enabled {
-            // A tag prefix cut short by the end of the turn is no tag.
+            // A tag prefix cut short by the end of the turn is no tag, but a shorter tag may
+            // start it.
             let held = std::mem::take(&mut self.held);
-            self.pass(&held, out);
+            self.eof = true;
+            self.run(&held, out);
+            self.eof = false;
             if let State::Inside(_) = self.state {
                 self.flush_utf8(out);
                 let msg = "the turn ended inside a reasoning block".to_string();
@@ -583,6 +599,48 @@ mod tests {
         };
         let r = parse_cfg(strict, "<think><call></think>");
         assert_eq!(r.error_kinds(), [ErrorKind::MalformedMarkup]);
+    }
+
+    /// Gemma 4's shape: the canonical open tag carries a label a bare open tag lacks.
+    static LABELLED: Syntax = Syntax {
+        pairs: &[("<c>thought\n", "</c>"), ("<c>", "</c>")],
+        call_markers: &["<call>"],
+        on_by_default: true,
+    };
+
+    fn parse_labelled(s: &str) -> ParseResult {
+        let b = s.as_bytes();
+        let run = |chunks: Vec<&[u8]>| {
+            let mut p = Reasoned::new(Plain, &LABELLED, Config::default());
+            ParseResult::fold(&run_chunks(&mut p, chunks))
+        };
+        let whole = run(vec![b]);
+        assert_eq!(run(b.chunks(1).collect()), whole, "byte by byte: {s:?}");
+        for cut in 1..b.len() {
+            assert_eq!(
+                run(vec![&b[..cut], &b[cut..]]),
+                whole,
+                "cut at {cut}: {s:?}"
+            );
+        }
+        whole
+    }
+
+    #[test]
+    fn the_longest_tag_wins_and_a_shorter_one_only_once_no_longer_one_can() {
+        let r = parse_labelled("a<c>thought\nplan</c>b");
+        assert_eq!((r.reasoning_text(), r.text.as_str()), ("plan", "ab"));
+        // Not the label: the bare open tag, and what follows is reasoning.
+        let r = parse_labelled("<c>thoughtful</c>b");
+        assert_eq!((r.reasoning_text(), r.text.as_str()), ("thoughtful", "b"));
+        let r = parse_labelled("<c>plan</c>");
+        assert_eq!(r.reasoning_text(), "plan");
+        // Cut short by the end of the turn: the bare tag opened, the rest is reasoning.
+        let r = parse_labelled("x<c>though");
+        assert_eq!((r.reasoning_text(), r.text.as_str()), ("though", "x"));
+        assert_eq!(warnings(&r), ["unterminated_reasoning"]);
+        let r = parse_labelled("x<c");
+        assert_eq!((r.reasoning_text(), r.text.as_str()), ("", "x<c"));
     }
 
     #[test]
