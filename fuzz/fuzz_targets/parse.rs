@@ -1,6 +1,6 @@
 //! `parse`: arbitrary bytes, cut anywhere, into any registered format's parser.
 //!
-//! Input layout (see `src/fuzzing/layout.rs`): `[format][n][n × cut u16 LE][transcript…]`.
+//! Input layout (see `src/cli/fuzz/layout.rs`): `[format][n][n × cut u16 LE][transcript…]`.
 //! Oracle (shared with `conform fuzz-case`): no panic; the whole feed and the cut feed keep the
 //! delta contract; both give equal results (text, calls, error kinds) and warning kinds.
 //! Parsers are linear and bounded, so libFuzzer's `-timeout` and `-rss_limit_mb` catch hangs
@@ -9,10 +9,10 @@
 #![no_main]
 
 #[allow(dead_code)]
-#[path = "../../src/fuzzing/checks.rs"]
+#[path = "../../src/cli/fuzz/checks.rs"]
 mod checks;
 #[allow(dead_code)]
-#[path = "../../src/fuzzing/layout.rs"]
+#[path = "../../src/cli/fuzz/layout.rs"]
 mod layout;
 #[allow(dead_code)]
 mod tools {

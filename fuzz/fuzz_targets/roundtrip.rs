@@ -1,6 +1,6 @@
 //! `roundtrip`: arbitrary tool calls → the format's renderer → arbitrary cuts → parse.
 //!
-//! Input layout (see `src/fuzzing/layout.rs`): a format selector, cuts, the text and up to 8
+//! Input layout (see `src/cli/fuzz/layout.rs`): a format selector, cuts, the text and up to 8
 //! calls whose names, ids, servers and nested JSON arguments are strings in which single bytes
 //! expand to markup (`<`, `&`, `]]>`, quotes, `<|`, non-ASCII…). When the renderer refuses the
 //! calls (its format cannot carry them) the input is skipped; otherwise the whole and the cut
@@ -10,10 +10,10 @@
 #![no_main]
 
 #[allow(dead_code)]
-#[path = "../../src/fuzzing/checks.rs"]
+#[path = "../../src/cli/fuzz/checks.rs"]
 mod checks;
 #[allow(dead_code)]
-#[path = "../../src/fuzzing/layout.rs"]
+#[path = "../../src/cli/fuzz/layout.rs"]
 mod layout;
 
 use arbitrary::{Arbitrary, Unstructured};

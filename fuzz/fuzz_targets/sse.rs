@@ -8,7 +8,7 @@
 #![no_main]
 
 #[allow(dead_code)]
-#[path = "../../src/fuzzing/layout.rs"]
+#[path = "../../src/cli/fuzz/layout.rs"]
 mod layout;
 
 use arbitrary::{Arbitrary, Unstructured};

@@ -9,10 +9,10 @@
 //! buffered (bounded) until `<|message|>`, then its content streams as text, reasoning or a
 //! call's arguments, validated by the incremental JSON parser as they arrive.
 
-use super::config::config;
-use super::entry::{self, Entry};
-use super::{Format, RenderFn, SpecialToken, StreamParser};
 use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};
+use crate::formats::config::config;
+use crate::formats::core::entry::{self, Entry};
+use crate::formats::{Format, RenderFn, SpecialToken, StreamParser};
 use crate::lexers::json::{JsonConfig, JsonErrorKind, JsonParser, SERDE_JSON_MAX_DEPTH};
 use crate::lexers::marker::{Window, classify_window};
 use crate::lexers::utf8::{Utf8Decoder, Utf8Piece};

@@ -1,50 +1,34 @@
-//! One module per wire format, each registered once in [`REGISTRY`] (`registry.rs`); the
-//! contract a format fulfils is in `contract.rs`; a `Config`'s options are declared with
-//! `config.rs`'s macro and gathered into a format's settable options by `options.rs`; most
-//! formats declare their registry entry with `entry.rs`'s trait.
+//! Every wire format, grouped by family; the tree is the architecture:
 //!
-//! A format knows the lexers and the event model; it never knows the harness.
+//! - `core/`: what all formats share — the contract (`StreamParser`, `Format`), the registry
+//!   ([`REGISTRY`]), options, the reasoning layer, schema typing;
+//! - `delimited/`: JSON (or a Python call list) between special markers, one driver;
+//! - `tagged/`: parameters as tagged raw text typed by the tool's schema, one parser;
+//! - `xml/`: XML inside prose, over the streaming XML tokenizer;
+//! - `sse/`: provider event streams;
+//! - a file of its own for a format with a grammar of its own (`harmony.rs`).
+//!
+//! Each format module stays reachable as `formats::<id>` (re-exported below). A format knows
+//! the lexers and the event model; it never knows the harness.
 
-pub mod config;
-mod contract;
-pub mod options;
-pub mod registry;
+pub mod core;
+pub mod delimited;
+pub mod harmony;
+pub mod sse;
+pub mod tagged;
+pub mod xml;
 
-pub use contract::{
+pub use self::core::contract::{
     CdataProbe, Format, FormatOptions, OptionInfo, OptionValues, OptionsByFormat, RenderFn,
     SpecialToken, StreamParser, Typing, run_chunks,
 };
-pub use registry::{REGISTRY, by_id};
-
-pub mod anthropic_sse;
-mod decoded;
-pub mod deepseek_v3;
-pub mod deepseek_v31;
-pub mod deepseek_v32;
-pub mod delimited;
-mod entry;
-pub mod forge_json;
-pub mod forge_xml;
-pub mod glm45;
-pub mod glm47;
-pub mod harmony;
-pub mod hermes;
-pub mod kimi_k2;
-pub mod llama3_json;
-pub mod minimax_m2;
-pub mod mistral;
-pub mod mistral_v11;
-pub mod openai_sse;
-mod provider;
-pub mod pythonic;
-pub mod qwen3_coder;
-pub mod reasoning;
-pub mod roo_xml;
-pub mod seed_oss;
+pub use self::core::registry::{REGISTRY, by_id};
+pub use self::core::{config, options, reasoning, registry, typing};
+pub use delimited::{
+    deepseek_v3, deepseek_v31, hermes, kimi_k2, llama3_json, mistral, mistral_v11, pythonic,
+};
+pub use sse::{anthropic_sse, openai_sse};
+pub use tagged::{deepseek_v32, glm45, glm47, minimax_m2, qwen3_coder, seed_oss};
 #[cfg(feature = "schema")]
-pub mod strict_xml;
-pub mod tagged;
-#[cfg(test)]
-pub(crate) mod testkit;
-pub mod typing;
-mod xml_prose;
+pub use xml::strict_xml;
+pub use xml::{forge_json, forge_xml, roo_xml};

@@ -245,150 +245,284 @@ pub fn run_cases_on(
         .collect()
 }
 
-/// Replays one case under every configured strategy and checks every invariant.
+/// Replays one case under every configured strategy and checks every invariant: the whole
+/// input first (the baseline every chunking is compared with), then every planned chunking in
+/// parallel, each failure shrunk to its smallest cuts, then the roundtrip.
 pub fn run_case_with(
     case: &Case,
     format: &Format,
     backend: &dyn Backend,
     cfg: &RunConfig,
 ) -> CaseReport {
-    let started = Instant::now();
-    let mut markers = (format.markers)(&case.tools);
-    // Reasoning tags are delimiters too: for the `markers` chunking and the leak check in text.
-    markers.extend(format.reasoning.map(|r| r.tags()).unwrap_or_default());
-    let cmp = cfg.compare_for(backend);
-    let mut report = CaseReport::new(case.id.clone(), format.id, case.label);
-    // Options configure conform's parsers; an adapter is configured by its own command.
-    if backend.is_builtin() {
-        report.options = case.options.as_ref().clone();
-    }
-    // Special tokens reach a server's parser whole: for an external parser, a replay that
-    // splits one is judged apart (`specs/adapter.md` §5).
-    let special: Vec<String> = format
-        .special_tokens
-        .iter()
-        .map(|t| t.text.to_string())
+    let run = CaseRun::new(case, format, backend, cfg);
+    let mut report = run.new_report();
+    let Some(whole) = run.replay_whole(&mut report) else {
+        report.elapsed = run.started.elapsed();
+        return report;
+    };
+    let whole = run.check_whole(&mut report, whole);
+    let verdicts = run.replay_chunkings(&mut report, &whole);
+    let (failures, token_failures) = run.judge_chunkings(&mut report, verdicts);
+    report
+        .violations
+        .extend(run.shrink_all(&whole, failures, cfg.minimize_budget));
+    // An invariant already broken without splitting a token needs no second, excused entry.
+    let token_failures: Vec<FirstFailure> = token_failures
+        .into_iter()
+        .filter(|f| !report.violations.iter().any(|v| v.invariant == f.invariant))
         .collect();
-    let tokens: Vec<Vec<(usize, usize)>> = if !special.is_empty() && !backend.is_builtin() {
-        case.turns
-            .iter()
-            .map(|t| marker_occurrences(t, &special))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let splits_token = |cuts: &[Cuts]| {
-        cuts.iter()
-            .zip(&tokens)
-            .zip(&case.turns)
-            .any(|((c, t), data)| c.splits_any(data, t))
-    };
-    let whole_cuts: Vec<Cuts> = case.turns.iter().map(|_| Cuts::At(Vec::new())).collect();
-    // A large case is replayed lean by the built-in parsers (`digest.rs`): only the roundtrip
-    // needs the whole input's full result, so there it goes first and the result is then kept
-    // as digests; no replay holds an event list.
-    let lean = backend.is_builtin()
-        && case.len() >= digest::LARGE_CASE_BYTES
-        && !case.expects.iter().flatten().any(|e| e.calls.is_some());
-    let whole = if lean {
-        digest::replay_full(format, &case.tools, &case.options, &case.turns, &whole_cuts)
-            .map_or_else(Outcome::Panicked, Outcome::Done)
-    } else {
-        backend.replay(format, &case.tools, &case.options, &case.turns, &whole_cuts)
-    };
-    let whole = match whole {
-        Outcome::Done(t) => t,
-        Outcome::Broke(why, msg) => {
-            report.replays = 1;
-            report.status = why.into();
-            report
-                .not_applicable
-                .push(format!("{}: {msg}", report.status.as_str()));
-            report.elapsed = started.elapsed();
-            return report;
-        }
-        Outcome::Panicked(msg) => {
-            report.replays = 1;
-            report.violations.push(Violation {
-                invariant: Invariant::Bounded,
-                strategy: Some(Strategy::Whole),
-                cuts: vec![Vec::new(); case.turns.len()],
-                failing_replays: 1,
-                cut_class: Some(CutClass::TokenAligned),
-                message: format!("the parser panicked: {msg}"),
-                replay: replay_command(case, &backend.name(), &[]),
-            });
-            report.status = Status::Fail;
-            report.elapsed = started.elapsed();
-            return report;
-        }
-    };
-
-    // Checks on the whole input.
-    report.replays += 1;
-    report.completion = whole.iter().rev().find_map(|t| t.result.completion.clone());
-    if whole.iter().any(|t| !t.events_seen) {
-        report
-            .not_applicable
-            .push("delta_contract: the parser reports only final results, not events".into());
+    // Failures only on split special tokens never fail the case: a small budget shows them.
+    report.token_split_violations =
+        run.shrink_all(&whole, token_failures, (cfg.minimize_budget / 8).max(16));
+    if let Some(full) = whole.full() {
+        run.roundtrip(full, &mut report);
     }
-    let whole_verdict = judge(
-        (case, &markers, cmp),
-        &Baseline::Full(Vec::new()),
-        &whole,
-        Strategy::Whole,
-        whole_cuts.clone(),
-    );
-    tally(&mut report, &whole_verdict);
-    // Lean, the roundtrip goes first: the full result is dropped after it.
-    let whole = if lean {
-        roundtrip(case, format, backend, &special, &whole, lean, &mut report);
-        Baseline::Full(whole).into_lean()
-    } else {
-        Baseline::Full(whole)
-    };
-    // The same input again, for the determinism check.
-    let (again, again_full): (Option<Vec<u64>>, Option<Vec<TurnOutcome>>) = if lean {
-        match digest::replay(format, &case.tools, &case.options, &case.turns, &whole_cuts) {
-            LeanOutcome::Done(t) => (
-                Some(t.iter().map(|x| x.outcome.events_hash).collect()),
-                None,
-            ),
-            LeanOutcome::Panicked(_) => (None, None),
+    report.violations.sort_by_key(|v| v.invariant);
+    report.token_split_violations.sort_by_key(|v| v.invariant);
+    if !report.violations.is_empty() && report.status == Status::Pass {
+        report.status = Status::Fail;
+    }
+    report.elapsed = run.started.elapsed();
+    report
+}
+
+/// One case being judged by one backend: what every step shares.
+struct CaseRun<'a> {
+    case: &'a Case,
+    format: &'a Format,
+    backend: &'a dyn Backend,
+    cfg: &'a RunConfig,
+    cmp: Compare,
+    /// The format's delimiters in this case, reasoning tags included: the `markers` chunking
+    /// cuts inside them and no text may hold one.
+    markers: Vec<String>,
+    /// The texts of the format's special tokens.
+    special: Vec<String>,
+    /// Where the special tokens are in each turn, for an external parser only: a replay that
+    /// splits one is judged apart (`specs/adapter.md` §5).
+    tokens: Vec<Vec<(usize, usize)>>,
+    /// A large case replayed lean by the built-in parsers (`digest.rs`): only the roundtrip
+    /// needs the whole input's full result, so there it goes first and the result is then
+    /// kept as digests; no replay holds an event list.
+    lean: bool,
+    started: Instant,
+}
+
+impl<'a> CaseRun<'a> {
+    fn new(
+        case: &'a Case,
+        format: &'a Format,
+        backend: &'a dyn Backend,
+        cfg: &'a RunConfig,
+    ) -> Self {
+        let started = Instant::now();
+        let mut markers = (format.markers)(&case.tools);
+        markers.extend(format.reasoning.map(|r| r.tags()).unwrap_or_default());
+        let special: Vec<String> = format
+            .special_tokens
+            .iter()
+            .map(|t| t.text.to_string())
+            .collect();
+        let tokens = if !special.is_empty() && !backend.is_builtin() {
+            case.turns
+                .iter()
+                .map(|t| marker_occurrences(t, &special))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let lean = backend.is_builtin()
+            && case.len() >= digest::LARGE_CASE_BYTES
+            && !case.expects.iter().flatten().any(|e| e.calls.is_some());
+        CaseRun {
+            case,
+            format,
+            backend,
+            cfg,
+            cmp: cfg.compare_for(backend),
+            markers,
+            special,
+            tokens,
+            lean,
+            started,
         }
-    } else {
-        match backend.replay(format, &case.tools, &case.options, &case.turns, &whole_cuts) {
-            Outcome::Done(t) => (Some(t.iter().map(|x| x.events_hash).collect()), Some(t)),
-            Outcome::Broke(why, msg) => {
-                broke_outside_chunkings(&mut report, why, "the second whole replay", &msg);
-                (None, None)
-            }
-            Outcome::Panicked(_) => (None, None),
+    }
+
+    /// A passing report with nothing replayed yet.
+    fn new_report(&self) -> CaseReport {
+        let mut report = CaseReport::new(self.case.id.clone(), self.format.id, self.case.label);
+        // Options configure conform's parsers; an adapter is configured by its own command.
+        if self.backend.is_builtin() {
+            report.options = self.case.options.as_ref().clone();
         }
-    };
-    for (inv, msg) in &whole_verdict.broken {
-        report.violations.push(Violation {
-            invariant: *inv,
+        report
+    }
+
+    /// No cut in any turn.
+    fn whole_cuts(&self) -> Vec<Cuts> {
+        self.case
+            .turns
+            .iter()
+            .map(|_| Cuts::At(Vec::new()))
+            .collect()
+    }
+
+    /// Whether the cuts split a special token of the format (external parsers only).
+    fn splits_token(&self, cuts: &[Cuts]) -> bool {
+        cuts.iter()
+            .zip(&self.tokens)
+            .zip(&self.case.turns)
+            .any(|((c, t), data)| c.splits_any(data, t))
+    }
+
+    /// Whether the case has spent its `--case-budget`.
+    fn over_budget(&self) -> bool {
+        self.cfg
+            .case_budget
+            .is_some_and(|b| self.started.elapsed() > b)
+    }
+
+    /// Replays `cuts` through the backend.
+    fn replay(&self, cuts: &[Cuts]) -> Outcome {
+        let c = self.case;
+        self.backend
+            .replay(self.format, &c.tools, &c.options, &c.turns, cuts)
+    }
+
+    /// A violation found on the whole input.
+    fn on_whole(&self, invariant: Invariant, message: String) -> Violation {
+        Violation {
+            invariant,
             strategy: Some(Strategy::Whole),
-            cuts: vec![Vec::new(); case.turns.len()],
+            cuts: vec![Vec::new(); self.case.turns.len()],
             failing_replays: 1,
             cut_class: Some(CutClass::TokenAligned),
-            message: msg.clone(),
-            replay: replay_command(case, &backend.name(), &[]),
-        });
+            message,
+            replay: replay_command(self.case, &self.backend.name(), &[]),
+        }
     }
-    if let Some(again) = again {
+
+    /// The baseline: the whole input, replayed once. `None` when the case ends there (the
+    /// parser broke down or panicked; the report says so).
+    fn replay_whole(&self, report: &mut CaseReport) -> Option<Vec<TurnOutcome>> {
+        let c = self.case;
+        let whole = if self.lean {
+            digest::replay_full(
+                self.format,
+                &c.tools,
+                &c.options,
+                &c.turns,
+                &self.whole_cuts(),
+            )
+            .map_or_else(Outcome::Panicked, Outcome::Done)
+        } else {
+            self.replay(&self.whole_cuts())
+        };
+        report.replays = 1;
+        match whole {
+            Outcome::Done(t) => Some(t),
+            Outcome::Broke(why, msg) => {
+                report.status = why.into();
+                report
+                    .not_applicable
+                    .push(format!("{}: {msg}", report.status.as_str()));
+                None
+            }
+            Outcome::Panicked(msg) => {
+                report
+                    .violations
+                    .push(self.on_whole(Invariant::Bounded, format!("the parser panicked: {msg}")));
+                report.status = Status::Fail;
+                None
+            }
+        }
+    }
+
+    /// The checks on the whole input (expectations, leaks, delta contract, determinism; the
+    /// roundtrip first when the case is lean); the baseline the chunkings are compared with.
+    fn check_whole(&self, report: &mut CaseReport, whole: Vec<TurnOutcome>) -> Baseline {
+        report.completion = whole.iter().rev().find_map(|t| t.result.completion.clone());
+        if whole.iter().any(|t| !t.events_seen) {
+            report
+                .not_applicable
+                .push("delta_contract: the parser reports only final results, not events".into());
+        }
+        let verdict = judge(
+            (self.case, &self.markers, self.cmp),
+            &Baseline::Full(Vec::new()),
+            &whole,
+            Strategy::Whole,
+            self.whole_cuts(),
+        );
+        tally(report, &verdict);
+        // Lean, the roundtrip goes first: the full result is dropped after it.
+        let whole = if self.lean {
+            self.roundtrip(&whole, report);
+            Baseline::Full(whole).into_lean()
+        } else {
+            Baseline::Full(whole)
+        };
+        let again = self.replay_again(report);
+        for (inv, msg) in verdict.broken {
+            report.violations.push(self.on_whole(inv, msg));
+        }
+        if let Some(again) = again {
+            self.check_determinism(report, &whole, again);
+        }
+        whole
+    }
+
+    /// The whole input again, for the determinism check: each turn's events hash, and the
+    /// full outcome when the case is not lean.
+    fn replay_again(
+        &self,
+        report: &mut CaseReport,
+    ) -> Option<(Vec<u64>, Option<Vec<TurnOutcome>>)> {
+        let c = self.case;
+        if self.lean {
+            match digest::replay(
+                self.format,
+                &c.tools,
+                &c.options,
+                &c.turns,
+                &self.whole_cuts(),
+            ) {
+                LeanOutcome::Done(t) => {
+                    Some((t.iter().map(|x| x.outcome.events_hash).collect(), None))
+                }
+                LeanOutcome::Panicked(_) => None,
+            }
+        } else {
+            match self.replay(&self.whole_cuts()) {
+                Outcome::Done(t) => Some((t.iter().map(|x| x.events_hash).collect(), Some(t))),
+                Outcome::Broke(why, msg) => {
+                    broke_outside_chunkings(report, why, "the second whole replay", &msg);
+                    None
+                }
+                Outcome::Panicked(_) => None,
+            }
+        }
+    }
+
+    /// Two whole-input replays must emit the same events; a parser that generates ids gives
+    /// new ones on every replay, which is noted, not failed.
+    fn check_determinism(
+        &self,
+        report: &mut CaseReport,
+        whole: &Baseline,
+        (again, again_full): (Vec<u64>, Option<Vec<TurnOutcome>>),
+    ) {
+        let cmp = self.cmp;
         let same = again.len() == whole.len()
             && again
                 .iter()
                 .enumerate()
                 .all(|(t, h)| whole.events_hash(t) == Some(*h));
-        // A parser that generates ids gives new ones on every replay: noted, not failed.
         let only_ids = !same
             && !cmp.ids
             && again_full.as_ref().zip(whole.full()).is_some_and(|(a, w)| {
                 a.len() == w.len()
-                    && a.iter().zip(w).zip(&case.turns).all(|((a, b), data)| {
+                    && a.iter().zip(w).zip(&self.case.turns).all(|((a, b), data)| {
                         let (a, b) = (cmp.view(&a.result, data).0, cmp.view(&b.result, data).0);
                         a == b && result_difference(&a, &b, cmp).is_none()
                     })
@@ -398,163 +532,146 @@ pub fn run_case_with(
                 .not_applicable
                 .push("deterministic: two whole-input replays differ only in generated ids".into());
         } else if !same {
-            report.violations.push(Violation {
-                invariant: Invariant::Deterministic,
-                strategy: Some(Strategy::Whole),
-                cuts: vec![Vec::new(); case.turns.len()],
-                failing_replays: 1,
-                cut_class: Some(CutClass::TokenAligned),
-                message: "two whole-input replays emitted different events".into(),
-                replay: replay_command(case, &backend.name(), &[]),
-            });
+            report.violations.push(self.on_whole(
+                Invariant::Deterministic,
+                "two whole-input replays emitted different events".into(),
+            ));
         }
     }
 
-    // Every other chunking, compared with the whole input.
-    let plan = plan_replays(case, format, &markers, cfg);
-    let over_budget = || cfg.case_budget.is_some_and(|b| started.elapsed() > b);
-    let verdicts: Vec<Result<Verdict, Strategy>> = plan
-        .into_par_iter()
-        .map(|(strategy, cuts)| {
-            if over_budget() {
-                return Err(strategy);
-            }
-            Ok(replay_judged(
-                (case, format, backend),
-                (&markers, cmp),
-                &whole,
-                strategy,
-                cuts,
-            ))
-        })
-        .collect();
-    let mut not_replayed: BTreeMap<Strategy, usize> = BTreeMap::new();
-    let verdicts: Vec<Verdict> = verdicts
-        .into_iter()
-        .filter_map(|v| v.map_err(|s| *not_replayed.entry(s).or_default() += 1).ok())
-        .collect();
-    if !not_replayed.is_empty() {
-        let list: Vec<String> = not_replayed
-            .iter()
-            .map(|(s, n)| format!("{n} {s}"))
-            .collect();
-        report.not_applicable.push(format!(
-            "case budget: {:.1?} spent, replays not run: {}",
-            cfg.case_budget.unwrap_or_default(),
-            list.join(", ")
-        ));
-    }
-    // The first failing replay of each invariant is kept for minimizing; later ones are counted.
-    let mut first_failures: Vec<FirstFailure> = Vec::new();
-    let mut token_failures: Vec<FirstFailure> = Vec::new();
-    let mut breakdown: Option<(Breakdown, String, Strategy, Vec<Cuts>)> = None;
-    // Classes are computed only for failing replays, on tokens made at the first failure.
-    let tokenized: std::sync::OnceLock<Vec<TurnTokens>> = std::sync::OnceLock::new();
-    let class_of = |cuts: &[Cuts]| -> CutClass {
-        let turns = tokenized.get_or_init(|| {
-            let tokenizer = cfg.tokenizer_for(format);
-            case.turns
-                .iter()
-                .map(|d| {
-                    (
-                        tokenizer.tokenize(d, format.special_tokens),
-                        marker_occurrences(d, &special),
-                    )
-                })
-                .collect()
-        });
-        cuts.iter()
-            .zip(&case.turns)
-            .zip(turns)
-            .map(|((c, d), (tokens, special))| c.class(d, tokens, special))
-            .max()
-            .unwrap_or(CutClass::TokenAligned)
-    };
-    for v in verdicts {
-        let apart = splits_token(&v.cuts);
-        let class = if v.broken.is_empty() {
-            CutClass::TokenAligned
-        } else {
-            class_of(&v.cuts)
-        };
-        if apart {
-            report.token_split_replays += 1;
-        } else {
-            report.replays += 1;
-            tally(&mut report, &v);
-            if let (None, Some((why, msg))) = (&breakdown, &v.breakdown) {
-                breakdown = Some((*why, msg.clone(), v.strategy, v.cuts.clone()));
-            }
-        }
-        let firsts = if apart {
-            &mut token_failures
-        } else {
-            &mut first_failures
-        };
-        for (inv, msg) in v.broken {
-            if !apart
-                && let Some(existing) = report.violations.iter_mut().find(|x| x.invariant == inv)
-            {
-                existing.failing_replays += 1;
-            } else if let Some(f) = firsts.iter_mut().find(|f| f.invariant == inv) {
-                f.count += 1;
-                // The reproducer is the most innocent chunking: token-aligned when one fails.
-                if class < f.class {
-                    f.class = class;
-                    f.strategy = v.strategy;
-                    f.cuts = v.cuts.clone();
-                    f.message = msg;
+    /// Every planned chunking, replayed in parallel and judged against the whole input;
+    /// replays past the case budget are listed, not run.
+    fn replay_chunkings(&self, report: &mut CaseReport, whole: &Baseline) -> Vec<Verdict> {
+        let plan = plan_replays(self.case, self.format, &self.markers, self.cfg);
+        let verdicts: Vec<Result<Verdict, Strategy>> = plan
+            .into_par_iter()
+            .map(|(strategy, cuts)| {
+                if self.over_budget() {
+                    return Err(strategy);
                 }
+                Ok(self.replay_judged(whole, strategy, cuts))
+            })
+            .collect();
+        let mut not_replayed: BTreeMap<Strategy, usize> = BTreeMap::new();
+        let verdicts: Vec<Verdict> = verdicts
+            .into_iter()
+            .filter_map(|v| v.map_err(|s| *not_replayed.entry(s).or_default() += 1).ok())
+            .collect();
+        if !not_replayed.is_empty() {
+            let list: Vec<String> = not_replayed
+                .iter()
+                .map(|(s, n)| format!("{n} {s}"))
+                .collect();
+            report.not_applicable.push(format!(
+                "case budget: {:.1?} spent, replays not run: {}",
+                self.cfg.case_budget.unwrap_or_default(),
+                list.join(", ")
+            ));
+        }
+        verdicts
+    }
+
+    /// The verdicts counted into the report: the first failing replay of each invariant kept
+    /// for shrinking (the most innocent one, token-aligned where one fails), later ones
+    /// counted; replays that split a special token apart; the first breakdown made the case's
+    /// status.
+    fn judge_chunkings(
+        &self,
+        report: &mut CaseReport,
+        verdicts: Vec<Verdict>,
+    ) -> (Vec<FirstFailure>, Vec<FirstFailure>) {
+        let mut first_failures: Vec<FirstFailure> = Vec::new();
+        let mut token_failures: Vec<FirstFailure> = Vec::new();
+        let mut breakdown: Option<(Breakdown, String, Strategy, Vec<Cuts>)> = None;
+        let classes = CutClasses::new(self);
+        for v in verdicts {
+            let apart = self.splits_token(&v.cuts);
+            let class = if v.broken.is_empty() {
+                CutClass::TokenAligned
             } else {
-                firsts.push(FirstFailure {
-                    invariant: inv,
-                    strategy: v.strategy,
-                    cuts: v.cuts.clone(),
-                    count: 1,
-                    message: msg,
-                    class,
-                });
+                classes.of(&v.cuts)
+            };
+            if apart {
+                report.token_split_replays += 1;
+            } else {
+                report.replays += 1;
+                tally(report, &v);
+                if let (None, Some((why, msg))) = (&breakdown, &v.breakdown) {
+                    breakdown = Some((*why, msg.clone(), v.strategy, v.cuts.clone()));
+                }
+            }
+            let firsts = if apart {
+                &mut token_failures
+            } else {
+                &mut first_failures
+            };
+            for (inv, msg) in v.broken {
+                if !apart
+                    && let Some(existing) =
+                        report.violations.iter_mut().find(|x| x.invariant == inv)
+                {
+                    existing.failing_replays += 1;
+                } else if let Some(f) = firsts.iter_mut().find(|f| f.invariant == inv) {
+                    f.count += 1;
+                    if class < f.class {
+                        f.class = class;
+                        f.strategy = v.strategy;
+                        f.cuts = v.cuts.clone();
+                        f.message = msg;
+                    }
+                } else {
+                    firsts.push(FirstFailure {
+                        invariant: inv,
+                        strategy: v.strategy,
+                        cuts: v.cuts.clone(),
+                        count: 1,
+                        message: msg,
+                        class,
+                    });
+                }
             }
         }
+        if let Some((why, msg, strategy, cuts)) = breakdown {
+            let cuts: Vec<Vec<usize>> = cuts
+                .iter()
+                .zip(&self.case.turns)
+                .map(|(c, t)| c.to_vec(t))
+                .collect();
+            report.status = why.into();
+            report.not_applicable.push(format!(
+                "{} under {strategy}: {msg}; replay: {}",
+                report.status.as_str(),
+                replay_command(self.case, &self.backend.name(), &cuts)
+            ));
+        }
+        (first_failures, token_failures)
     }
-    if let Some((why, msg, strategy, cuts)) = breakdown {
-        let cuts: Vec<Vec<usize>> = cuts
-            .iter()
-            .zip(&case.turns)
-            .map(|(c, t)| c.to_vec(t))
-            .collect();
-        report.status = why.into();
-        report.not_applicable.push(format!(
-            "{} under {strategy}: {msg}; replay: {}",
-            report.status.as_str(),
-            replay_command(case, &backend.name(), &cuts)
-        ));
-    }
-    let minimized = |failures: Vec<FirstFailure>, budget: usize| -> Vec<Violation> {
+
+    /// The failures as violations, each with its cuts shrunk (unless the case budget is
+    /// spent) and the command that replays them.
+    fn shrink_all(
+        &self,
+        whole: &Baseline,
+        failures: Vec<FirstFailure>,
+        budget: usize,
+    ) -> Vec<Violation> {
         failures
             .into_iter()
             .map(|f| {
-                let cuts = if over_budget() {
+                let cuts = if self.over_budget() {
                     f.cuts
                         .iter()
-                        .zip(&case.turns)
+                        .zip(&self.case.turns)
                         .map(|(c, t)| c.to_vec(t))
                         .collect()
                 } else {
-                    shrink(
-                        (case, format, backend),
-                        (&markers, cmp),
-                        &whole,
-                        f.invariant,
-                        &f.cuts,
-                        budget,
-                    )
+                    self.shrink(whole, f.invariant, &f.cuts, budget)
                 };
-                let mut replay = replay_command(case, &backend.name(), &cuts);
+                let mut replay = replay_command(self.case, &self.backend.name(), &cuts);
                 // What a server would send: the same deltas with their token ids.
-                if f.strategy.token_aligned() && !backend.is_builtin() {
+                if f.strategy.token_aligned() && !self.backend.is_builtin() {
                     replay.push_str(" --token-ids");
-                    if let Some(t) = &cfg.tokenizer {
+                    if let Some(t) = &self.cfg.tokenizer {
                         replay.push_str(&format!(" --tokenizer {}", shell_quote(t.name())));
                     }
                 }
@@ -569,25 +686,211 @@ pub fn run_case_with(
                 }
             })
             .collect()
-    };
-    report
-        .violations
-        .extend(minimized(first_failures, cfg.minimize_budget));
-    // An invariant already broken without splitting a token needs no second, excused entry.
-    token_failures.retain(|f| !report.violations.iter().any(|v| v.invariant == f.invariant));
-    // Failures only on split special tokens never fail the case: a small budget shows them.
-    report.token_split_violations = minimized(token_failures, (cfg.minimize_budget / 8).max(16));
+    }
+    /// Replays one chunking and judges it against the whole input; a large case, whose whole
+    /// input is kept lean, is replayed lean too.
+    fn replay_judged(&self, whole: &Baseline, strategy: Strategy, cuts: Vec<Cuts>) -> Verdict {
+        let (case, markers, cmp) = (self.case, &self.markers[..], self.cmp);
+        let outcome = if matches!(whole, Baseline::Lean(_)) {
+            match digest::replay(self.format, &case.tools, &case.options, &case.turns, &cuts) {
+                LeanOutcome::Done(turns) => {
+                    return judge((case, markers, cmp), whole, &turns, strategy, cuts);
+                }
+                LeanOutcome::Panicked(msg) => Outcome::Panicked(msg),
+            }
+        } else {
+            self.replay(&cuts)
+        };
+        match outcome {
+            Outcome::Done(turns) => judge((case, markers, cmp), whole, &turns, strategy, cuts),
+            Outcome::Panicked(msg) => Verdict {
+                strategy,
+                cuts,
+                error_free: false,
+                matched: false,
+                broken: vec![(Invariant::Bounded, format!("the parser panicked: {msg}"))],
+                breakdown: None,
+            },
+            Outcome::Broke(why, msg) => Verdict {
+                strategy,
+                cuts,
+                error_free: false,
+                matched: false,
+                broken: Vec::new(),
+                breakdown: Some((why, msg)),
+            },
+        }
+    }
 
-    if let Some(full) = whole.full() {
-        roundtrip(case, format, backend, &special, full, lean, &mut report);
+    /// Minimizes the cuts of a failing replay for one invariant.
+    fn shrink(
+        &self,
+        whole: &Baseline,
+        inv: Invariant,
+        cuts: &[Cuts],
+        budget: usize,
+    ) -> Vec<Vec<usize>> {
+        let case = self.case;
+        let flat: Vec<(usize, usize)> = cuts
+            .iter()
+            .enumerate()
+            .flat_map(|(t, c)| {
+                c.to_vec(case.turns.get(t).map_or(&[][..], Vec::as_slice))
+                    .into_iter()
+                    .map(move |o| (t, o))
+            })
+            .collect();
+        // A token-aligned failure is minimized over token-aligned chunkings, so an adapter keeps
+        // receiving each chunk's token ids while the cuts shrink.
+        let to_cuts = |flat: &[(usize, usize)]| -> Vec<Cuts> {
+            (0..case.turns.len())
+                .map(|t| {
+                    let list: Vec<usize> = flat.iter().filter(|c| c.0 == t).map(|c| c.1).collect();
+                    match cuts.get(t) {
+                        Some(Cuts::Tokens(tc)) => {
+                            TokenCuts::aligned(&tc.tokens, list.clone()).unwrap_or(Cuts::At(list))
+                        }
+                        _ => Cuts::At(list),
+                    }
+                })
+                .collect()
+        };
+        let min = minimize(flat, budget, |f| {
+            let v = self.replay_judged(whole, Strategy::Random, to_cuts(f));
+            v.breakdown.is_none() && v.broken.iter().any(|(i, _)| *i == inv)
+        });
+        to_cuts(&min).into_iter().map(|c| c.to_vec(&[])).collect()
     }
-    report.violations.sort_by_key(|v| v.invariant);
-    report.token_split_violations.sort_by_key(|v| v.invariant);
-    if !report.violations.is_empty() && report.status == Status::Pass {
-        report.status = Status::Fail;
+
+    /// Renders each error-free turn's result and parses it back, whole and byte by byte.
+    fn roundtrip(&self, whole: &[TurnOutcome], report: &mut CaseReport) {
+        let (case, format, backend, special, lean) = (
+            self.case,
+            self.format,
+            self.backend,
+            &self.special[..],
+            self.lean,
+        );
+        let Some(render) = format.render else {
+            return;
+        };
+        for (t, out) in whole.iter().enumerate() {
+            let r = &out.result;
+            if !r.errors.is_empty() {
+                continue;
+            }
+            let rendered = match render(&r.text, &r.calls, &case.tools) {
+                Ok(b) => b,
+                Err(why) => {
+                    report
+                        .not_applicable
+                        .push(format!("roundtrip: the renderer refuses: {why}"));
+                    continue;
+                }
+            };
+            for cuts in [Cuts::At(Vec::new()), Cuts::EveryByte] {
+                let (turns, cut) = (std::slice::from_ref(&rendered), std::slice::from_ref(&cuts));
+                let outcome = if lean {
+                    match digest::replay(format, &case.tools, &case.options, turns, cut) {
+                        LeanOutcome::Done(back) => {
+                            Err(LeanTurn::of(out).roundtrip_difference(&back[0]))
+                        }
+                        LeanOutcome::Panicked(m) => Ok(Outcome::Panicked(m)),
+                    }
+                } else {
+                    Ok(backend.replay(format, &case.tools, &case.options, turns, cut))
+                };
+                let problem = match outcome {
+                    Err(lean_problem) => lean_problem,
+                    Ok(outcome) => match outcome {
+                        Outcome::Panicked(m) => {
+                            Some(format!("the parser panicked on the rendering: {m}"))
+                        }
+                        Outcome::Broke(why, m) => {
+                            // The adapter's breakdown, not a difference in what it parsed.
+                            broke_outside_chunkings(report, why, "the roundtrip replay", &m);
+                            return;
+                        }
+                        Outcome::Done(turns) => turns
+                            .first()
+                            .and_then(|back| roundtrip_difference(r, &back.result)),
+                    },
+                };
+                if let Some(msg) = problem {
+                    let how = if cuts == Cuts::EveryByte {
+                        " (fed byte by byte)"
+                    } else {
+                        ""
+                    };
+                    // Byte by byte splits special tokens, which an external parser never gets.
+                    let apart = !backend.is_builtin()
+                        && cuts.splits_any(&rendered, &marker_occurrences(&rendered, special));
+                    let list = if apart {
+                        &mut report.token_split_violations
+                    } else {
+                        &mut report.violations
+                    };
+                    list.push(Violation {
+                        invariant: Invariant::Roundtrip,
+                        strategy: None,
+                        cuts: Vec::new(),
+                        failing_replays: 1,
+                        cut_class: None,
+                        message: format!(
+                            "{}{msg}{how}; rendered: {}",
+                            if whole.len() > 1 {
+                                format!("turn {}: ", t + 1)
+                            } else {
+                                String::new()
+                            },
+                            crate::event::excerpt(&String::from_utf8_lossy(&rendered))
+                        ),
+                        replay: replay_command(case, &backend.name(), &[]),
+                    });
+                    return;
+                }
+            }
+        }
     }
-    report.elapsed = started.elapsed();
-    report
+}
+
+/// The cut classes of failing replays, computed on tokens made at the first failure only.
+struct CutClasses<'r, 'a> {
+    run: &'r CaseRun<'a>,
+    turns: std::sync::OnceLock<Vec<TurnTokens>>,
+}
+
+impl<'r, 'a> CutClasses<'r, 'a> {
+    fn new(run: &'r CaseRun<'a>) -> Self {
+        CutClasses {
+            run,
+            turns: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The least innocent class among the turns' cuts.
+    fn of(&self, cuts: &[Cuts]) -> CutClass {
+        let run = self.run;
+        let turns = self.turns.get_or_init(|| {
+            let tokenizer = run.cfg.tokenizer_for(run.format);
+            run.case
+                .turns
+                .iter()
+                .map(|d| {
+                    (
+                        tokenizer.tokenize(d, run.format.special_tokens),
+                        marker_occurrences(d, &run.special),
+                    )
+                })
+                .collect()
+        });
+        cuts.iter()
+            .zip(&run.case.turns)
+            .zip(turns)
+            .map(|((c, d), (tokens, special))| c.class(d, tokens, special))
+            .max()
+            .unwrap_or(CutClass::TokenAligned)
+    }
 }
 
 fn tally(report: &mut CaseReport, v: &Verdict) {
@@ -627,46 +930,6 @@ fn plan_replays(
         }
     }
     plan
-}
-
-/// Replays one chunking and judges it against the whole input; a large case, whose whole
-/// input is kept lean, is replayed lean too.
-fn replay_judged(
-    (case, format, backend): (&Case, &Format, &dyn Backend),
-    (markers, cmp): (&[String], Compare),
-    whole: &Baseline,
-    strategy: Strategy,
-    cuts: Vec<Cuts>,
-) -> Verdict {
-    let outcome = if matches!(whole, Baseline::Lean(_)) {
-        match digest::replay(format, &case.tools, &case.options, &case.turns, &cuts) {
-            LeanOutcome::Done(turns) => {
-                return judge((case, markers, cmp), whole, &turns, strategy, cuts);
-            }
-            LeanOutcome::Panicked(msg) => Outcome::Panicked(msg),
-        }
-    } else {
-        backend.replay(format, &case.tools, &case.options, &case.turns, &cuts)
-    };
-    match outcome {
-        Outcome::Done(turns) => judge((case, markers, cmp), whole, &turns, strategy, cuts),
-        Outcome::Panicked(msg) => Verdict {
-            strategy,
-            cuts,
-            error_free: false,
-            matched: false,
-            broken: vec![(Invariant::Bounded, format!("the parser panicked: {msg}"))],
-            breakdown: None,
-        },
-        Outcome::Broke(why, msg) => Verdict {
-            strategy,
-            cuts,
-            error_free: false,
-            matched: false,
-            broken: Vec::new(),
-            breakdown: Some((why, msg)),
-        },
-    }
 }
 
 /// The delimiters reasoning must not contain: the reasoning tags of a format that declares
@@ -783,52 +1046,6 @@ fn judge<T: Judged>(
     }
 }
 
-/// Minimizes the cuts of a failing replay for one invariant.
-fn shrink(
-    (case, format, backend): (&Case, &Format, &dyn Backend),
-    (markers, cmp): (&[String], Compare),
-    whole: &Baseline,
-    inv: Invariant,
-    cuts: &[Cuts],
-    budget: usize,
-) -> Vec<Vec<usize>> {
-    let flat: Vec<(usize, usize)> = cuts
-        .iter()
-        .enumerate()
-        .flat_map(|(t, c)| {
-            c.to_vec(case.turns.get(t).map_or(&[][..], Vec::as_slice))
-                .into_iter()
-                .map(move |o| (t, o))
-        })
-        .collect();
-    // A token-aligned failure is minimized over token-aligned chunkings, so an adapter keeps
-    // receiving each chunk's token ids while the cuts shrink.
-    let to_cuts = |flat: &[(usize, usize)]| -> Vec<Cuts> {
-        (0..case.turns.len())
-            .map(|t| {
-                let list: Vec<usize> = flat.iter().filter(|c| c.0 == t).map(|c| c.1).collect();
-                match cuts.get(t) {
-                    Some(Cuts::Tokens(tc)) => {
-                        TokenCuts::aligned(&tc.tokens, list.clone()).unwrap_or(Cuts::At(list))
-                    }
-                    _ => Cuts::At(list),
-                }
-            })
-            .collect()
-    };
-    let min = minimize(flat, budget, |f| {
-        let v = replay_judged(
-            (case, format, backend),
-            (markers, cmp),
-            whole,
-            Strategy::Random,
-            to_cuts(f),
-        );
-        v.breakdown.is_none() && v.broken.iter().any(|(i, _)| *i == inv)
-    });
-    to_cuts(&min).into_iter().map(|c| c.to_vec(&[])).collect()
-}
-
 /// Records a crash, timeout or protocol error of a replay that is not one of the chunkings
 /// (the determinism or roundtrip replay) as the case's breakdown, like one under a chunking:
 /// which request an adapter breaks on is chance, and the status must not depend on it.
@@ -840,98 +1057,6 @@ fn broke_outside_chunkings(report: &mut CaseReport, why: Breakdown, during: &str
         "{} during {during}: {msg}",
         Status::from(why).as_str()
     ));
-}
-
-/// Renders each error-free turn's result and parses it back, whole and byte by byte.
-fn roundtrip(
-    case: &Case,
-    format: &Format,
-    backend: &dyn Backend,
-    special: &[String],
-    whole: &[TurnOutcome],
-    lean: bool,
-    report: &mut CaseReport,
-) {
-    let Some(render) = format.render else {
-        return;
-    };
-    for (t, out) in whole.iter().enumerate() {
-        let r = &out.result;
-        if !r.errors.is_empty() {
-            continue;
-        }
-        let rendered = match render(&r.text, &r.calls, &case.tools) {
-            Ok(b) => b,
-            Err(why) => {
-                report
-                    .not_applicable
-                    .push(format!("roundtrip: the renderer refuses: {why}"));
-                continue;
-            }
-        };
-        for cuts in [Cuts::At(Vec::new()), Cuts::EveryByte] {
-            let (turns, cut) = (std::slice::from_ref(&rendered), std::slice::from_ref(&cuts));
-            let outcome = if lean {
-                match digest::replay(format, &case.tools, &case.options, turns, cut) {
-                    LeanOutcome::Done(back) => {
-                        Err(LeanTurn::of(out).roundtrip_difference(&back[0]))
-                    }
-                    LeanOutcome::Panicked(m) => Ok(Outcome::Panicked(m)),
-                }
-            } else {
-                Ok(backend.replay(format, &case.tools, &case.options, turns, cut))
-            };
-            let problem = match outcome {
-                Err(lean_problem) => lean_problem,
-                Ok(outcome) => match outcome {
-                    Outcome::Panicked(m) => {
-                        Some(format!("the parser panicked on the rendering: {m}"))
-                    }
-                    Outcome::Broke(why, m) => {
-                        // The adapter's breakdown, not a difference in what it parsed.
-                        broke_outside_chunkings(report, why, "the roundtrip replay", &m);
-                        return;
-                    }
-                    Outcome::Done(turns) => turns
-                        .first()
-                        .and_then(|back| roundtrip_difference(r, &back.result)),
-                },
-            };
-            if let Some(msg) = problem {
-                let how = if cuts == Cuts::EveryByte {
-                    " (fed byte by byte)"
-                } else {
-                    ""
-                };
-                // Byte by byte splits special tokens, which an external parser never gets.
-                let apart = !backend.is_builtin()
-                    && cuts.splits_any(&rendered, &marker_occurrences(&rendered, special));
-                let list = if apart {
-                    &mut report.token_split_violations
-                } else {
-                    &mut report.violations
-                };
-                list.push(Violation {
-                    invariant: Invariant::Roundtrip,
-                    strategy: None,
-                    cuts: Vec::new(),
-                    failing_replays: 1,
-                    cut_class: None,
-                    message: format!(
-                        "{}{msg}{how}; rendered: {}",
-                        if whole.len() > 1 {
-                            format!("turn {}: ", t + 1)
-                        } else {
-                            String::new()
-                        },
-                        crate::event::excerpt(&String::from_utf8_lossy(&rendered))
-                    ),
-                    replay: replay_command(case, &backend.name(), &[]),
-                });
-                return;
-            }
-        }
-    }
 }
 
 /// The command line that replays a case through `parser` (a `--parser` value) with the given

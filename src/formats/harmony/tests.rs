@@ -1,6 +1,6 @@
 use super::*;
 use crate::event::{ErrorKind, ParseResult};
-use crate::formats::testkit::{every_cut, fold_cut};
+use crate::formats::core::testkit::{every_cut, fold_cut};
 use proptest::prelude::*;
 use serde_json::json;
 

@@ -51,7 +51,7 @@ fn every_grammar_delimiter_starts_with_lt_and_no_role_is_ambiguous() {
 }
 
 use crate::event::{ErrorKind, ParseResult, ToolCall};
-use crate::formats::testkit::{check_delta_contract, fold_cut, pieces_at};
+use crate::formats::core::testkit::{check_delta_contract, fold_cut, pieces_at};
 use crate::formats::{Format, run_chunks};
 use proptest::prelude::*;
 
@@ -142,7 +142,8 @@ fn reasoning_is_split_where_the_family_reads_text_and_nowhere_else() {
                 .unwrap();
         let mk = || (f.new_parser)(&t);
         // Before a call: reasoning; inside a value: content.
-        let r = crate::formats::testkit::every_cut(&mk, format!("{o}plan{c}{wire}").as_bytes()).0;
+        let r =
+            crate::formats::core::testkit::every_cut(&mk, format!("{o}plan{c}{wire}").as_bytes()).0;
         assert_eq!(r.reasoning_text(), "plan", "{}", f.id);
         assert_eq!(r.calls, std::slice::from_ref(&call), "{}", f.id);
         // A call inside reasoning is reasoning, reported once, never run.
@@ -151,7 +152,8 @@ fn reasoning_is_split_where_the_family_reads_text_and_nowhere_else() {
             ..call
         };
         let wire = String::from_utf8((f.render.unwrap())("", &[plain], &t).unwrap()).unwrap();
-        let r = crate::formats::testkit::every_cut(&mk, format!("{o}{wire}{c}ok").as_bytes()).0;
+        let r =
+            crate::formats::core::testkit::every_cut(&mk, format!("{o}{wire}{c}ok").as_bytes()).0;
         assert!(r.calls.is_empty(), "{}", f.id);
         assert_eq!(r.text, "ok", "{}", f.id);
         let kinds: Vec<&str> = r.warnings.iter().map(|w| w.kind.as_str()).collect();
@@ -216,7 +218,7 @@ proptest! {
         which in 0usize..6,
         s in "[a-z<>/&\"' \n中😀]{0,24}",
         n in any::<i64>(),
-        o in crate::formats::testkit::arb_json("[a-z ]{0,6}"),
+        o in crate::formats::core::testkit::arb_json("[a-z ]{0,6}"),
         cuts in proptest::collection::vec(any::<usize>(), 0..6),
     ) {
         let f = family()[which];

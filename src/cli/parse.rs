@@ -1,0 +1,160 @@
+//! `conform parse`: one transcript under one chunking, its events and folded result as JSON.
+
+use super::{EXIT_FAIL, EXIT_OK, TokenArgs, adapter_options, seconds, usage_error};
+use clap::Args;
+use conform::backends::adapter;
+use conform::formats;
+use conform::harness::chunking::{ChunkingParams, Strategy};
+use conform::harness::corpus::{self, LoadOptions};
+use conform::harness::select::{Choice, Selection, select_cuts};
+use conform::harness::session;
+use std::io::Write;
+use std::time::Duration;
+
+#[derive(Args)]
+pub(crate) struct ParseArgs {
+    /// The transcript file (`.txt`, `.jsonl` with --line, or `.session.json`).
+    file: String,
+    /// The format [default: from the directory name].
+    #[arg(long)]
+    format: Option<String>,
+    /// The line id, for a `.jsonl` file.
+    #[arg(long)]
+    line: Option<String>,
+    /// Cut offsets, comma-separated; for a session one list per turn separated by `/`.
+    #[arg(long, conflicts_with_all = ["recorded", "strategy"])]
+    cuts: Option<String>,
+    /// Replay the case's recorded deltas (its `.deltas.json` sidecar).
+    #[arg(long, conflicts_with = "strategy")]
+    recorded: bool,
+    /// Replay one chunking of this strategy, made as `conform run` makes it.
+    #[arg(long)]
+    strategy: Option<String>,
+    /// Which chunking of --strategy, from 0.
+    #[arg(long, default_value_t = 0, requires = "strategy")]
+    chunking: usize,
+    /// Attach token ids to --cuts or --recorded (every cut must be a token boundary).
+    #[arg(long)]
+    token_ids: bool,
+    /// Master seed of the seeded strategies.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    #[command(flatten)]
+    tokens: TokenArgs,
+    /// Print only the folded result, not every event.
+    #[arg(long)]
+    result_only: bool,
+    /// The parser: `builtin` or `cmd:COMMAND`, as for `conform run` (an adapter's events are
+    /// folded as they arrive: the result and any delta-contract breach are printed).
+    #[arg(long, default_value = "builtin")]
+    parser: String,
+    /// Seconds an adapter may take to answer.
+    #[arg(long, default_value = "10", value_parser = seconds)]
+    timeout: Duration,
+    /// Set an option of a built-in parser, `FORMAT.NAME=true|false` (repeatable; overrides
+    /// the corpus directory's conform.toml; `conform formats --options` lists them).
+    #[arg(long = "option", value_name = "FORMAT.NAME=BOOL")]
+    options: Vec<String>,
+}
+
+fn parse_cuts(spec: &str) -> Result<Vec<Vec<usize>>, String> {
+    spec.split('/')
+        .map(|turn| {
+            turn.split(',')
+                .filter(|s| !s.trim().is_empty())
+                .map(|s| {
+                    s.trim()
+                        .parse::<usize>()
+                        .map_err(|_| format!("invalid cut offset {s:?}"))
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(|mut v| {
+                    v.sort_unstable();
+                    v.dedup();
+                    v
+                })
+        })
+        .collect()
+}
+
+/// `conform parse`.
+pub(crate) fn run(a: ParseArgs) -> u8 {
+    let options = match formats::registry::from_assignments(&a.options) {
+        Ok(o) => o,
+        Err(e) => return usage_error(e),
+    };
+    let corpus = corpus::load(
+        std::slice::from_ref(&a.file),
+        &LoadOptions {
+            format: a.format.clone(),
+            options,
+        },
+    );
+    if let Some(e) = corpus.errors.first() {
+        return usage_error(e);
+    }
+    let case = match (&a.line, corpus.cases.as_slice()) {
+        (None, [one]) => one,
+        (Some(id), cases) => match cases.iter().find(|c| c.line_id.as_deref() == Some(id)) {
+            Some(c) => c,
+            None => return usage_error(format!("no line with id {id:?} in {}", a.file)),
+        },
+        (None, []) => return usage_error(format!("{} holds no case", a.file)),
+        (None, _) => {
+            return usage_error(format!(
+                "{} holds several cases: choose one with --line",
+                a.file
+            ));
+        }
+    };
+    let choice = match (&a.strategy, a.recorded, a.cuts.as_deref()) {
+        (Some(s), _, _) => match s.parse::<Strategy>() {
+            Ok(strategy) => Choice::Strategy {
+                strategy,
+                index: a.chunking,
+            },
+            Err(e) => return usage_error(e),
+        },
+        (None, true, _) => Choice::Recorded,
+        (None, false, cuts) => match cuts.map(parse_cuts).transpose() {
+            Ok(c) => Choice::Cuts(c.unwrap_or_default()),
+            Err(e) => return usage_error(e),
+        },
+    };
+    let tokenizer = match a.tokens.load() {
+        Ok(t) => t,
+        Err(e) => return usage_error(e),
+    };
+    let selection = Selection {
+        choice,
+        params: ChunkingParams {
+            seed: a.seed,
+            bursts: a.tokens.bursts,
+            burst_max_tokens: a.tokens.burst_max_tokens,
+            ..ChunkingParams::default()
+        },
+        tokenizer,
+        token_ids: a.token_ids,
+    };
+    let Some(format) = formats::by_id(case.format) else {
+        return usage_error(format!("unknown format {}", case.format));
+    };
+    let cuts = match select_cuts(case, format, &selection) {
+        Ok(c) => c,
+        Err(e) => return usage_error(e),
+    };
+    if let Err(e) = adapter::parse_parser_spec(&a.parser) {
+        return usage_error(e);
+    }
+    let opts = adapter_options(None, a.timeout);
+    match session::parse_one(case, &a.parser, &opts, &cuts, !a.result_only) {
+        Ok((doc, ok)) => {
+            out!(
+                "{}",
+                serde_json::to_string_pretty(&doc).unwrap_or_else(|e| e.to_string())
+            );
+            if ok { EXIT_OK } else { EXIT_FAIL }
+        }
+        Err(e) => usage_error(e),
+    }
+}

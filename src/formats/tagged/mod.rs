@@ -1,0 +1,1625 @@
+//! The tagged-parameter family's one machinery: `qwen3_coder`, `seed_oss`, `glm45`, `glm47`,
+//! `minimax_m2` and `deepseek_v32` are each a [`Grammar`] (their delimiters and tag forms) and
+//! a [`Config`] (their leniencies) over this parser.
+//!
+//! Values are raw text between tags, never escaped; their JSON type comes from the tool's
+//! schema through [`crate::formats::typing`]. A value whose schema says string is streamed as it
+//! arrives; any other value is held until its closing tag and typed then. Delimiters are found
+//! by the shared [`MarkerScanner`] (one over all of a grammar's delimiters outside values, one
+//! over the value close inside them, where nothing else is a delimiter; a
+//! delimiter that means nothing in the current state is text), so a delimiter cut across
+//! chunks is held back, never rescanned, and the whole parse is linear for every chunking.
+//!
+//! The structural close rule (`specs/qwen3_coder.md`): where the grammar says so, a value's
+//! closing tag ends the value only when what follows it (after whitespace) continues the call
+//! (the next parameter, the call's end, the block's end) or the stream ends; otherwise the
+//! closing tag and the whitespace held after it are content, with warning
+//! `close_tag_in_value`. The held whitespace is the only look-ahead, kept once, never rescanned.
+
+pub mod deepseek_v32;
+pub mod glm45;
+pub mod glm47;
+pub mod minimax_m2;
+pub mod qwen3_coder;
+pub mod seed_oss;
+
+use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall, WarningKind, excerpt};
+use crate::formats::config::config;
+use crate::formats::core::decoded::{self, DecodedText};
+use crate::formats::options::Table;
+use crate::formats::options::{Nest, Nested};
+use crate::formats::reasoning::{self, Reasoned, Syntax};
+use crate::formats::typing::{
+    Lookup, ParamType, SchemaTypes, TypingOptions, read_json, type_value,
+};
+use crate::formats::{Format, SpecialToken, StreamParser, Typing};
+use crate::lexers::has_byte;
+use crate::lexers::marker::{MarkerScanner, Token};
+use crate::lexers::python::{Quotes, write_literal};
+use crate::lexers::utf8::Utf8Decoder;
+use crate::tools::Tools;
+use serde_json::Value;
+
+/// What a delimiter means to the grammar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Opens a block of calls (`<tool_call>`, `<minimax:tool_call>`).
+    BlockOpen,
+    /// Closes a block.
+    BlockClose,
+    /// Opens one call; its name (or attributes) follows up to `>` (`<function=`, `<invoke name=`).
+    CallOpen,
+    /// Closes one call (`</function>`, `</invoke>`).
+    CallClose,
+    /// Opens one parameter; its key (or attributes) follows (`<parameter=`, `<arg_key>`).
+    ParamOpen,
+    /// Ends a key written as element text (`</arg_key>`).
+    KeyClose,
+    /// Opens a value after its key (`<arg_value>`).
+    ValueOpen,
+    /// Closes a value (`</parameter>`, `</arg_value>`).
+    ValueClose,
+    /// An end-of-turn token dropped outside calls (`<seed:eos>`).
+    Drop,
+}
+
+/// How a call names its function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallForm {
+    /// `<function=NAME>` … `</function>`: the name runs to `>`.
+    Eq,
+    /// `<invoke name="NAME">` … `</invoke>`: a quoted attribute value, then `>`.
+    Attr,
+    /// `<tool_call>NAME⏎…</tool_call>`: the block is the call; the name runs to a newline, the
+    /// first key or the block's end.
+    Bare,
+}
+
+/// How a parameter names its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamForm {
+    /// `<parameter=KEY>VALUE</parameter>`.
+    Eq,
+    /// `<parameter name="KEY" [string="true|false"]>VALUE</parameter>`.
+    Attr,
+    /// `<arg_key>KEY</arg_key>⏎<arg_value>VALUE</arg_value>`.
+    KeyValue,
+}
+
+/// A format of the family: its delimiters and tag forms.
+#[derive(Debug)]
+pub struct Grammar {
+    /// Every delimiter with its role (each a literal starting with `<`).
+    pub markers: &'static [(&'static str, Role)],
+    /// How calls are written.
+    pub call: CallForm,
+    /// How parameters are written.
+    pub param: ParamForm,
+    /// A value close ends the value only before the next parameter, the call's end or the
+    /// stream's end (else it is content); `false`: the first value close ends it.
+    pub structural: bool,
+    /// The block's close also confirms a value close (the call's own close being absent).
+    pub follow_block_close: bool,
+    /// The template pads every value with one newline on each side, stripped when parsing.
+    pub pad: bool,
+    /// Parameters carry a `string="true|false"` attribute that decides their typing.
+    pub string_attr: bool,
+    /// The warning (or, option off, the error) when the stream ends inside a block after
+    /// complete calls.
+    pub block_end_warning: WarningKind,
+    /// The reasoning wrapper the format's models write, split by the shared layer in front of
+    /// the parser ([`boxed`]); `None`: no reasoning.
+    pub reasoning: Option<&'static Syntax>,
+}
+
+impl Grammar {
+    fn marker(&self, role: Role) -> &'static str {
+        self.markers
+            .iter()
+            .find(|m| m.1 == role)
+            .map_or("", |m| m.0)
+    }
+}
+
+config! {
+    /// Leniencies (each recovered deviation is one named option) and limits.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Config {
+        options {
+            /// A function name or key ended by a newline instead of `>` (vllm#39771: one missing `>`
+            /// killed every call) is read up to the newline, with a warning; off → `malformed_markup`.
+            missing_gt,
+            /// A value close the grammar cannot continue after is content, with a warning; off →
+            /// `malformed_markup`.
+            close_tag_in_value,
+            /// `<function=NAME>` of a declared tool outside any block is a call (Qwen3-Coder writes
+            /// calls without `<tool_call>`; vLLM and llama.cpp accept them), with a warning.
+            missing_wrapper,
+            /// The stream ending inside a block after complete calls keeps them, with a warning; off →
+            /// `unterminated`.
+            missing_block_end,
+            /// The block's close right after a value, the call's own close missing, ends the call with
+            /// a warning; off → `malformed_markup`.
+            missing_call_close,
+            /// Non-whitespace text after the last block is kept as text, with warning
+            /// `text_after_calls` (templates say "no suffix"); off → `malformed_markup`.
+            text_after_calls,
+            /// Non-whitespace text inside a block between calls is kept as text, with a warning; off
+            /// → `malformed_markup`.
+            text_in_block,
+            /// The two characters `\n` where a newline belongs between tags (GLM outputs; SGLang
+            /// accepts them) are read as one, with a warning; off → `malformed_markup`.
+            escaped_newline,
+            /// Single-quoted attribute values (`name='f'`) are read, with a warning; off →
+            /// `malformed_markup`.
+            single_quotes,
+            /// A parameter without its `string` attribute is typed by the schema, with a warning; off
+            /// → `malformed_markup`.
+            missing_string_attribute,
+        }
+        /// The schema typing's own leniencies.
+        pub typing: TypingOptions,
+        /// Longest value in bytes (`limit_exceeded` beyond).
+        pub max_value_bytes: usize,
+        /// Longest name, key or tag attribute text in bytes (`limit_exceeded` beyond).
+        pub max_tag_bytes: usize,
+        /// The reasoning layer's options, for a grammar that declares a wrapper. `starts_inside`
+        /// is off: a server knows whether its template put the open tag in the prompt (GLM-4.7,
+        /// MiniMax-M2 and DeepSeek-V3.2 thinking prompts do), the parser does not.
+        pub reasoning: reasoning::Config,
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            missing_gt: true,
+            close_tag_in_value: true,
+            missing_wrapper: false,
+            missing_block_end: true,
+            missing_call_close: true,
+            text_after_calls: true,
+            text_in_block: true,
+            escaped_newline: true,
+            single_quotes: true,
+            missing_string_attribute: true,
+            typing: TypingOptions::default(),
+            max_value_bytes: 64 << 20,
+            max_tag_bytes: 4096,
+            reasoning: reasoning::Config::default(),
+        }
+    }
+}
+
+/// Characters that may not appear in a function name (vLLM rejects them too).
+fn bad_name(name: &str) -> bool {
+    name.chars()
+        .any(|c| c.is_whitespace() || matches!(c, '<' | '>' | '{' | '}' | '"' | '\''))
+}
+
+/// Bytes a JSON string cannot hold as they are: `"`, `\\` and the control characters.
+const NEEDS_ESCAPE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        t[i] = true;
+        i += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
+
+/// The offset of the first byte of `s` that needs a JSON escape.
+#[inline]
+fn first_escape(s: &str) -> Option<usize> {
+    s.bytes().position(|b| NEEDS_ESCAPE[b as usize])
+}
+
+/// Appends `s` as JSON string body (without quotes).
+pub fn escape_json_into(out: &mut String, s: &str) {
+    let mut rest = s;
+    while let Some(i) = first_escape(rest) {
+        out.push_str(&rest[..i]);
+        let b = rest.as_bytes()[i];
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            _ => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.push_str("\\u00");
+                out.push(HEX[(b >> 4) as usize] as char);
+                out.push(HEX[(b & 15) as usize] as char);
+            }
+        }
+        rest = &rest[i + 1..];
+    }
+    out.push_str(rest);
+}
+
+/// Whitespace-only text segments next to markup are not text; anything else is kept whole.
+#[derive(Debug, Default)]
+struct Segment {
+    ws: String,
+    content: bool,
+    /// The segment's text was refused (one error): the rest of it is dropped.
+    refused: bool,
+}
+
+/// The value's leading newline, while it is still undecided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lead {
+    Start,
+    SawCr,
+    Done,
+}
+
+/// How a value becomes JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// The raw text as a string, streamed.
+    Stream,
+    /// Held and typed by the schema.
+    Typed(ParamType),
+    /// Held and read as JSON (`string="false"`).
+    Json,
+}
+
+#[derive(Debug)]
+struct Param {
+    key: String,
+    mode: Mode,
+    buf: String,
+    bytes: usize,
+    lead: Lead,
+    hold: &'static str,
+}
+
+#[derive(Debug)]
+struct Call {
+    name: String,
+    index: usize,
+    keys: Vec<String>,
+    spoiled: bool,
+    implicit: bool,
+}
+
+#[derive(Debug)]
+enum St {
+    /// Outside blocks.
+    Text,
+    /// `<function=` seen in text without a block: its name decides whether it is a call.
+    ImplicitName(String),
+    /// Inside a block, between calls.
+    Block,
+    /// After a call open: the name or attributes up to `>`.
+    CallName { buf: String, quote: Option<char> },
+    /// After a bare block open: the name up to the first key or the block's end.
+    BareName(String),
+    /// Inside a call, between parameters; text that is not whitespace collected.
+    Call(String),
+    /// After a parameter open: the key or attributes.
+    Key { buf: String, quote: Option<char> },
+    /// After a key's close, before its value's open; text that is not whitespace collected.
+    KeyDone { key: String, junk: String },
+    /// Inside a value.
+    Value,
+    /// After a value close, held with the whitespace after it until what follows decides.
+    AfterClose(String),
+    /// After an error inside a call: everything up to the call's end is dropped.
+    Skip,
+}
+
+/// The streaming parser of one tagged-parameter format.
+pub struct Parser {
+    g: &'static Grammar,
+    cfg: Config,
+    types: SchemaTypes,
+    has_tools: bool,
+    /// All the grammar's delimiters: used outside values.
+    scan: MarkerScanner,
+    /// The value close alone: used inside values, where nothing else is a delimiter.
+    vscan: MarkerScanner,
+    utf8: Utf8Decoder,
+    st: St,
+    seg: Segment,
+    in_block: bool,
+    markup_seen: bool,
+    after_block: bool,
+    /// The segment after the last block so far has text.
+    text_after: bool,
+    next_index: usize,
+    call: Option<Call>,
+    param: Option<Param>,
+    scratch: String,
+}
+
+impl Parser {
+    /// A parser of `g` with options `cfg`; `tools` type the values.
+    pub fn new(g: &'static Grammar, cfg: Config, tools: &Tools) -> Parser {
+        let markers: Vec<&str> = g.markers.iter().map(|m| m.0).collect();
+        Parser {
+            g,
+            cfg,
+            types: SchemaTypes::new(tools),
+            has_tools: !tools.is_empty(),
+            scan: MarkerScanner::new(&markers),
+            vscan: MarkerScanner::new(&[g.marker(Role::ValueClose)]),
+            utf8: Utf8Decoder::new(),
+            st: St::Text,
+            seg: Segment::default(),
+            in_block: false,
+            markup_seen: false,
+            after_block: false,
+            text_after: false,
+            next_index: 0,
+            call: None,
+            param: None,
+            scratch: String::new(),
+        }
+    }
+
+    /// The scanner not in use in the current state.
+    fn other_scanner(&mut self, in_value: bool) -> &mut MarkerScanner {
+        if in_value {
+            &mut self.scan
+        } else {
+            &mut self.vscan
+        }
+    }
+
+    #[inline]
+    fn feed_str(&mut self, mut s: &str, out: &mut dyn Sink) {
+        // Inside a value, a piece without `<` (every delimiter starts with one) is value text
+        // whatever the scanner would say: the common streaming delta, without its machinery.
+        if matches!(self.st, St::Value)
+            && self.vscan.held().is_empty()
+            && self.scan.held().is_empty()
+            && !has_byte(s.as_bytes(), b'<')
+        {
+            // The most common piece of all, taken here whole: value text with nothing for the
+            // padding rule to decide, streamed as it came (within the limit, no escape).
+            if let (Some(p), Some(c)) = (&mut self.param, &self.call)
+                && p.mode == Mode::Stream
+                && !c.spoiled
+                && (!self.g.pad || (p.lead == Lead::Done && p.hold.is_empty()))
+                && !s.is_empty()
+                && !s.ends_with(['\n', '\r'])
+                && p.bytes + s.len() <= self.cfg.max_value_bytes
+                && first_escape(s).is_none()
+            {
+                p.bytes += s.len();
+                return out.args_delta(c.index, s);
+            }
+            return self.value_text(s, out);
+        }
+        loop {
+            let in_value = matches!(self.st, St::Value);
+            // Bytes the other scanner held come first, through the scanner of this state.
+            if !self.other_scanner(in_value).held().is_empty() {
+                let held = self.other_scanner(in_value).take_held();
+                self.feed_str(&held, out);
+                continue;
+            }
+            let t = if in_value {
+                self.vscan.next(&mut s)
+            } else {
+                self.scan.next(&mut s)
+            };
+            match t {
+                Some(t) => self.token(t, in_value, out),
+                None => break,
+            }
+        }
+    }
+
+    fn token(&mut self, t: Token<'_>, in_value: bool, out: &mut dyn Sink) {
+        match t {
+            Token::Text(s) => self.text(&s, out),
+            Token::Marker(_) if in_value => {
+                self.marker(self.g.marker(Role::ValueClose), Role::ValueClose, out)
+            }
+            Token::Marker(i) => {
+                let (m, role) = self.g.markers[i];
+                self.marker(m, role, out);
+            }
+        }
+    }
+
+    // ---- text segments ----
+
+    /// Text outside calls: a segment's leading whitespace is held until something else shows
+    /// it is text.
+    fn seg_text(&mut self, s: &str, in_block: bool, out: &mut dyn Sink) {
+        if self.seg.refused {
+            return;
+        }
+        if self.seg.content {
+            out.text(s);
+            return;
+        }
+        match s.find(|c: char| !c.is_whitespace()) {
+            None => self.seg.ws.push_str(s),
+            Some(_) => {
+                if in_block {
+                    if !self.cfg.text_in_block {
+                        out.push(Event::error(
+                            ErrorKind::MalformedMarkup,
+                            format!("text {} inside a block of calls", excerpt(s)),
+                        ));
+                        self.seg.ws.clear();
+                        self.seg.refused = true;
+                        return;
+                    }
+                    out.push(Event::warning(
+                        WarningKind::TextInBlock,
+                        format!("text {} between calls inside a block", excerpt(s)),
+                    ));
+                } else if self.after_block {
+                    self.text_after = true;
+                }
+                self.seg.content = true;
+                let ws = std::mem::take(&mut self.seg.ws);
+                out.text(&ws);
+                out.text(s);
+            }
+        }
+    }
+
+    /// Markup starts or ends a segment: a whitespace-only segment is dropped.
+    fn boundary(&mut self) {
+        self.seg = Segment::default();
+        self.markup_seen = true;
+    }
+
+    // ---- dispatch ----
+
+    fn text(&mut self, mut t: &str, out: &mut dyn Sink) {
+        while !t.is_empty() {
+            let used = match &mut self.st {
+                St::Text => {
+                    self.seg_text(t, false, out);
+                    t.len()
+                }
+                St::Block => {
+                    self.seg_text(t, true, out);
+                    t.len()
+                }
+                St::Skip => t.len(),
+                St::Value => {
+                    self.value_text(t, out);
+                    t.len()
+                }
+                St::ImplicitName(_) => self.implicit_name_text(t, out),
+                St::CallName { .. } => self.call_name_text(t, out),
+                St::BareName(buf) => {
+                    buf.push_str(t);
+                    if buf.len() > self.cfg.max_tag_bytes {
+                        self.fail(ErrorKind::LimitExceeded, "the call's name is too long", out);
+                    }
+                    t.len()
+                }
+                St::Call(junk) | St::KeyDone { junk, .. } => {
+                    let ws = t.trim_start_matches(|c: char| c.is_whitespace());
+                    if !ws.is_empty() {
+                        if self.g.param == ParamForm::KeyValue && self.cfg.escaped_newline {
+                            junk.push_str(t);
+                            if junk.len() > 64 {
+                                let msg = format!("text {} between parameters", excerpt(junk));
+                                self.fail(ErrorKind::MalformedMarkup, &msg, out);
+                            }
+                        } else {
+                            let msg = format!("text {} between parameters", excerpt(t));
+                            self.fail(ErrorKind::MalformedMarkup, &msg, out);
+                        }
+                    }
+                    t.len()
+                }
+                St::Key { .. } => self.key_text(t, out),
+                St::AfterClose(held) => {
+                    if t.chars().all(char::is_whitespace) {
+                        held.push_str(t);
+                        if held.len() > self.cfg.max_value_bytes {
+                            self.fail(ErrorKind::LimitExceeded, "a value is too long", out);
+                        }
+                        t.len()
+                    } else {
+                        self.reopen_value(out);
+                        0
+                    }
+                }
+            };
+            t = &t[used..];
+        }
+    }
+
+    fn marker(&mut self, m: &'static str, role: Role, out: &mut dyn Sink) {
+        match &mut self.st {
+            St::Text => match role {
+                Role::BlockOpen => {
+                    self.boundary();
+                    self.text_after = false;
+                    self.in_block = true;
+                    self.st = match self.g.call {
+                        CallForm::Bare => St::BareName(String::new()),
+                        _ => St::Block,
+                    };
+                }
+                Role::CallOpen if self.cfg.missing_wrapper && self.g.call == CallForm::Eq => {
+                    self.st = St::ImplicitName(String::new());
+                }
+                Role::Drop => {}
+                _ => self.seg_text(m, false, out),
+            },
+            St::ImplicitName(buf) => {
+                let buf = std::mem::take(buf);
+                self.implicit_not_a_call(&buf, out);
+                self.marker(m, role, out);
+            }
+            St::Block => match role {
+                Role::CallOpen => {
+                    self.boundary();
+                    self.st = St::CallName {
+                        buf: String::new(),
+                        quote: None,
+                    };
+                }
+                Role::BlockClose => self.end_block(),
+                Role::Drop => {}
+                _ => self.seg_text(m, true, out),
+            },
+            St::Key { buf, .. }
+                if self.g.param == ParamForm::KeyValue && role == Role::KeyClose =>
+            {
+                let key = buf.trim().to_string();
+                self.st = St::KeyDone {
+                    key,
+                    junk: String::new(),
+                };
+            }
+            St::CallName { .. } | St::Key { .. } => {
+                let msg = format!("{m} inside a tag (a missing `>`?)");
+                self.fail(ErrorKind::MalformedMarkup, &msg, out);
+                self.marker(m, role, out);
+            }
+            St::BareName(buf) => match role {
+                Role::ParamOpen | Role::BlockClose => {
+                    let buf = std::mem::take(buf);
+                    if self.bare_name(&buf, out) {
+                        self.st = St::Call(String::new());
+                        self.marker(m, role, out);
+                    }
+                }
+                _ => {
+                    let msg = format!("{m} inside the call's name");
+                    self.fail(ErrorKind::MalformedMarkup, &msg, out);
+                    self.marker(m, role, out);
+                }
+            },
+            St::Call(junk) => {
+                let junk = std::mem::take(junk);
+                if !self.junk_ok(&junk, out) {
+                    return self.marker(m, role, out);
+                }
+                match role {
+                    Role::ParamOpen => {
+                        self.st = St::Key {
+                            buf: String::new(),
+                            quote: None,
+                        }
+                    }
+                    Role::CallClose if self.g.call != CallForm::Bare => self.end_call(out),
+                    Role::BlockClose if self.g.call == CallForm::Bare => {
+                        self.end_call(out);
+                        self.end_block();
+                    }
+                    Role::BlockClose if self.cfg.missing_call_close => {
+                        out.push(Event::warning(
+                            WarningKind::MissingCallClose,
+                            format!("{m} closes a call that was not closed"),
+                        ));
+                        self.end_call(out);
+                        self.end_block();
+                    }
+                    _ => {
+                        let msg = format!("{m} where a parameter or the call's end belongs");
+                        self.fail(ErrorKind::MalformedMarkup, &msg, out);
+                        self.marker(m, role, out);
+                    }
+                }
+            }
+            St::KeyDone { key, junk } => {
+                let (key, junk) = (std::mem::take(key), std::mem::take(junk));
+                if !self.junk_ok(&junk, out) {
+                    return self.marker(m, role, out);
+                }
+                if role == Role::ValueOpen {
+                    self.begin_param(&key, None, out);
+                } else {
+                    let msg = format!("{m} where a value's open tag belongs");
+                    self.fail(ErrorKind::MalformedMarkup, &msg, out);
+                    self.marker(m, role, out);
+                }
+            }
+            St::Value => {
+                if role == Role::ValueClose {
+                    if self.g.structural {
+                        self.st = St::AfterClose(m.to_string());
+                    } else {
+                        self.close_value(out);
+                    }
+                } else {
+                    self.value_text(m, out);
+                }
+            }
+            St::AfterClose(_) => {
+                let follows = match role {
+                    Role::ParamOpen | Role::CallClose => true,
+                    Role::BlockClose => self.g.follow_block_close,
+                    _ => false,
+                };
+                if follows {
+                    self.close_value(out);
+                    self.marker(m, role, out);
+                } else {
+                    self.reopen_value(out);
+                    self.marker(m, role, out);
+                }
+            }
+            St::Skip => match role {
+                Role::CallClose if self.g.call != CallForm::Bare => {
+                    self.call = None;
+                    self.param = None;
+                    self.st = St::Block;
+                    self.end_implicit();
+                }
+                Role::BlockClose => {
+                    self.call = None;
+                    self.param = None;
+                    self.end_block();
+                }
+                _ => {}
+            },
+        }
+    }
+
+    // ---- blocks and calls ----
+
+    fn end_block(&mut self) {
+        self.in_block = false;
+        self.after_block = true;
+        self.boundary();
+        self.st = St::Text;
+    }
+
+    /// A call opened without a block ends the pseudo-block with it.
+    fn end_implicit(&mut self) {
+        if !self.in_block {
+            self.after_block = true;
+            self.boundary();
+            self.st = St::Text;
+        }
+    }
+
+    fn implicit_name_text(&mut self, t: &str, out: &mut dyn Sink) -> usize {
+        let St::ImplicitName(buf) = &mut self.st else {
+            return 0;
+        };
+        match t.find(['>', '\n']) {
+            Some(k) if t.as_bytes()[k] == b'>' => {
+                let mut name = std::mem::take(buf);
+                name.push_str(&t[..k]);
+                if !name.is_empty() && !bad_name(&name) && self.types.knows_tool(&name) {
+                    out.push(Event::warning(
+                        WarningKind::MissingWrapper,
+                        format!(
+                            "call of {name:?} without {}",
+                            self.g.marker(Role::BlockOpen)
+                        ),
+                    ));
+                    self.boundary();
+                    self.start_call(name, true, out);
+                } else {
+                    name.push('>');
+                    self.implicit_not_a_call(&name, out);
+                }
+                k + 1
+            }
+            Some(_) => {
+                let b = std::mem::take(buf);
+                self.implicit_not_a_call(&b, out);
+                0
+            }
+            None => {
+                buf.push_str(t);
+                if buf.len() > self.cfg.max_tag_bytes {
+                    let b = std::mem::take(buf);
+                    self.implicit_not_a_call(&b, out);
+                }
+                t.len()
+            }
+        }
+    }
+
+    fn implicit_not_a_call(&mut self, rest: &str, out: &mut dyn Sink) {
+        self.st = St::Text;
+        let open = self.g.marker(Role::CallOpen);
+        self.seg_text(open, false, out);
+        self.seg_text(rest, false, out);
+    }
+
+    fn call_name_text(&mut self, t: &str, out: &mut dyn Sink) -> usize {
+        let eq = self.g.call == CallForm::Eq;
+        let (used, raw) = self.tag_text(t, eq, ("name", "a call's name is too long"), out);
+        let Some(raw) = raw else {
+            return used;
+        };
+        let name = match self.g.call {
+            CallForm::Attr => match self.attrs(&raw, false, out) {
+                Some((n, _)) => n,
+                None => return used,
+            },
+            _ => raw,
+        };
+        if self.check_name(&name, out) {
+            self.start_call(name, false, out);
+        }
+        used
+    }
+
+    /// Reads `t` into the text of the tag being read (a call's name or a key: `what`, and the
+    /// message when it is too long) up to the tag's end (`>`, or a newline where
+    /// `newline_ends`): the bytes used, and the tag's text once it is complete and acceptable
+    /// (`None` while the tag goes on, or after reporting why not).
+    fn tag_text(
+        &mut self,
+        t: &str,
+        newline_ends: bool,
+        (what, too_long_msg): (&str, &str),
+        out: &mut dyn Sink,
+    ) -> (usize, Option<String>) {
+        let max = self.cfg.max_tag_bytes;
+        let (St::CallName { buf, quote } | St::Key { buf, quote }) = &mut self.st else {
+            return (0, None);
+        };
+        let (end, used) = match tag_end(t, quote, newline_ends) {
+            Some((k, newline)) => {
+                buf.push_str(&t[..k]);
+                (Some(newline), k + 1)
+            }
+            None => {
+                buf.push_str(t);
+                (None, t.len())
+            }
+        };
+        let too_long = buf.len() > max;
+        let Some(newline) = end else {
+            if too_long {
+                self.fail(ErrorKind::LimitExceeded, too_long_msg, out);
+            }
+            return (used, None);
+        };
+        let raw = std::mem::take(buf);
+        if too_long {
+            self.fail(ErrorKind::LimitExceeded, too_long_msg, out);
+            return (used, None);
+        }
+        if newline && !self.missing_gt(what, &raw, out) {
+            return (used, None);
+        }
+        (used, Some(raw))
+    }
+
+    fn missing_gt(&mut self, what: &str, raw: &str, out: &mut dyn Sink) -> bool {
+        if self.cfg.missing_gt {
+            out.push(Event::warning(
+                WarningKind::MissingGt,
+                format!("the {what} {} ends at a newline, not `>`", excerpt(raw)),
+            ));
+            true
+        } else {
+            let msg = format!("the {what} {} has no `>`", excerpt(raw));
+            self.fail(ErrorKind::MalformedMarkup, &msg, out);
+            false
+        }
+    }
+
+    fn check_name(&mut self, name: &str, out: &mut dyn Sink) -> bool {
+        if name.is_empty() {
+            self.fail(ErrorKind::MissingName, "a call has an empty name", out);
+            false
+        } else if bad_name(name) {
+            let msg = format!("the name {} cannot be a function name", excerpt(name));
+            self.fail(ErrorKind::MalformedMarkup, &msg, out);
+            false
+        } else {
+            true
+        }
+    }
+
+    /// A bare name: up to the first newline (or `\n` typed out), the rest whitespace.
+    fn bare_name(&mut self, buf: &str, out: &mut dyn Sink) -> bool {
+        let (name, rest, escaped) = match buf.find('\n') {
+            Some(k) => (&buf[..k], &buf[k + 1..], false),
+            None => match buf.find("\\n") {
+                Some(k) => (&buf[..k], &buf[k + 2..], true),
+                None => (buf, "", false),
+            },
+        };
+        if escaped {
+            if !self.cfg.escaped_newline {
+                self.fail(
+                    ErrorKind::MalformedMarkup,
+                    "`\\n` typed out after the name",
+                    out,
+                );
+                return false;
+            }
+            out.push(Event::warning(
+                WarningKind::EscapedNewline,
+                "`\\n` typed out after the call's name",
+            ));
+        }
+        if !rest.replace("\\n", "").chars().all(char::is_whitespace) {
+            let msg = format!("text {} after the call's name", excerpt(rest));
+            self.fail(ErrorKind::MalformedMarkup, &msg, out);
+            return false;
+        }
+        let name = name.trim();
+        if !self.check_name(name, out) {
+            return false;
+        }
+        self.start_call(name.to_string(), false, out);
+        true
+    }
+
+    fn start_call(&mut self, name: String, implicit: bool, out: &mut dyn Sink) {
+        let index = self.next_index;
+        self.next_index += 1;
+        out.push(Event::CallStart {
+            index,
+            id: None,
+            name: name.clone(),
+            server: None,
+        });
+        if self.has_tools && !self.types.knows_tool(&name) {
+            out.push(Event::warning(
+                WarningKind::UnknownTool,
+                format!("{name:?} is not a declared tool; its values are kept as strings"),
+            ));
+        }
+        self.call = Some(Call {
+            name,
+            index,
+            keys: Vec::new(),
+            spoiled: false,
+            implicit,
+        });
+        self.st = St::Call(String::new());
+    }
+
+    fn end_call(&mut self, out: &mut dyn Sink) {
+        if let Some(c) = self.call.take()
+            && !c.spoiled
+        {
+            out.args_delta(c.index, if c.keys.is_empty() { "{}" } else { "}" });
+            out.push(Event::CallEnd { index: c.index });
+            if c.implicit {
+                self.st = St::Text;
+                self.end_implicit();
+                return;
+            }
+        }
+        self.st = St::Block;
+    }
+
+    /// Text between parameters that is not whitespace: only typed-out `\n` may be there.
+    fn junk_ok(&mut self, junk: &str, out: &mut dyn Sink) -> bool {
+        if junk.is_empty() {
+            return true;
+        }
+        if junk.replace("\\n", "").chars().all(char::is_whitespace) {
+            out.push(Event::warning(
+                WarningKind::EscapedNewline,
+                "`\\n` typed out between tags",
+            ));
+            return true;
+        }
+        let msg = format!("text {} between parameters", excerpt(junk));
+        self.fail(ErrorKind::MalformedMarkup, &msg, out);
+        false
+    }
+
+    /// An error inside a call: the call is dropped and the rest of it skipped.
+    fn fail(&mut self, kind: ErrorKind, msg: &str, out: &mut dyn Sink) {
+        out.push(Event::error(kind, msg));
+        if let Some(c) = &mut self.call {
+            c.spoiled = true;
+        }
+        self.param = None;
+        self.st = St::Skip;
+    }
+
+    // ---- parameters ----
+
+    fn key_text(&mut self, t: &str, out: &mut dyn Sink) -> usize {
+        let form = self.g.param;
+        let St::Key { buf, .. } = &mut self.st else {
+            return 0;
+        };
+        if form == ParamForm::KeyValue {
+            buf.push_str(t);
+            if buf.len() > self.cfg.max_tag_bytes {
+                self.fail(ErrorKind::LimitExceeded, "a key is too long", out);
+            }
+            return t.len();
+        }
+        let eq = form == ParamForm::Eq;
+        let (used, raw) = self.tag_text(t, eq, ("key", "a key is too long"), out);
+        let Some(raw) = raw else {
+            return used;
+        };
+        match form {
+            ParamForm::Attr => {
+                if let Some((key, string)) = self.attrs(&raw, self.g.string_attr, out) {
+                    self.begin_param(&key, string, out);
+                }
+            }
+            _ => self.begin_param(&raw, None, out),
+        }
+        used
+    }
+
+    /// Reads `"NAME"` (and, where the grammar has it, ` string="true|false"`) from a tag's
+    /// attribute text; `None` after reporting what is wrong.
+    fn attrs(
+        &mut self,
+        raw: &str,
+        string_attr: bool,
+        out: &mut dyn Sink,
+    ) -> Option<(String, Option<bool>)> {
+        let bad = |p: &mut Parser, out: &mut dyn Sink| {
+            let msg = format!("tag attributes {} cannot be read", excerpt(raw));
+            p.fail(ErrorKind::MalformedMarkup, &msg, out);
+            None
+        };
+        let mut single = false;
+        let Some((name, mut rest)) = quoted(raw.trim_start(), &mut single) else {
+            return bad(self, out);
+        };
+        let mut string = None;
+        loop {
+            let r = rest.trim_start();
+            if r.is_empty() {
+                break;
+            }
+            if r.len() == rest.len() || !string_attr || string.is_some() {
+                return bad(self, out);
+            }
+            let Some(v) = r.strip_prefix("string=") else {
+                return bad(self, out);
+            };
+            let Some((val, after)) = quoted(v, &mut single) else {
+                return bad(self, out);
+            };
+            string = match val.as_str() {
+                "true" => Some(true),
+                "false" => Some(false),
+                _ => return bad(self, out),
+            };
+            rest = after;
+        }
+        if single {
+            if !self.cfg.single_quotes {
+                return bad(self, out);
+            }
+            out.push(Event::warning(
+                WarningKind::SingleQuotes,
+                format!("single-quoted attributes {}", excerpt(raw)),
+            ));
+        }
+        Some((name, string))
+    }
+
+    fn begin_param(&mut self, key: &str, string: Option<bool>, out: &mut dyn Sink) {
+        let Some(call) = &mut self.call else {
+            return;
+        };
+        if key.is_empty() {
+            self.fail(
+                ErrorKind::MalformedMarkup,
+                "a parameter has an empty key",
+                out,
+            );
+            return;
+        }
+        if call.keys.iter().any(|k| k == key) {
+            out.push(Event::warning(
+                WarningKind::DuplicateParameter,
+                format!("parameter {key:?} given twice; the last one counts"),
+            ));
+        }
+        let lookup = self.types.lookup(&call.name, key);
+        let name = call.name.clone();
+        match &lookup {
+            Lookup::UnknownParam if self.has_tools => out.push(Event::warning(
+                WarningKind::UnknownParameter,
+                format!("{name:?} declares no parameter {key:?}; kept as a string"),
+            )),
+            Lookup::Unreadable(e) => {
+                out.push(Event::warning(WarningKind::UnreadableSchema, e.to_string()))
+            }
+            _ => {}
+        }
+        let pt = lookup.param_type();
+        let mode = if self.g.string_attr {
+            match string {
+                Some(s) => {
+                    let schema_string = pt.has(crate::formats::typing::Kind::String);
+                    if matches!(lookup, Lookup::Typed(_)) && s != schema_string {
+                        out.push(Event::warning(
+                            WarningKind::SchemaTypeMismatch,
+                            format!(
+                                "parameter {key:?} says string=\"{s}\" but its schema says {}",
+                                pt.describe()
+                            ),
+                        ));
+                    }
+                    if s { Mode::Stream } else { Mode::Json }
+                }
+                None => {
+                    if !self.cfg.missing_string_attribute {
+                        let msg = format!("parameter {key:?} has no string attribute");
+                        self.fail(ErrorKind::MalformedMarkup, &msg, out);
+                        return;
+                    }
+                    out.push(Event::warning(
+                        WarningKind::MissingStringAttribute,
+                        format!("parameter {key:?} has no string attribute; typed by the schema"),
+                    ));
+                    if pt.is_string_only() {
+                        Mode::Stream
+                    } else {
+                        Mode::Typed(pt)
+                    }
+                }
+            }
+        } else if pt.is_string_only() {
+            Mode::Stream
+        } else {
+            Mode::Typed(pt)
+        };
+        let Some(call) = &mut self.call else {
+            return;
+        };
+        let first = call.keys.is_empty();
+        call.keys.push(key.to_string());
+        if mode == Mode::Stream {
+            self.scratch.clear();
+            self.scratch.push_str(if first { "{\"" } else { ",\"" });
+            escape_json_into(&mut self.scratch, key);
+            self.scratch.push_str("\":\"");
+            out.args_delta(call.index, &self.scratch);
+        }
+        self.param = Some(Param {
+            key: key.to_string(),
+            mode,
+            buf: String::new(),
+            bytes: 0,
+            lead: if self.g.pad { Lead::Start } else { Lead::Done },
+            hold: "",
+        });
+        self.st = St::Value;
+    }
+
+    /// Value text after the padding rule, streamed or held.
+    #[inline]
+    fn value_text(&mut self, t: &str, out: &mut dyn Sink) {
+        let Some(p) = &mut self.param else {
+            return;
+        };
+        // Most pieces: no padding rule, or one with nothing to decide (the value has begun,
+        // nothing is held, and the piece does not end a line).
+        if !self.g.pad || (p.lead == Lead::Done && p.hold.is_empty() && !t.ends_with(['\n', '\r']))
+        {
+            return self.emit(t, out);
+        }
+        let mut t = t;
+        match p.lead {
+            Lead::Start => {
+                p.lead = Lead::Done;
+                if let Some(r) = t.strip_prefix("\r\n").or_else(|| t.strip_prefix('\n')) {
+                    t = r;
+                } else if t == "\r" {
+                    p.lead = Lead::SawCr;
+                    return;
+                }
+            }
+            Lead::SawCr => {
+                p.lead = Lead::Done;
+                match t.strip_prefix('\n') {
+                    Some(r) => t = r,
+                    None => self.emit("\r", out),
+                }
+            }
+            Lead::Done => {}
+        }
+        if t.is_empty() {
+            return;
+        }
+        let Some(p) = &mut self.param else {
+            return;
+        };
+        if p.hold == "\r"
+            && let Some(r) = t.strip_prefix('\n')
+        {
+            p.hold = "\r\n";
+            t = r;
+            if t.is_empty() {
+                return;
+            }
+        }
+        let hold = std::mem::take(&mut p.hold);
+        if !hold.is_empty() {
+            self.emit(hold, out);
+        }
+        let (body, tail) = if let Some(b) = t.strip_suffix("\r\n") {
+            (b, "\r\n")
+        } else if let Some(b) = t.strip_suffix('\n') {
+            (b, "\n")
+        } else if let Some(b) = t.strip_suffix('\r') {
+            (b, "\r")
+        } else {
+            (t, "")
+        };
+        if !body.is_empty() {
+            self.emit(body, out);
+        }
+        if let Some(p) = &mut self.param {
+            p.hold = tail;
+        }
+    }
+
+    #[inline]
+    fn emit(&mut self, s: &str, out: &mut dyn Sink) {
+        let (Some(p), Some(c)) = (&mut self.param, &self.call) else {
+            return;
+        };
+        if s.is_empty() {
+            return;
+        }
+        p.bytes += s.len();
+        if p.bytes > self.cfg.max_value_bytes {
+            let msg = format!(
+                "the value of {:?} is longer than {} bytes",
+                p.key, self.cfg.max_value_bytes
+            );
+            return self.fail(ErrorKind::LimitExceeded, &msg, out);
+        }
+        if p.mode == Mode::Stream {
+            if c.spoiled {
+                return;
+            }
+            // Most pieces need no escape: they go out as they came in.
+            match first_escape(s) {
+                None => out.args_delta(c.index, s),
+                Some(i) => {
+                    self.scratch.clear();
+                    self.scratch.push_str(&s[..i]);
+                    escape_json_into(&mut self.scratch, &s[i..]);
+                    out.args_delta(c.index, &self.scratch);
+                }
+            }
+        } else {
+            p.buf.push_str(s);
+        }
+    }
+
+    /// The close was content after all: it and the whitespace held after it go to the value.
+    fn reopen_value(&mut self, out: &mut dyn Sink) {
+        let St::AfterClose(held) = std::mem::replace(&mut self.st, St::Value) else {
+            return;
+        };
+        if !self.cfg.close_tag_in_value {
+            let msg = format!("{} inside a value", excerpt(held.trim_end()));
+            return self.fail(ErrorKind::MalformedMarkup, &msg, out);
+        }
+        out.push(Event::warning(
+            WarningKind::CloseTagInValue,
+            format!(
+                "{} is followed by value text, so it is content",
+                excerpt(held.trim_end())
+            ),
+        ));
+        self.value_text(&held, out);
+    }
+
+    fn close_value(&mut self, out: &mut dyn Sink) {
+        self.st = St::Call(String::new());
+        let Some(mut p) = self.param.take() else {
+            return;
+        };
+        match (p.lead, p.hold) {
+            (Lead::SawCr, _) | (_, "\r") => {
+                p.lead = Lead::Done;
+                p.hold = "";
+                self.param = Some(p);
+                self.emit("\r", out);
+                let Some(q) = self.param.take() else {
+                    return;
+                };
+                p = q;
+            }
+            _ => {}
+        }
+        let Some(c) = &self.call else {
+            return;
+        };
+        if c.spoiled {
+            return;
+        }
+        let index = c.index;
+        let first = c.keys.len() == 1;
+        let value = match p.mode {
+            Mode::Stream => {
+                out.args_delta(index, "\"");
+                return;
+            }
+            Mode::Typed(pt) => {
+                let (v, note) = type_value(&p.buf, pt, self.cfg.typing);
+                if let Some((kind, msg)) = note {
+                    out.push(Event::warning(
+                        kind,
+                        format!("parameter {:?}: {msg}", p.key),
+                    ));
+                }
+                v
+            }
+            Mode::Json => match read_json(&p.buf) {
+                Some(v) => v,
+                None => {
+                    out.push(Event::warning(
+                        WarningKind::TypeMismatch,
+                        format!(
+                            "parameter {:?}: {} is not JSON; kept as a string",
+                            p.key,
+                            excerpt(&p.buf)
+                        ),
+                    ));
+                    Value::String(p.buf.clone())
+                }
+            },
+        };
+        self.scratch.clear();
+        self.scratch.push_str(if first { "{\"" } else { ",\"" });
+        escape_json_into(&mut self.scratch, &p.key);
+        self.scratch.push_str("\":");
+        self.scratch.push_str(&value.to_string());
+        out.args_delta(index, &self.scratch);
+    }
+
+    fn end_turn(&mut self, out: &mut dyn Sink) {
+        let st = std::mem::replace(&mut self.st, St::Text);
+        if self.text_after && matches!(st, St::Text | St::ImplicitName(_)) {
+            let msg = "text after the last call";
+            if self.cfg.text_after_calls {
+                out.push(Event::warning(WarningKind::TextAfterCalls, msg));
+            } else {
+                out.push(Event::error(ErrorKind::MalformedMarkup, msg));
+            }
+        }
+        match st {
+            St::Text => {
+                if !self.markup_seen {
+                    let ws = std::mem::take(&mut self.seg.ws);
+                    out.text(&ws);
+                }
+            }
+            St::ImplicitName(buf) => {
+                self.implicit_not_a_call(&buf, out);
+                if !self.markup_seen {
+                    let ws = std::mem::take(&mut self.seg.ws);
+                    out.text(&ws);
+                }
+            }
+            St::Block => {
+                let msg = format!(
+                    "the stream ended inside a block ({} missing)",
+                    self.g.marker(Role::BlockClose)
+                );
+                if self.cfg.missing_block_end {
+                    out.push(Event::warning(self.g.block_end_warning, msg));
+                } else {
+                    out.push(Event::error(ErrorKind::Unterminated, msg));
+                }
+            }
+            St::Skip => {}
+            St::AfterClose(_) => {
+                self.st = St::AfterClose(String::new());
+                self.close_value(out);
+                out.push(Event::error(
+                    ErrorKind::Unterminated,
+                    "the stream ended inside a call",
+                ));
+            }
+            _ => out.push(Event::error(
+                ErrorKind::Unterminated,
+                "the stream ended inside a call",
+            )),
+        }
+        self.st = St::Text;
+        self.seg = Segment::default();
+        self.in_block = false;
+        self.markup_seen = false;
+        self.after_block = false;
+        self.text_after = false;
+        self.next_index = 0;
+        self.call = None;
+        self.param = None;
+    }
+}
+
+/// The end of a tag's attribute text: the first `>` outside quotes, or (where `newline_ends`)
+/// a newline first; `(offset, ended_by_newline)`. `quote` carries the quote state across
+/// pieces.
+fn tag_end(t: &str, quote: &mut Option<char>, newline_ends: bool) -> Option<(usize, bool)> {
+    if newline_ends {
+        return t.find(['>', '\n']).map(|k| (k, t.as_bytes()[k] == b'\n'));
+    }
+    for (i, c) in t.char_indices() {
+        match (*quote, c) {
+            (Some(q), c) if c == q => *quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => *quote = Some(c),
+            (None, '>') => return Some((i, false)),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// A value in `"…"` (or `'…'`, noted in `single`) at the start of `s`, and what follows it.
+fn quoted<'a>(s: &'a str, single: &mut bool) -> Option<(String, &'a str)> {
+    let q = s.chars().next()?;
+    if q != '"' && q != '\'' {
+        return None;
+    }
+    *single |= q == '\'';
+    let end = s[1..].find(q)? + 1;
+    Some((s[1..end].to_string(), &s[end + 1..]))
+}
+
+/// The nested options of every tagged format: the schema typing's (`typing.NAME`) and the
+/// reasoning layer's (`reasoning.NAME`).
+pub static NESTED: [&dyn Nested<Config>; 2] = [
+    &Nest {
+        prefix: "typing",
+        options: TypingOptions::OPTIONS,
+        field: |c: &Config| &c.typing,
+        field_mut: |c: &mut Config| &mut c.typing,
+    },
+    &Nest {
+        prefix: "reasoning",
+        options: reasoning::Config::OPTIONS,
+        field: |c: &Config| &c.reasoning,
+        field_mut: |c: &mut Config| &mut c.reasoning,
+    },
+];
+
+/// One format of the family: what sets it apart from the others. Everything else a format
+/// registers (its parser, delimiters, renderer, options and [`Format`] entry) is the same
+/// function of these, written once below.
+pub trait Member: 'static {
+    /// The format id.
+    const ID: &'static str;
+    /// One line for `conform formats`.
+    const SUMMARY: &'static str;
+    /// Its grammar (the reasoning wrapper included).
+    const GRAMMAR: &'static Grammar;
+    /// The vocabulary tokens its output may hold.
+    const SPECIAL_TOKENS: &'static [SpecialToken];
+    /// Its default options.
+    fn config() -> Config {
+        Config::default()
+    }
+    /// Writes calls as the model's chat template does.
+    fn write_calls(out: &mut String, calls: &[ToolCall]);
+    /// A call of `typing_probe` whose parameter `v` is written as exactly `raw`.
+    fn typing_probe(raw: &str) -> Vec<u8>;
+    /// Its options, for `--option ID.NAME=…` and `conform.toml`.
+    const OPTIONS: Table<Config> = Table {
+        default: Self::config,
+        options: Config::OPTIONS,
+        nested: &NESTED,
+        reasoning: None,
+        build: build::<Self>,
+    };
+}
+
+/// A parser of `M` with its default options.
+fn new_parser<M: Member>(tools: &Tools) -> Box<dyn StreamParser> {
+    boxed(M::GRAMMAR, M::config(), tools)
+}
+
+/// A parser of `M` with options `cfg`.
+fn build<M: Member + ?Sized>(cfg: Config, tools: &Tools) -> Box<dyn StreamParser> {
+    boxed(M::GRAMMAR, cfg, tools)
+}
+
+/// The delimiters of `M`.
+fn markers<M: Member>(_tools: &Tools) -> Vec<String> {
+    M::GRAMMAR.markers.iter().map(|m| m.0.to_string()).collect()
+}
+
+/// Renders text and calls as `M`'s chat template does, refusing what would not parse back.
+pub fn render<M: Member>(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, String> {
+    render_checked(M::GRAMMAR, M::config(), text, calls, tools, &M::write_calls)
+}
+
+/// The registry entry of `M`.
+pub const fn format<M: Member>() -> Format {
+    Format {
+        render: Some(render::<M>),
+        typing: Some(Typing {
+            table: include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/specs/typing.json")),
+            transcript: M::typing_probe,
+            key: "v",
+            schema_tool: Some("typing_probe"),
+        }),
+        special_tokens: M::SPECIAL_TOKENS,
+        reasoning: M::GRAMMAR.reasoning,
+        ..Format::new(
+            M::ID,
+            M::SUMMARY,
+            new_parser::<M>,
+            markers::<M>,
+            &M::OPTIONS,
+        )
+    }
+}
+
+/// The parser of `g` behind the reasoning layer when `g` declares a wrapper (options
+/// `cfg.reasoning`): what a format registers.
+pub fn boxed(g: &'static Grammar, cfg: Config, tools: &Tools) -> Box<dyn StreamParser> {
+    let p = Parser::new(g, cfg, tools);
+    match g.reasoning {
+        Some(syntax) => Box::new(Reasoned::new(p, syntax, cfg.reasoning)),
+        None => Box::new(p),
+    }
+}
+
+impl DecodedText for Parser {
+    fn decoder(&mut self) -> &mut Utf8Decoder {
+        &mut self.utf8
+    }
+
+    fn feed_str(&mut self, s: &str, out: &mut dyn Sink) {
+        Parser::feed_str(self, s, out);
+    }
+
+    fn spoil(&mut self) {
+        if let Some(c) = &mut self.call {
+            c.spoiled = true;
+        }
+    }
+}
+
+impl StreamParser for Parser {
+    fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
+        match self.utf8.ascii(chunk) {
+            Some(s) => self.feed_str(s, out),
+            None => decoded::feed_utf8(self, chunk, out),
+        }
+    }
+
+    fn finish(&mut self, out: &mut dyn Sink) {
+        decoded::finish_utf8(self, out);
+        loop {
+            let in_value = matches!(self.st, St::Value);
+            if !self.other_scanner(in_value).held().is_empty() {
+                let held = self.other_scanner(in_value).take_held();
+                self.other_scanner(in_value).reset();
+                self.feed_str(&held, out);
+                continue;
+            }
+            let t = if in_value {
+                self.vscan.finish()
+            } else {
+                self.scan.finish()
+            };
+            let Some(t) = t else {
+                break;
+            };
+            // What the scanner still holds is a delimiter's beginning cut off by the end:
+            // text in prose or a value, but inside markup only the rest of a cut tag.
+            let in_markup = !matches!(
+                self.st,
+                St::Text | St::ImplicitName(_) | St::Value | St::AfterClose(_)
+            );
+            if !(in_markup && matches!(t, Token::Text(_))) {
+                self.token(t, in_value, out);
+            }
+        }
+        self.scan.reset();
+        self.vscan.reset();
+        self.end_turn(out);
+    }
+
+    fn at_text(&self) -> bool {
+        // Outside blocks, and between a block's calls, where text is kept as text.
+        matches!(self.st, St::Text | St::Block)
+    }
+}
+
+/// Renders one value as the template writes it: strings verbatim, everything else as JSON.
+pub fn value_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Renders one value as Jinja's `| string` does (Python repr: `True`, `None`, `{'a': 1}`),
+/// for templates that write non-string values that way; strings verbatim.
+pub fn python_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => {
+            let mut out = String::new();
+            write_literal(&mut out, other, Quotes::Repr);
+            out
+        }
+    }
+}
+
+/// Renders `text` and then the calls as `write_calls` writes them, refusing what the format
+/// cannot carry and any rendering that does not parse back (with `cfg`) to the same text and
+/// calls.
+pub fn render_checked(
+    g: &'static Grammar,
+    cfg: Config,
+    text: &str,
+    calls: &[ToolCall],
+    tools: &Tools,
+    write_calls: &dyn Fn(&mut String, &[ToolCall]),
+) -> Result<Vec<u8>, String> {
+    if let Some((m, _)) = g.markers.iter().find(|(m, _)| text.contains(m)) {
+        return Err(format!("the text contains the delimiter {m}"));
+    }
+    if let Some(t) = g.reasoning.and_then(|r| r.tag_in(text)) {
+        return Err(format!("the text contains the reasoning tag {t}"));
+    }
+    for c in calls {
+        if c.id.is_some() || c.server.is_some() {
+            return Err("the format carries no call ids and no servers".into());
+        }
+        if c.name.is_empty() || bad_name(&c.name) || c.name.contains("\\n") {
+            return Err(format!("the name {:?} cannot be written", c.name));
+        }
+        let Some(args) = c.arguments.as_object() else {
+            return Err("arguments must be a JSON object".into());
+        };
+        if args
+            .keys()
+            .any(|k| k.is_empty() || k.contains(['<', '>', '"', '\n']))
+        {
+            return Err("a key cannot be written in a tag".into());
+        }
+    }
+    let mut out = String::from(text);
+    if !calls.is_empty() {
+        write_calls(&mut out, calls);
+    }
+    let mut p = boxed(g, cfg, tools);
+    let r = ParseResult::fold(&crate::formats::run_chunks(&mut *p, [out.as_bytes()]));
+    if !r.is_success() || r.text != text || r.calls != calls {
+        return Err("the rendering does not parse back to the same text and calls".into());
+    }
+    Ok(out.into_bytes())
+}
+
+#[cfg(test)]
+mod tests;
