@@ -590,8 +590,9 @@ def m3_cases():
         {"text": "Paris. Sunny.", "reasoning": "", "calls": [], "error": None, "warnings": ["stray_reasoning_end"]})
     return c
 
-# Request modes (thinking_mode of the chat template): a folder each, the mode in its conform.toml.
-M3_MODES = {
+# Request modes (thinking_mode of the chat template) and an option: a folder each, set in its
+# conform.toml.
+M3_FOLDERS = {
     # thinking_mode=enabled: the prompt ends with <mm:think>, the output begins inside it.
     "thinking_enabled": ('"minimax_m3.reasoning.starts_inside" = true', [
         ("y_enabled_reasoning_then_call", "The user wants the time.</mm:think>" + m3_block(m3_invoke("get_time")),
@@ -610,6 +611,12 @@ M3_MODES = {
          {"text": "Let me look that up.", "reasoning": "", "calls": [call("get_weather", city="Lima")], "error": None, "warnings": []}),
         ("y_disabled_plain_answer", "2 + 2 = 4.",
          {"text": "2 + 2 = 4.", "reasoning": "", "calls": [], "error": None, "warnings": []}),
+    ]),
+    # SGLang's reading of untyped leaves.
+    "infer_untyped_scalars": ('"minimax_m3.infer_untyped_scalars" = true', [
+        ("y_untyped_literals_read_as_json", m3_block(m3_invoke("configure", el("settings", el("a", "true") + el("b", "false") + el("c", "null") + el("d", "True") + el("e", "3"))), m3_invoke("deploy", el("dry_run", "true"))),
+         {"calls": [call("configure", settings={"a": True, "b": False, "c": None, "d": "True", "e": "3"}), call("deploy", dry_run=True)],
+          "error": None, "warnings": ["unknown_tool"]}),
     ]),
 }
 
@@ -692,7 +699,7 @@ def main():
                 f.write(json.dumps(line, ensure_ascii=False) + "\n")
         labelled = len(cases) + 1
         if fmt == "minimax_m3":
-            for sub, (options, sub_cases) in M3_MODES.items():
+            for sub, (options, sub_cases) in M3_FOLDERS.items():
                 sd = os.path.join(d, sub)
                 os.makedirs(sd)
                 if options:
