@@ -1,12 +1,13 @@
 //! Every wire format, grouped by family; the tree is the architecture:
 //!
-//! - `core/`: what all formats share — the contract (`StreamParser`, `Format`), the registry
-//!   ([`REGISTRY`]), options, the reasoning layer, schema typing;
+//! - `core/`: what all formats share — the contract (`StreamParser`, `Format`), options, the
+//!   reasoning layer, schema typing;
 //! - `delimited/`: JSON (or a Python call list) between special markers, one driver;
 //! - `tagged/`: parameters as tagged raw text typed by the tool's schema, one parser;
 //! - `xml/`: XML inside prose, over the streaming XML tokenizer;
 //! - `sse/`: provider event streams;
-//! - a file of its own for a format with a grammar of its own (`harmony.rs`).
+//! - a file of its own for a format with a grammar of its own (`harmony.rs`);
+//! - `registry.rs`: every format, registered once ([`REGISTRY`]), above the families.
 //!
 //! Each format module stays reachable as `formats::<id>` (re-exported below). A format knows
 //! the lexers and the event model; it never knows the harness.
@@ -14,6 +15,7 @@
 pub mod core;
 pub mod delimited;
 pub mod harmony;
+pub mod registry;
 pub mod sse;
 pub mod tagged;
 pub mod xml;
@@ -22,11 +24,11 @@ pub use self::core::contract::{
     CdataProbe, Format, FormatOptions, OptionInfo, OptionValues, OptionsByFormat, RenderFn,
     SpecialToken, StreamParser, Typing, run_chunks,
 };
-pub use self::core::registry::{REGISTRY, by_id};
-pub use self::core::{config, options, reasoning, registry, typing};
+pub use self::core::{config, options, reasoning, typing};
 pub use delimited::{
     deepseek_v3, deepseek_v31, hermes, kimi_k2, llama3_json, mistral, mistral_v11, pythonic,
 };
+pub use registry::{REGISTRY, by_id};
 pub use sse::{anthropic_sse, openai_sse};
 pub use tagged::{deepseek_v32, glm45, glm47, minimax_m2, qwen3_coder, seed_oss};
 #[cfg(feature = "schema")]

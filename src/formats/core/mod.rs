@@ -1,6 +1,5 @@
 //! What every format shares, whatever its family: the contract a format fulfils
-//! (`contract.rs`), the registry of formats (`registry.rs`), a format declared by its data
-//! (`entry.rs`), options declared once (`config.rs`) and gathered into a settable table
+//! (`contract.rs`), a format declared by its data (`entry.rs`), options declared once (`config.rs`) and gathered into a settable table
 //! (`options.rs`), the reasoning layer (`reasoning.rs`), typing by a tool's JSON Schema
 //! (`typing.rs`), and the UTF-8 side of a text parser (`decoded.rs`).
 
@@ -10,7 +9,6 @@ pub(crate) mod decoded;
 pub(crate) mod entry;
 pub mod options;
 pub mod reasoning;
-pub mod registry;
 #[cfg(test)]
 pub(crate) mod testkit;
 pub mod typing;

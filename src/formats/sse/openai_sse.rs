@@ -861,25 +861,23 @@ impl Parser {
     }
 }
 
-/// The format whose markup `content` may carry (seed 001), reached through the registry so
-/// that this module knows nothing of its internals.
-const CONTENT_FORMAT: &str = "kimi_k2";
+/// The format whose markup `content` may carry (seed 001), through its registry entry only
+/// (its parser with the reasoning layer, its markers): this module knows nothing of its
+/// internals, and the family sits below the registry, not beside it.
+static CONTENT_FORMAT: &Format = &crate::formats::delimited::kimi_k2::FORMAT;
 
 /// A parser for the markup in `content`: the registered format's, reasoning layer included.
 fn new_kimi() -> Option<Box<dyn StreamParser>> {
-    crate::formats::by_id(CONTENT_FORMAT).map(|f| (f.new_parser)(&Tools::default()))
+    Some((CONTENT_FORMAT.new_parser)(&Tools::default()))
 }
 
 /// The markup of the format in `content`: its markers and reasoning tags, which rendered
 /// text must not contain (they would parse as markup).
 fn content_markup() -> Vec<String> {
-    crate::formats::by_id(CONTENT_FORMAT)
-        .map(|f| {
-            let mut m = (f.markers)(&Tools::default());
-            m.extend(f.reasoning.map(|r| r.tags()).unwrap_or_default());
-            m
-        })
-        .unwrap_or_default()
+    let f = CONTENT_FORMAT;
+    let mut m = (f.markers)(&Tools::default());
+    m.extend(f.reasoning.map(|r| r.tags()).unwrap_or_default());
+    m
 }
 
 impl StreamParser for Parser {
@@ -948,7 +946,10 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
     {
         // Content is fed to the kimi_k2 parser, so its markup in it is not text (found by the
         // `roundtrip` fuzz target).
-        return Err(format!("the text contains the {CONTENT_FORMAT} markup {m}"));
+        return Err(format!(
+            "the text contains the {} markup {m}",
+            CONTENT_FORMAT.id
+        ));
     }
     let mut out = Vec::new();
     chunk_line(
