@@ -185,6 +185,14 @@ pub enum WarningKind {
     NullAlias,
     /// A value in Python literal syntax, read (option `typing.python_literals`).
     PythonLiteral,
+    /// A call marker inside reasoning, ending it there (option `reasoning.implicit_reasoning_end`).
+    ImplicitReasoningEnd,
+    /// A namespace token and whitespace before its tag, read as the tag.
+    SpacedMarker,
+    /// An unquoted attribute value, read up to the tag's end.
+    UnquotedAttribute,
+    /// Text beside child elements, kept under `$text`.
+    MixedContent,
 }
 
 impl WarningKind {}
@@ -252,6 +260,10 @@ wire_names! {
         NullNotAllowed => "null_not_allowed",
         NullAlias => "null_alias",
         PythonLiteral => "python_literal",
+        ImplicitReasoningEnd => "implicit_reasoning_end",
+        SpacedMarker => "spaced_marker",
+        UnquotedAttribute => "unquoted_attribute",
+        MixedContent => "mixed_content",
     }
 }
 

@@ -64,6 +64,14 @@ config! {
             /// A close tag outside any block (the open tag was in the prompt but `starts_inside` is
             /// off) is dropped with a warning; off: dropped with a `malformed_markup` error.
             stray_reasoning_end,
+            /// A close tag before anything but whitespace in the turn is the model's own "no
+            /// thinking this turn" (MiniMax-M3's adaptive mode writes a bare `</mm:think>` first),
+            /// dropped without a warning; off: it is stray like any other. Off by default.
+            adaptive_start,
+            /// A call marker inside a block ends the block there, with a warning, and is parsed as
+            /// a call (a model that forgot the close before acting: ai-dynamo/frontend-crates#133,
+            /// DeepSeek-V4); off: `call_in_reasoning` applies. Off by default.
+            implicit_reasoning_end,
         }
     }
 }
@@ -76,6 +84,8 @@ impl Default for Config {
             call_in_reasoning: true,
             unterminated_reasoning: true,
             stray_reasoning_end: true,
+            adaptive_start: false,
+            implicit_reasoning_end: false,
         }
     }
 }
@@ -116,6 +126,8 @@ pub struct Reasoned<P> {
     pos: u64,
     /// Call markup was already reported in the current block.
     call_reported: bool,
+    /// Nothing but whitespace has been read in this turn (the adaptive start's window).
+    at_start: bool,
     /// The bytes any tag or call marker can start with.
     first: ByteSet,
     /// That byte, when there is only one (`<` for every syntax so far): a streaming delta of
@@ -152,6 +164,7 @@ impl<P: StreamParser> Reasoned<P> {
             utf8: Utf8Decoder::new(),
             pos: 0,
             call_reported: false,
+            at_start: true,
             only_first: match *first {
                 [b] => Some(b),
                 _ => None,
@@ -267,6 +280,9 @@ impl<P: StreamParser> Reasoned<P> {
     /// Bytes that are no tag: to the format's parser, or reasoning.
     #[inline]
     fn pass(&mut self, s: &[u8], out: &mut dyn Sink) {
+        if self.at_start && !s.iter().all(u8::is_ascii_whitespace) {
+            self.at_start = false;
+        }
         self.pos += s.len() as u64;
         match self.state {
             State::Outside => self.inner.feed(s, out),
@@ -293,12 +309,16 @@ impl<P: StreamParser> Reasoned<P> {
                 self.pos += len as u64;
                 self.state = State::Inside(Some(pair));
                 self.call_reported = false;
+                self.at_start = false;
                 len
             }
             Tag::Close(len) => {
                 let at = self.pos;
                 self.pos += len as u64;
-                if self.state == State::Outside {
+                let adaptive = std::mem::replace(&mut self.at_start, false);
+                if self.state == State::Outside && adaptive && self.cfg.adaptive_start {
+                    // The model's own "no thinking": not a deviation.
+                } else if self.state == State::Outside {
                     let msg = format!(
                         "reasoning end at byte {at} outside any reasoning block (was the open tag in the prompt?)"
                     );
@@ -311,6 +331,17 @@ impl<P: StreamParser> Reasoned<P> {
                     self.flush_utf8(out);
                     self.state = State::Outside;
                 }
+                len
+            }
+            Tag::Call(len) if self.cfg.implicit_reasoning_end => {
+                let msg = format!(
+                    "call markup at byte {} ends the reasoning block (its close tag is missing)",
+                    self.pos
+                );
+                out.push(Event::warning(WarningKind::ImplicitReasoningEnd, msg));
+                self.flush_utf8(out);
+                self.state = State::Outside;
+                self.pass(&s[..len], out);
                 len
             }
             Tag::Call(len) => {
@@ -419,6 +450,7 @@ impl<P: StreamParser> StreamParser for Reasoned<P> {
         self.utf8 = Utf8Decoder::new();
         self.pos = 0;
         self.call_reported = false;
+        self.at_start = true;
     }
 
     fn at_text(&self) -> bool {
@@ -554,6 +586,46 @@ mod tests {
         };
         let r = parse_cfg(strict, "<think><call></think>");
         assert_eq!(r.error_kinds(), [ErrorKind::MalformedMarkup]);
+    }
+
+    #[test]
+    fn an_adaptive_start_drops_a_first_close_silently_and_only_first() {
+        let cfg = Config {
+            adaptive_start: true,
+            ..Config::default()
+        };
+        let r = parse_cfg(cfg, "</think>answer");
+        assert_eq!(r.text, "answer");
+        assert!(r.warnings.is_empty());
+        // Whitespace before it is still the start, and stays text.
+        let r = parse_cfg(cfg, " \n</think>answer");
+        assert_eq!(r.text, " \nanswer");
+        assert!(r.warnings.is_empty());
+        // Anything else before it, or a second one, makes it stray.
+        for s in ["a</think>", "</think></think>", "<think>x</think></think>"] {
+            assert_eq!(warnings(&parse_cfg(cfg, s)), ["stray_reasoning_end"], "{s}");
+        }
+        // Off (the default), the first close is stray too.
+        assert_eq!(warnings(&parse("</think>a")), ["stray_reasoning_end"]);
+    }
+
+    #[test]
+    fn an_implicit_end_closes_the_block_at_a_call_marker() {
+        let cfg = Config {
+            implicit_reasoning_end: true,
+            ..Config::default()
+        };
+        let r = parse_cfg(cfg, "<think>plan <call>args");
+        assert_eq!(r.reasoning_text(), "plan ");
+        assert_eq!(r.text, "<call>args");
+        assert_eq!(warnings(&r), ["implicit_reasoning_end"]);
+        // From a prompt that opened the block too.
+        let inside = Config {
+            starts_inside: true,
+            ..cfg
+        };
+        let r = parse_cfg(inside, "plan<call>x");
+        assert_eq!((r.reasoning_text(), r.text.as_str()), ("plan", "<call>x"));
     }
 
     #[test]

@@ -17,9 +17,11 @@
 //! `close_tag_in_value`. The held whitespace is the only look-ahead, kept once, never rescanned.
 
 pub mod deepseek_v32;
+pub mod elements;
 pub mod glm45;
 pub mod glm47;
 pub mod minimax_m2;
+pub mod minimax_m3;
 pub mod qwen3_coder;
 pub mod seed_oss;
 
@@ -30,7 +32,7 @@ use crate::formats::options::Table;
 use crate::formats::options::{Nest, Nested};
 use crate::formats::reasoning::{self, Reasoned, Syntax};
 use crate::formats::typing::{
-    Lookup, ParamType, SchemaTypes, TypingOptions, read_json, type_value,
+    Lookup, MAX_VALUE_DEPTH, ParamType, SchemaTypes, TypingOptions, read_json, type_value,
 };
 use crate::formats::{Format, SpecialToken, StreamParser, Typing};
 use crate::lexers::has_byte;
@@ -38,6 +40,7 @@ use crate::lexers::marker::{MarkerScanner, Token};
 use crate::lexers::python::{Quotes, write_literal};
 use crate::lexers::utf8::Utf8Decoder;
 use crate::tools::Tools;
+use elements::{ReadOptions, Schemas, Tree};
 use serde_json::Value;
 
 /// What a delimiter means to the grammar.
@@ -61,6 +64,12 @@ pub enum Role {
     ValueClose,
     /// An end-of-turn token dropped outside calls (`<seed:eos>`).
     Drop,
+    /// The namespace token alone (`]<]minimax[>[`), in a grammar whose every delimiter starts
+    /// with it: matched only where no delimiter follows at once. Whitespace and then a tag make
+    /// it that tag spaced out (`spaced_marker`); anything else is no markup (text in prose,
+    /// `malformed_markup` in a call). Its presence also says that the token never occurs in
+    /// content: inside a value every delimiter is markup.
+    Namespace,
 }
 
 /// How a call names its function.
@@ -84,12 +93,16 @@ pub enum ParamForm {
     Attr,
     /// `<arg_key>KEY</arg_key>⏎<arg_value>VALUE</arg_value>`.
     KeyValue,
+    /// `<KEY>VALUE</KEY>`: the parameter open is followed by the key up to `>`, the value close
+    /// by the same key and `>` (MiniMax-M3).
+    Named,
 }
 
 /// A format of the family: its delimiters and tag forms.
 #[derive(Debug)]
 pub struct Grammar {
-    /// Every delimiter with its role (each a literal starting with `<`).
+    /// Every delimiter with its role (literals with one first byte, `<` or the namespace
+    /// token's; where one is a prefix of another the longest that matches wins).
     pub markers: &'static [(&'static str, Role)],
     /// How calls are written.
     pub call: CallForm,
@@ -104,6 +117,9 @@ pub struct Grammar {
     pub pad: bool,
     /// Parameters carry a `string="true|false"` attribute that decides their typing.
     pub string_attr: bool,
+    /// Values may hold child elements (`ParamForm::Named` tags nested to any depth: objects,
+    /// `item` lists), read by the schema once the parameter closes ([`elements`]).
+    pub nested: bool,
     /// The warning (or, option off, the error) when the stream ends inside a block after
     /// complete calls.
     pub block_end_warning: WarningKind,
@@ -118,6 +134,21 @@ impl Grammar {
             .iter()
             .find(|m| m.1 == role)
             .map_or("", |m| m.0)
+    }
+
+    /// Every delimiter starts with a namespace token that never occurs in content.
+    fn namespaced(&self) -> bool {
+        self.markers.iter().any(|m| m.1 == Role::Namespace)
+    }
+
+    /// The delimiters that can end or continue a value: the value close alone, or, where the
+    /// namespace token keeps every delimiter out of content, all of them.
+    fn value_markers(&self) -> Vec<(&'static str, Role)> {
+        if self.namespaced() {
+            self.markers.to_vec()
+        } else {
+            vec![(self.marker(Role::ValueClose), Role::ValueClose)]
+        }
     }
 }
 
@@ -156,6 +187,18 @@ config! {
             /// A parameter without its `string` attribute is typed by the schema, with a warning; off
             /// → `malformed_markup`.
             missing_string_attribute,
+            /// An unquoted attribute value (`name=f`, which vLLM and tool-parser read for MiniMax-M3)
+            /// is read up to `>`, with a warning; off → `malformed_markup`. Off by default.
+            unquoted_attribute,
+            /// A namespace token, whitespace, then a tag (SGLang normalises MiniMax-M3's `NS <tag>`)
+            /// is read as the tag, with a warning; off → the token is no markup.
+            spaced_marker,
+            /// Text beside child elements of an object value is kept under `$text` (vLLM and
+            /// tool-parser), with a warning; off → `malformed_markup`.
+            mixed_content,
+            /// Values without a schema read `true`, `false` and `null` as JSON (SGLang's MiniMax-M3
+            /// reading); off, they stay strings like every untyped value. Off by default.
+            infer_untyped_scalars,
         }
         /// The schema typing's own leniencies.
         pub typing: TypingOptions,
@@ -183,6 +226,10 @@ impl Default for Config {
             escaped_newline: true,
             single_quotes: true,
             missing_string_attribute: true,
+            unquoted_attribute: false,
+            spaced_marker: true,
+            mixed_content: true,
+            infer_untyped_scalars: false,
             typing: TypingOptions::default(),
             max_value_bytes: 64 << 20,
             max_tag_bytes: 4096,
@@ -266,6 +313,9 @@ enum Mode {
     Typed(ParamType),
     /// Held and read as JSON (`string="false"`).
     Json,
+    /// Held as elements (nested grammars) or as untyped text read by the element rules
+    /// (`infer_untyped_scalars`), read by [`elements::read`] at the close.
+    Tree,
 }
 
 #[derive(Debug)]
@@ -276,6 +326,10 @@ struct Param {
     bytes: usize,
     lead: Lead,
     hold: &'static str,
+    /// The elements of a `Mode::Tree` value so far.
+    tree: Option<Tree>,
+    /// The schema types the value (`Mode::Tree` reads members by it).
+    typed: bool,
 }
 
 #[derive(Debug)]
@@ -295,8 +349,12 @@ enum St {
     ImplicitName(String),
     /// Inside a block, between calls.
     Block,
-    /// After a call open: the name or attributes up to `>`.
-    CallName { buf: String, quote: Option<char> },
+    /// After a call open: the name or attributes up to `>`; `implicit`: outside any block.
+    CallName {
+        buf: String,
+        quote: Option<char>,
+        implicit: bool,
+    },
     /// After a bare block open: the name up to the first key or the block's end.
     BareName(String),
     /// Inside a call, between parameters; text that is not whitespace collected.
@@ -309,6 +367,10 @@ enum St {
     Value,
     /// After a value close, held with the whitespace after it until what follows decides.
     AfterClose(String),
+    /// Inside a value of a nested grammar, after a parameter open: a child element's tag.
+    ChildName(String),
+    /// After a named value close: the tag it closes, up to `>`.
+    CloseName(String),
     /// After an error inside a call: everything up to the call's end is dropped.
     Skip,
 }
@@ -321,8 +383,17 @@ pub struct Parser {
     has_tools: bool,
     /// All the grammar's delimiters: used outside values.
     scan: MarkerScanner,
-    /// The value close alone: used inside values, where nothing else is a delimiter.
+    /// The delimiters of a value (the value close alone, or in a namespaced grammar all):
+    /// used inside values.
     vscan: MarkerScanner,
+    /// `vscan`'s delimiters with their roles.
+    vmarkers: Vec<(&'static str, Role)>,
+    /// The byte every delimiter starts with: a piece of a value without it holds none.
+    first: u8,
+    /// Every member's schema, for the members of nested values.
+    schemas: Schemas,
+    /// The whitespace read after a bare namespace token, while its tag may still follow.
+    spaced: Option<String>,
     utf8: Utf8Decoder,
     st: St,
     seg: Segment,
@@ -341,13 +412,23 @@ impl Parser {
     /// A parser of `g` with options `cfg`; `tools` type the values.
     pub fn new(g: &'static Grammar, cfg: Config, tools: &Tools) -> Parser {
         let markers: Vec<&str> = g.markers.iter().map(|m| m.0).collect();
+        let vmarkers = g.value_markers();
+        let vm: Vec<&str> = vmarkers.iter().map(|m| m.0).collect();
         Parser {
             g,
             cfg,
             types: SchemaTypes::new(tools),
             has_tools: !tools.is_empty(),
             scan: MarkerScanner::new(&markers),
-            vscan: MarkerScanner::new(&[g.marker(Role::ValueClose)]),
+            vscan: MarkerScanner::new(&vm),
+            vmarkers,
+            first: markers.first().map_or(b'<', |m| m.as_bytes()[0]),
+            schemas: if g.nested {
+                Schemas::new(tools)
+            } else {
+                Schemas::default()
+            },
+            spaced: None,
             utf8: Utf8Decoder::new(),
             st: St::Text,
             seg: Segment::default(),
@@ -373,12 +454,13 @@ impl Parser {
 
     #[inline]
     fn feed_str(&mut self, mut s: &str, out: &mut dyn Sink) {
-        // Inside a value, a piece without `<` (every delimiter starts with one) is value text
-        // whatever the scanner would say: the common streaming delta, without its machinery.
+        // Inside a value, a piece without the delimiters' first byte is value text whatever
+        // the scanner would say: the common streaming delta, without its machinery.
         if matches!(self.st, St::Value)
             && self.vscan.held().is_empty()
             && self.scan.held().is_empty()
-            && !has_byte(s.as_bytes(), b'<')
+            && self.spaced.is_none()
+            && !has_byte(s.as_bytes(), self.first)
         {
             // The most common piece of all, taken here whole: value text with nothing for the
             // padding rule to decide, streamed as it came (within the limit, no escape).
@@ -404,6 +486,12 @@ impl Parser {
                 self.feed_str(&held, out);
                 continue;
             }
+            if self.spaced.is_some() {
+                if self.spacing(&mut s, in_value, out) {
+                    continue;
+                }
+                break;
+            }
             let t = if in_value {
                 self.vscan.next(&mut s)
             } else {
@@ -416,11 +504,104 @@ impl Parser {
         }
     }
 
+    /// After a bare namespace token: reads whitespace from what the scanner of this state
+    /// holds and then from `s`, until a tag shows (handed back to the scanner behind the
+    /// token: it is that tag, spaced out) or something else does (the token was no markup);
+    /// `false` when the input ran out first.
+    fn spacing(&mut self, s: &mut &str, in_value: bool, out: &mut dyn Sink) -> bool {
+        let scanner = if in_value {
+            &mut self.vscan
+        } else {
+            &mut self.scan
+        };
+        let held = scanner.take_held();
+        let ns = self.g.marker(Role::Namespace);
+        let Some(ws) = self.spaced.as_mut() else {
+            return true;
+        };
+        // The held bytes (at most a delimiter's length) come before `s`.
+        let (from_held, rest) = match held.find(|c: char| !c.is_ascii_whitespace()) {
+            Some(k) => (true, &held[k..]),
+            None => {
+                ws.push_str(&held);
+                let k = s
+                    .find(|c: char| !c.is_ascii_whitespace())
+                    .unwrap_or(s.len());
+                ws.push_str(&s[..k]);
+                *s = &s[k..];
+                (false, *s)
+            }
+        };
+        if from_held {
+            ws.push_str(&held[..held.len() - rest.len()]);
+        }
+        if ws.len() > self.cfg.max_tag_bytes {
+            let ws = self.spaced.take().unwrap_or_default();
+            self.bare_namespace(&ws, out);
+            if from_held {
+                self.scanner_mut(in_value).unread(rest);
+            }
+            return true;
+        }
+        if rest.is_empty() {
+            return false;
+        }
+        let ws = self.spaced.take().unwrap_or_default();
+        if rest.starts_with('<') {
+            out.push(Event::warning(
+                WarningKind::SpacedMarker,
+                format!("{ns} is followed by {} before its tag", excerpt(&ws)),
+            ));
+            let back = if from_held {
+                format!("{ns}{rest}")
+            } else {
+                ns.to_string()
+            };
+            self.scanner_mut(in_value).unread(&back);
+        } else {
+            self.bare_namespace(&ws, out);
+            if from_held {
+                self.scanner_mut(in_value).unread(rest);
+            }
+        }
+        true
+    }
+
+    fn scanner_mut(&mut self, in_value: bool) -> &mut MarkerScanner {
+        if in_value {
+            &mut self.vscan
+        } else {
+            &mut self.scan
+        }
+    }
+
+    /// A namespace token followed by no tag (`ws`: the whitespace after it): text in prose, an
+    /// error inside a call.
+    fn bare_namespace(&mut self, ws: &str, out: &mut dyn Sink) {
+        let ns = self.g.marker(Role::Namespace);
+        match self.st {
+            St::Text | St::ImplicitName(_) => {
+                self.seg_text(ns, false, out);
+                self.seg_text(ws, false, out);
+            }
+            St::Block => {
+                self.seg_text(ns, true, out);
+                self.seg_text(ws, true, out);
+            }
+            St::Skip => {}
+            _ => {
+                let msg = format!("{ns} without a tag inside a call");
+                self.fail(ErrorKind::MalformedMarkup, &msg, out);
+            }
+        }
+    }
+
     fn token(&mut self, t: Token<'_>, in_value: bool, out: &mut dyn Sink) {
         match t {
             Token::Text(s) => self.text(&s, out),
-            Token::Marker(_) if in_value => {
-                self.marker(self.g.marker(Role::ValueClose), Role::ValueClose, out)
+            Token::Marker(i) if in_value => {
+                let (m, role) = self.vmarkers[i];
+                self.marker(m, role, out)
             }
             Token::Marker(i) => {
                 let (m, role) = self.g.markers[i];
@@ -495,6 +676,7 @@ impl Parser {
                 }
                 St::ImplicitName(_) => self.implicit_name_text(t, out),
                 St::CallName { .. } => self.call_name_text(t, out),
+                St::ChildName(_) | St::CloseName(_) => self.element_tag_text(t, out),
                 St::BareName(buf) => {
                     buf.push_str(t);
                     if buf.len() > self.cfg.max_tag_bytes {
@@ -537,6 +719,16 @@ impl Parser {
     }
 
     fn marker(&mut self, m: &'static str, role: Role, out: &mut dyn Sink) {
+        if role == Role::Namespace {
+            // Its tag (or what else) follows: see `spacing`.
+            if self.cfg.spaced_marker {
+                self.spaced = Some(String::new());
+            } else {
+                self.bare_namespace("", out);
+            }
+            return;
+        }
+        let namespaced = self.g.namespaced();
         match &mut self.st {
             St::Text => match role {
                 Role::BlockOpen => {
@@ -550,6 +742,19 @@ impl Parser {
                 }
                 Role::CallOpen if self.cfg.missing_wrapper && self.g.call == CallForm::Eq => {
                     self.st = St::ImplicitName(String::new());
+                }
+                // Behind a namespace token a call open is markup whatever the name.
+                Role::CallOpen if self.cfg.missing_wrapper && namespaced => {
+                    out.push(Event::warning(
+                        WarningKind::MissingWrapper,
+                        format!("{m} outside {}", self.g.marker(Role::BlockOpen)),
+                    ));
+                    self.boundary();
+                    self.st = St::CallName {
+                        buf: String::new(),
+                        quote: None,
+                        implicit: true,
+                    };
                 }
                 Role::Drop => {}
                 _ => self.seg_text(m, false, out),
@@ -565,6 +770,7 @@ impl Parser {
                     self.st = St::CallName {
                         buf: String::new(),
                         quote: None,
+                        implicit: false,
                     };
                 }
                 Role::BlockClose => self.end_block(),
@@ -580,7 +786,7 @@ impl Parser {
                     junk: String::new(),
                 };
             }
-            St::CallName { .. } | St::Key { .. } => {
+            St::CallName { .. } | St::Key { .. } | St::ChildName(_) | St::CloseName(_) => {
                 let msg = format!("{m} inside a tag (a missing `>`?)");
                 self.fail(ErrorKind::MalformedMarkup, &msg, out);
                 self.marker(m, role, out);
@@ -644,17 +850,33 @@ impl Parser {
                     self.marker(m, role, out);
                 }
             }
-            St::Value => {
-                if role == Role::ValueClose {
-                    if self.g.structural {
-                        self.st = St::AfterClose(m.to_string());
-                    } else {
-                        self.close_value(out);
-                    }
-                } else {
-                    self.value_text(m, out);
+            St::Value => match role {
+                Role::ValueClose if self.g.param == ParamForm::Named => {
+                    self.st = St::CloseName(String::new());
                 }
-            }
+                Role::ValueClose if self.g.structural => {
+                    self.st = St::AfterClose(m.to_string());
+                }
+                Role::ValueClose => self.close_value(out),
+                Role::ParamOpen
+                    if self.g.nested && self.param.as_ref().is_some_and(|p| p.tree.is_some()) =>
+                {
+                    self.st = St::ChildName(String::new());
+                }
+                _ if namespaced => {
+                    let key = self.param.as_ref().map_or("", |p| p.key.as_str());
+                    let msg = if role == Role::ParamOpen {
+                        format!(
+                            "an element inside {key:?}, a string parameter (it streams as text)"
+                        )
+                    } else {
+                        format!("{m} inside the value of {key:?}, which is not closed")
+                    };
+                    self.fail(ErrorKind::MalformedMarkup, &msg, out);
+                    self.marker(m, role, out);
+                }
+                _ => self.value_text(m, out),
+            },
             St::AfterClose(_) => {
                 let follows = match role {
                     Role::ParamOpen | Role::CallClose => true,
@@ -680,6 +902,18 @@ impl Parser {
                     self.call = None;
                     self.param = None;
                     self.end_block();
+                }
+                // Behind a namespace token these are markup, never content: the broken call is
+                // over, and they act in their own right.
+                Role::CallOpen | Role::BlockOpen if namespaced => {
+                    self.call = None;
+                    self.param = None;
+                    self.st = St::Block;
+                    self.end_implicit();
+                    if role == Role::BlockOpen && self.in_block {
+                        self.end_block();
+                    }
+                    self.marker(m, role, out);
                 }
                 _ => {}
             },
@@ -752,6 +986,7 @@ impl Parser {
     }
 
     fn call_name_text(&mut self, t: &str, out: &mut dyn Sink) -> usize {
+        let implicit = matches!(self.st, St::CallName { implicit: true, .. });
         let eq = self.g.call == CallForm::Eq;
         let (used, raw) = self.tag_text(t, eq, ("name", "a call's name is too long"), out);
         let Some(raw) = raw else {
@@ -765,7 +1000,7 @@ impl Parser {
             _ => raw,
         };
         if self.check_name(&name, out) {
-            self.start_call(name, false, out);
+            self.start_call(name, implicit, out);
         }
         used
     }
@@ -782,7 +1017,7 @@ impl Parser {
         out: &mut dyn Sink,
     ) -> (usize, Option<String>) {
         let max = self.cfg.max_tag_bytes;
-        let (St::CallName { buf, quote } | St::Key { buf, quote }) = &mut self.st else {
+        let (St::CallName { buf, quote, .. } | St::Key { buf, quote }) = &mut self.st else {
             return (0, None);
         };
         let (end, used) = match tag_end(t, quote, newline_ends) {
@@ -957,6 +1192,20 @@ impl Parser {
             }
             return t.len();
         }
+        if form == ParamForm::Named {
+            // The key is the tag: everything up to `>`, quotes and newlines included.
+            let (used, key) = plain_tag(buf, t);
+            let too_long = buf.len() > self.cfg.max_tag_bytes
+                || key
+                    .as_ref()
+                    .is_some_and(|k| k.len() > self.cfg.max_tag_bytes);
+            if too_long {
+                self.fail(ErrorKind::LimitExceeded, "a key is too long", out);
+            } else if let Some(key) = key {
+                self.begin_param(&key, None, out);
+            }
+            return used;
+        }
         let eq = form == ParamForm::Eq;
         let (used, raw) = self.tag_text(t, eq, ("key", "a key is too long"), out);
         let Some(raw) = raw else {
@@ -988,6 +1237,18 @@ impl Parser {
         };
         let mut single = false;
         let Some((name, mut rest)) = quoted(raw.trim_start(), &mut single) else {
+            let bare = raw.trim();
+            if self.cfg.unquoted_attribute
+                && !string_attr
+                && !bare.is_empty()
+                && !bare.contains(|c: char| c.is_whitespace() || c == '"' || c == '\'')
+            {
+                out.push(Event::warning(
+                    WarningKind::UnquotedAttribute,
+                    format!("unquoted attribute value {}", excerpt(bare)),
+                ));
+                return Some((bare.to_string(), None));
+            }
             return bad(self, out);
         };
         let mut string = None;
@@ -1055,6 +1316,7 @@ impl Parser {
             _ => {}
         }
         let pt = lookup.param_type();
+        let typed = matches!(lookup, Lookup::Typed(_));
         let mode = if self.g.string_attr {
             match string {
                 Some(s) => {
@@ -1087,6 +1349,11 @@ impl Parser {
                     }
                 }
             }
+        } else if self.g.nested && !(typed && pt.is_string_only()) {
+            // Whether it holds elements shows only as it arrives.
+            Mode::Tree
+        } else if !typed && self.cfg.infer_untyped_scalars {
+            Mode::Tree
         } else if pt.is_string_only() {
             Mode::Stream
         } else {
@@ -1111,8 +1378,86 @@ impl Parser {
             bytes: 0,
             lead: if self.g.pad { Lead::Start } else { Lead::Done },
             hold: "",
+            tree: (mode == Mode::Tree).then(Tree::default),
+            typed,
         });
         self.st = St::Value;
+    }
+
+    // ---- nested elements ----
+
+    /// A child element's tag or a named close's, up to `>`.
+    fn element_tag_text(&mut self, t: &str, out: &mut dyn Sink) -> usize {
+        let (St::ChildName(buf) | St::CloseName(buf)) = &mut self.st else {
+            return 0;
+        };
+        let (used, tag) = plain_tag(buf, t);
+        let max = self.cfg.max_tag_bytes;
+        if buf.len() > max || tag.as_ref().is_some_and(|k| k.len() > max) {
+            self.fail(
+                ErrorKind::LimitExceeded,
+                "an element's tag is too long",
+                out,
+            );
+            return used;
+        }
+        let Some(tag) = tag else {
+            return used;
+        };
+        if matches!(self.st, St::ChildName(_)) {
+            self.open_child(&tag, out);
+        } else {
+            self.close_named(&tag, out);
+        }
+        used
+    }
+
+    fn open_child(&mut self, tag: &str, out: &mut dyn Sink) {
+        let Some(p) = &mut self.param else {
+            return;
+        };
+        let key = p.key.clone();
+        let Some(tree) = &mut p.tree else {
+            return;
+        };
+        if tag.is_empty() {
+            let msg = format!("an element with an empty tag inside {key:?}");
+            return self.fail(ErrorKind::MalformedMarkup, &msg, out);
+        }
+        if tree.depth() >= MAX_VALUE_DEPTH {
+            let msg = format!("the value of {key:?} nests deeper than {MAX_VALUE_DEPTH} elements");
+            return self.fail(ErrorKind::LimitExceeded, &msg, out);
+        }
+        p.bytes += tag.len();
+        if p.bytes > self.cfg.max_value_bytes {
+            let msg = format!(
+                "the value of {key:?} is longer than {} bytes",
+                self.cfg.max_value_bytes
+            );
+            return self.fail(ErrorKind::LimitExceeded, &msg, out);
+        }
+        tree.open(tag);
+        self.st = St::Value;
+    }
+
+    /// A named close: it must name the innermost open element (the parameter's own last).
+    fn close_named(&mut self, tag: &str, out: &mut dyn Sink) {
+        let Some(p) = &mut self.param else {
+            return;
+        };
+        let open = p.tree.as_ref().and_then(Tree::innermost).unwrap_or(&p.key);
+        if tag != open {
+            let ns = self.g.marker(Role::Namespace);
+            let msg = format!("{ns}</{tag}> where {ns}</{open}> belongs");
+            return self.fail(ErrorKind::MalformedMarkup, &msg, out);
+        }
+        match &mut p.tree {
+            Some(tree) if tree.depth() > 0 => {
+                tree.close();
+                self.st = St::Value;
+            }
+            _ => self.close_value(out),
+        }
     }
 
     /// Value text after the padding rule, streamed or held.
@@ -1213,6 +1558,8 @@ impl Parser {
                     out.args_delta(c.index, &self.scratch);
                 }
             }
+        } else if let Some(tree) = &mut p.tree {
+            tree.text(s);
         } else {
             p.buf.push_str(s);
         }
@@ -1277,6 +1624,28 @@ impl Parser {
                     ));
                 }
                 v
+            }
+            Mode::Tree => {
+                let root = p.tree.take().unwrap_or_default().into_root();
+                let schema = if p.typed {
+                    self.schemas.param(&c.name, &p.key)
+                } else {
+                    None
+                };
+                let opts = ReadOptions {
+                    typing: self.cfg.typing,
+                    mixed_content: self.cfg.mixed_content,
+                    infer_untyped_scalars: self.cfg.infer_untyped_scalars,
+                };
+                let mut notes = Vec::new();
+                let read = elements::read(&root, &p.key, schema, opts, &mut notes);
+                for (kind, msg) in notes {
+                    out.push(Event::warning(kind, msg));
+                }
+                match read {
+                    Ok(v) => v,
+                    Err((kind, msg)) => return self.fail(kind, &msg, out),
+                }
             }
             Mode::Json => match read_json(&p.buf) {
                 Some(v) => v,
@@ -1359,6 +1728,22 @@ impl Parser {
         self.next_index = 0;
         self.call = None;
         self.param = None;
+        self.spaced = None;
+    }
+}
+
+/// Reads `t` into `buf` up to the first `>`: the bytes used, and the tag's text once the `>`
+/// came.
+fn plain_tag(buf: &mut String, t: &str) -> (usize, Option<String>) {
+    match t.find('>') {
+        Some(k) => {
+            buf.push_str(&t[..k]);
+            (k + 1, Some(std::mem::take(buf)))
+        }
+        None => {
+            buf.push_str(t);
+            (t.len(), None)
+        }
     }
 }
 
@@ -1525,6 +1910,18 @@ impl StreamParser for Parser {
                 self.feed_str(&held, out);
                 continue;
             }
+            if self.spaced.is_some() {
+                let mut none = "";
+                if !self.spacing(&mut none, in_value, out) {
+                    // Cut off after the token and whitespace: text in prose, else the rest of
+                    // a cut tag (the end of the turn says what was left open).
+                    let ws = self.spaced.take().unwrap_or_default();
+                    if matches!(self.st, St::Text | St::ImplicitName(_) | St::Block) {
+                        self.bare_namespace(&ws, out);
+                    }
+                }
+                continue;
+            }
             let t = if in_value {
                 self.vscan.finish()
             } else {
@@ -1550,7 +1947,7 @@ impl StreamParser for Parser {
 
     fn at_text(&self) -> bool {
         // Outside blocks, and between a block's calls, where text is kept as text.
-        matches!(self.st, St::Text | St::Block)
+        matches!(self.st, St::Text | St::Block) && self.spaced.is_none()
     }
 }
 
