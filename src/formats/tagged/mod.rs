@@ -394,6 +394,9 @@ pub struct Parser {
     schemas: Schemas,
     /// The whitespace read after a bare namespace token, while its tag may still follow.
     spaced: Option<String>,
+    /// That whitespace once a tag followed, until the tag's delimiter comes back from the
+    /// scanner (markup: a warning; text where it means nothing: written as it came).
+    respaced: Option<String>,
     utf8: Utf8Decoder,
     st: St,
     seg: Segment,
@@ -429,6 +432,7 @@ impl Parser {
                 Schemas::default()
             },
             spaced: None,
+            respaced: None,
             utf8: Utf8Decoder::new(),
             st: St::Text,
             seg: Segment::default(),
@@ -548,10 +552,7 @@ impl Parser {
         }
         let ws = self.spaced.take().unwrap_or_default();
         if rest.starts_with('<') {
-            out.push(Event::warning(
-                WarningKind::SpacedMarker,
-                format!("{ns} is followed by {} before its tag", excerpt(&ws)),
-            ));
+            self.respaced = Some(ws);
             let back = if from_held {
                 format!("{ns}{rest}")
             } else {
@@ -729,6 +730,28 @@ impl Parser {
             return;
         }
         let namespaced = self.g.namespaced();
+        if let Some(ws) = self.respaced.take() {
+            // The delimiter was written `NS`, whitespace, tag.
+            let ns = self.g.marker(Role::Namespace);
+            let as_text = match self.st {
+                St::Text => {
+                    !(role == Role::BlockOpen || role == Role::CallOpen && self.cfg.missing_wrapper)
+                }
+                St::Block => !matches!(role, Role::CallOpen | Role::BlockClose),
+                _ => false,
+            };
+            if as_text {
+                let in_block = matches!(self.st, St::Block);
+                self.seg_text(ns, in_block, out);
+                self.seg_text(&ws, in_block, out);
+                self.seg_text(&m[ns.len()..], in_block, out);
+                return;
+            }
+            out.push(Event::warning(
+                WarningKind::SpacedMarker,
+                format!("{ns} is followed by {} before its tag", excerpt(&ws)),
+            ));
+        }
         match &mut self.st {
             St::Text => match role {
                 Role::BlockOpen => {
@@ -1729,6 +1752,7 @@ impl Parser {
         self.call = None;
         self.param = None;
         self.spaced = None;
+        self.respaced = None;
     }
 }
 
@@ -1947,7 +1971,7 @@ impl StreamParser for Parser {
 
     fn at_text(&self) -> bool {
         // Outside blocks, and between a block's calls, where text is kept as text.
-        matches!(self.st, St::Text | St::Block) && self.spaced.is_none()
+        matches!(self.st, St::Text | St::Block) && self.spaced.is_none() && self.respaced.is_none()
     }
 }
 

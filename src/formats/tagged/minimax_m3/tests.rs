@@ -136,9 +136,11 @@ fn spaced_tags_are_read_with_a_warning_and_a_lone_token_is_not_markup() {
     );
     assert_eq!(r.calls[0].arguments, json!({"city": "Oslo"}));
     assert_eq!(warnings(&r), ["spaced_marker"; 4]);
-    // In prose the token with no tag after it is text; in a value it is malformed.
-    let r = parse("a @ b @");
-    assert_eq!(r.text, wire("a @ b @"));
+    // In prose the token with no tag after it is text, and so is a spaced tag that means
+    // nothing there, as it came; in a value it is malformed.
+    let r = parse("a @ b @ </city> @\n<mm:think>x");
+    assert_eq!(r.text, wire("a @ b @ </city> @\n<mm:think>x"));
+    assert!(r.warnings.is_empty(), "{r:?}");
     let r = parse(
         "@<tool_call>\n@<invoke name=\"get_weather\">@<city>a @ b@</city>@</invoke>\n@</tool_call>",
     );
