@@ -193,11 +193,13 @@ impl<'a> Reader<'a, '_> {
         // Members of a value that does not fit its schema are untyped.
         let schema = if fits { schema } else { None };
         let mixed = !e.text.chars().all(char::is_whitespace);
-        if if array && object || !fits {
+        // The schema decides where it allows one container only; else the tags do.
+        let as_array = if (array && object) || !fits {
             all_items
         } else {
             array
-        } {
+        };
+        if as_array {
             if mixed {
                 let msg = format!(
                     "text {} between the items of {path:?}",

@@ -45,6 +45,7 @@ const TOOL_FAMILIES: &[(&str, &str)] = &[
     ("glm47", "glm47"),
     ("minimax_m2", "minimax_m2"),
     ("harmony", "harmony"),
+    ("minimax_m3", "minimax_m3"),
 ];
 
 /// conform format id → the family name of the unified registry (reasoning + text + calls).
@@ -53,6 +54,7 @@ const UNIFIED_FAMILIES: &[(&str, &str)] = &[
     ("qwen3_coder", "qwen3_coder"),
     ("glm47", "glm47"),
     ("harmony", "gpt_oss"),
+    ("minimax_m3", "minimax_m3"),
 ];
 
 #[derive(Clone, Copy, PartialEq)]
