@@ -66,11 +66,13 @@ config! {
             stray_reasoning_end,
             /// A close tag before anything but whitespace in the turn is the model's own "no
             /// thinking this turn" (MiniMax-M3's adaptive mode writes a bare `</mm:think>` first),
-            /// dropped without a warning; off: it is stray like any other. Off by default.
+            /// dropped without a warning; off: it is stray like any other. On only where the format's
+            /// models write it (minimax_m3).
             adaptive_start,
             /// A call marker inside a block ends the block there, with a warning, and is parsed as
             /// a call (a model that forgot the close before acting: ai-dynamo/frontend-crates#133,
-            /// DeepSeek-V4); off: `call_in_reasoning` applies. Off by default.
+            /// DeepSeek-V4); off: `call_in_reasoning` applies. On only where the format's spec says
+            /// why (minimax_m3).
             implicit_reasoning_end,
         }
     }

@@ -1,14 +1,18 @@
 //! The tagged-parameter family's one machinery: `qwen3_coder`, `seed_oss`, `glm45`, `glm47`,
-//! `minimax_m2` and `deepseek_v32` are each a [`Grammar`] (their delimiters and tag forms) and
-//! a [`Config`] (their leniencies) over this parser.
+//! `minimax_m2`, `deepseek_v32` and `minimax_m3` are each a [`Grammar`] (their delimiters and
+//! tag forms) and a [`Config`] (their leniencies) over this parser.
 //!
 //! Values are raw text between tags, never escaped; their JSON type comes from the tool's
 //! schema through [`crate::formats::typing`]. A value whose schema says string is streamed as it
 //! arrives; any other value is held until its closing tag and typed then. Delimiters are found
 //! by the shared [`MarkerScanner`] (one over all of a grammar's delimiters outside values, one
-//! over the value close inside them, where nothing else is a delimiter; a
-//! delimiter that means nothing in the current state is text), so a delimiter cut across
-//! chunks is held back, never rescanned, and the whole parse is linear for every chunking.
+//! over the value close inside them, where nothing else is a delimiter — or, in a grammar whose
+//! delimiters all start with a namespace token, over all of them; a delimiter that means
+//! nothing in the current state is text), so a delimiter cut across chunks is held back, never
+//! rescanned, and the whole parse is linear for every chunking. A namespace token followed by
+//! whitespace hands itself back to its scanner once the tag shows (`spacing`): at most a
+//! delimiter's length is scanned twice. Nested values (`Grammar::nested`) are collected as
+//! they arrive and read by [`elements`] at their close.
 //!
 //! The structural close rule (`specs/qwen3_coder.md`): where the grammar says so, a value's
 //! closing tag ends the value only when what follows it (after whitespace) continues the call
@@ -163,8 +167,10 @@ config! {
             /// A value close the grammar cannot continue after is content, with a warning; off →
             /// `malformed_markup`.
             close_tag_in_value,
-            /// `<function=NAME>` of a declared tool outside any block is a call (Qwen3-Coder writes
-            /// calls without `<tool_call>`; vLLM and llama.cpp accept them), with a warning.
+            /// A call outside any block is a call, with a warning: `<function=NAME>` of a declared
+            /// tool (Qwen3-Coder writes calls without `<tool_call>`; vLLM and llama.cpp accept them),
+            /// or any call open behind a namespace token (MiniMax-M3's invoke without its block,
+            /// which Dynamo recovers).
             missing_wrapper,
             /// The stream ending inside a block after complete calls keeps them, with a warning; off →
             /// `unterminated`.
@@ -188,7 +194,7 @@ config! {
             /// → `malformed_markup`.
             missing_string_attribute,
             /// An unquoted attribute value (`name=f`, which vLLM and tool-parser read for MiniMax-M3)
-            /// is read up to `>`, with a warning; off → `malformed_markup`. Off by default.
+            /// is read up to `>`, with a warning; off → `malformed_markup`. On only for minimax_m3.
             unquoted_attribute,
             /// A namespace token, whitespace, then a tag (SGLang normalises MiniMax-M3's `NS <tag>`)
             /// is read as the tag, with a warning; off → the token is no markup.
