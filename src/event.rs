@@ -193,6 +193,12 @@ pub enum WarningKind {
     UnquotedAttribute,
     /// Text beside child elements, kept under `$text`.
     MixedContent,
+    /// Another spelling of a delimiter, read as markup (option `marker_variants`).
+    MarkerVariant,
+    /// A call whose body is a JSON object, read as its arguments (option `json_invoke_body`).
+    JsonInvokeBody,
+    /// A self-closing call, read as a call without arguments (option `self_closing_invoke`).
+    SelfClosingInvoke,
 }
 
 impl WarningKind {}
@@ -264,6 +270,9 @@ wire_names! {
         SpacedMarker => "spaced_marker",
         UnquotedAttribute => "unquoted_attribute",
         MixedContent => "mixed_content",
+        MarkerVariant => "marker_variant",
+        JsonInvokeBody => "json_invoke_body",
+        SelfClosingInvoke => "self_closing_invoke",
     }
 }
 

@@ -70,9 +70,9 @@ config! {
             /// models write it (minimax_m3).
             adaptive_start,
             /// A call marker inside a block ends the block there, with a warning, and is parsed as
-            /// a call (a model that forgot the close before acting: ai-dynamo/frontend-crates#133,
-            /// DeepSeek-V4); off: `call_in_reasoning` applies. On only where the format's spec says
-            /// why (minimax_m3).
+            /// a call (a model that forgot the close before acting: ai-dynamo/dynamo#10646,
+            /// ai-dynamo/frontend-crates#133); off: `call_in_reasoning` applies. On only where the
+            /// format's spec says why (minimax_m3).
             implicit_reasoning_end,
         }
     }
@@ -130,6 +130,9 @@ pub struct Reasoned<P> {
     call_reported: bool,
     /// Nothing but whitespace has been read in this turn (the adaptive start's window).
     at_start: bool,
+    /// The format's models end reasoning with a call natively: a call marker inside a block
+    /// ends it without a warning, whatever `implicit_reasoning_end` says.
+    native_call_end: bool,
     /// The bytes any tag or call marker can start with.
     first: ByteSet,
     /// That byte, when there is only one (`<` for every syntax so far): a streaming delta of
@@ -167,6 +170,7 @@ impl<P: StreamParser> Reasoned<P> {
             pos: 0,
             call_reported: false,
             at_start: true,
+            native_call_end: false,
             only_first: match *first {
                 [b] => Some(b),
                 _ => None,
@@ -174,6 +178,13 @@ impl<P: StreamParser> Reasoned<P> {
             first: ByteSet::new(first),
             longest,
         }
+    }
+
+    /// The layer for a syntax whose models open calls inside reasoning as their own way of
+    /// ending it (`native`): a call marker there ends the block without a warning.
+    pub fn calls_end_reasoning(mut self, native: bool) -> Self {
+        self.native_call_end = native;
+        self
     }
 
     fn start_state(cfg: &Config) -> State {
@@ -335,12 +346,14 @@ impl<P: StreamParser> Reasoned<P> {
                 }
                 len
             }
-            Tag::Call(len) if self.cfg.implicit_reasoning_end => {
-                let msg = format!(
-                    "call markup at byte {} ends the reasoning block (its close tag is missing)",
-                    self.pos
-                );
-                out.push(Event::warning(WarningKind::ImplicitReasoningEnd, msg));
+            Tag::Call(len) if self.cfg.implicit_reasoning_end || self.native_call_end => {
+                if !self.native_call_end {
+                    let msg = format!(
+                        "call markup at byte {} ends the reasoning block (its close tag is missing)",
+                        self.pos
+                    );
+                    out.push(Event::warning(WarningKind::ImplicitReasoningEnd, msg));
+                }
                 self.flush_utf8(out);
                 self.state = State::Outside;
                 self.pass(&s[..len], out);
@@ -628,6 +641,31 @@ mod tests {
         };
         let r = parse_cfg(inside, "plan<call>x");
         assert_eq!((r.reasoning_text(), r.text.as_str()), ("plan", "<call>x"));
+    }
+
+    #[test]
+    fn a_native_call_end_needs_no_option_and_warns_nothing() {
+        let inside = Config {
+            starts_inside: true,
+            ..Config::default()
+        };
+        let b = "plé<call>x</think>".as_bytes();
+        let run = |chunks: &[&[u8]]| {
+            let mut p = Reasoned::new(Plain, &SYNTAX, inside).calls_end_reasoning(true);
+            ParseResult::fold(&run_chunks(&mut p, chunks.iter().copied()))
+        };
+        let whole = run(&[b]);
+        for cut in 1..b.len() {
+            assert_eq!(run(&[&b[..cut], &b[cut..]]), whole, "cut at {cut}");
+        }
+        // Outside again after the call marker: a later close is stray.
+        assert_eq!(whole.reasoning_text(), "plé");
+        assert_eq!(whole.text, "<call>x");
+        assert_eq!(warnings(&whole), ["stray_reasoning_end"]);
+        let mut p = Reasoned::new(Plain, &SYNTAX, Config::default()).calls_end_reasoning(true);
+        let r = ParseResult::fold(&run_chunks(&mut p, [&b"<think>a<call>b"[..]]));
+        assert_eq!((r.reasoning_text(), r.text.as_str()), ("a", "<call>b"));
+        assert!(r.warnings.is_empty());
     }
 
     #[test]

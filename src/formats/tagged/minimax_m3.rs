@@ -14,7 +14,7 @@
 
 use crate::event::{ToolCall, WarningKind};
 use crate::formats::reasoning::{self, Syntax};
-use crate::formats::tagged::{self, CallForm, Grammar, ParamForm, Role};
+use crate::formats::tagged::{self, CallForm, Grammar, Native, ParamForm, Role};
 use crate::formats::{Format, SpecialToken};
 use serde_json::Value;
 
@@ -53,6 +53,8 @@ pub static GRAMMAR: Grammar = Grammar {
     nested: true,
     block_end_warning: WarningKind::MissingSectionEnd,
     reasoning: Some(&REASONING),
+    native: Native::NONE,
+    variants: &[],
 };
 
 /// minimax_m3's place in the tagged family.

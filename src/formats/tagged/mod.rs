@@ -1,6 +1,7 @@
 //! The tagged-parameter family's one machinery: `qwen3_coder`, `seed_oss`, `glm45`, `glm47`,
-//! `minimax_m2`, `deepseek_v32` and `minimax_m3` are each a [`Grammar`] (their delimiters and
-//! tag forms) and a [`Config`] (their leniencies) over this parser.
+//! `minimax_m2`, `deepseek_v32`, `deepseek_v4`, `deepseek_v41` and `minimax_m3` are each a
+//! [`Grammar`] (their delimiters and tag forms) and a [`Config`] (their leniencies) over this
+//! parser.
 //!
 //! Values are raw text between tags, never escaped; their JSON type comes from the tool's
 //! schema through [`crate::formats::typing`]. A value whose schema says string is streamed as it
@@ -21,6 +22,8 @@
 //! `close_tag_in_value`. The held whitespace is the only look-ahead, kept once, never rescanned.
 
 pub mod deepseek_v32;
+pub mod deepseek_v4;
+pub mod deepseek_v41;
 pub mod elements;
 pub mod glm45;
 pub mod glm47;
@@ -130,6 +133,37 @@ pub struct Grammar {
     /// The reasoning wrapper the format's models write, split by the shared layer in front of
     /// the parser ([`boxed`]); `None`: no reasoning.
     pub reasoning: Option<&'static Syntax>,
+    /// Shapes the format's models write as their own, read without a warning; in other grammars
+    /// the same shapes are leniencies of [`Config`] (`missing_wrapper`, `json_invoke_body`,
+    /// `reasoning.implicit_reasoning_end`).
+    pub native: Native,
+    /// Other spellings of the delimiters seen in the wild (another dialect of the same model
+    /// family, an ASCII look-alike), each with its role: markup only under the option
+    /// `marker_variants`, otherwise not delimiters at all.
+    pub variants: &'static [(&'static str, Role)],
+}
+
+/// What a grammar's models write natively beyond the family's common forms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Native {
+    /// The block is optional: an attribute-form call open outside any block opens a call
+    /// (DeepSeek-V4.1 writes invokes without their `calls` block).
+    pub optional_block: bool,
+    /// A call's body may be one JSON object holding its arguments instead of parameters
+    /// (DeepSeek-V4.1's JSON invocation bodies).
+    pub json_body: bool,
+    /// A call marker inside reasoning ends the reasoning there and is parsed as a call
+    /// (DeepSeek-V4.1 opens its calls block inside `<think>`).
+    pub calls_end_reasoning: bool,
+}
+
+impl Native {
+    /// Nothing beyond the family's common forms.
+    pub const NONE: Native = Native {
+        optional_block: false,
+        json_body: false,
+        calls_end_reasoning: false,
+    };
 }
 
 impl Grammar {
@@ -144,16 +178,6 @@ impl Grammar {
     fn namespaced(&self) -> bool {
         self.markers.iter().any(|m| m.1 == Role::Namespace)
     }
-
-    /// The delimiters that can end or continue a value: the value close alone, or, where the
-    /// namespace token keeps every delimiter out of content, all of them.
-    fn value_markers(&self) -> Vec<(&'static str, Role)> {
-        if self.namespaced() {
-            self.markers.to_vec()
-        } else {
-            vec![(self.marker(Role::ValueClose), Role::ValueClose)]
-        }
-    }
 }
 
 config! {
@@ -167,10 +191,11 @@ config! {
             /// A value close the grammar cannot continue after is content, with a warning; off →
             /// `malformed_markup`.
             close_tag_in_value,
-            /// A call outside any block is a call, with a warning: `<function=NAME>` of a declared
-            /// tool (Qwen3-Coder writes calls without `<tool_call>`; vLLM and llama.cpp accept them),
-            /// or any call open behind a namespace token (MiniMax-M3's invoke without its block,
-            /// which Dynamo recovers).
+            /// A call outside any block is a call, with a warning: `<function=NAME>` only for a
+            /// declared tool (Qwen3-Coder writes calls without `<tool_call>`; vLLM and llama.cpp
+            /// accept them; prose writes such tags too), an attribute-form open (`<｜DSML｜invoke
+            /// name=`, MiniMax-M3's namespaced `<invoke name=`) whatever the name (every
+            /// DeepSeek-V4 engine accepts block-less invokes; Dynamo recovers M3's).
             missing_wrapper,
             /// The stream ending inside a block after complete calls keeps them, with a warning; off →
             /// `unterminated`.
@@ -205,6 +230,18 @@ config! {
             /// Values without a schema read `true`, `false` and `null` as JSON (SGLang's MiniMax-M3
             /// reading); off, they stay strings like every untyped value. Off by default.
             infer_untyped_scalars,
+            /// A call whose body is one JSON object instead of parameters takes that object as its
+            /// arguments, with a warning (SGLang, tool-parser and Dynamo read DeepSeek-V4 invokes
+            /// so); off → `malformed_markup`. Off by default.
+            json_invoke_body,
+            /// A self-closing attribute-form call (`<｜DSML｜invoke name="f"/>`, SGLang's "shape V4
+            /// emits for zero-arg tools") is a call with `{}`, with a warning; off →
+            /// `malformed_markup`. Off by default.
+            self_closing_invoke,
+            /// The grammar's other spellings of its delimiters (`Grammar::variants`: DeepSeek-V4's
+            /// `toolcalls` and ASCII `|DSML|`, the other V4/V4.1 dialect) are markup, with one
+            /// warning per turn; off, they are not delimiters. Off by default.
+            marker_variants,
         }
         /// The schema typing's own leniencies.
         pub typing: TypingOptions,
@@ -236,6 +273,9 @@ impl Default for Config {
             spaced_marker: true,
             mixed_content: true,
             infer_untyped_scalars: false,
+            json_invoke_body: false,
+            self_closing_invoke: false,
+            marker_variants: false,
             typing: TypingOptions::default(),
             max_value_bytes: 64 << 20,
             max_tag_bytes: 4096,
@@ -345,6 +385,56 @@ struct Call {
     keys: Vec<String>,
     spoiled: bool,
     implicit: bool,
+    /// Its arguments came as one JSON object (already sent).
+    body: bool,
+}
+
+/// Where a JSON invoke body ends: the object's depth and string state, byte by byte, so a
+/// delimiter inside one of its strings is data.
+#[derive(Debug, Default)]
+struct JsonBody {
+    buf: String,
+    depth: usize,
+    in_str: bool,
+    escaped: bool,
+}
+
+impl JsonBody {
+    /// Takes bytes of `t` up to the object's end: the bytes used and whether it ended. Stops
+    /// (not ended) at a nesting deeper than [`MAX_VALUE_DEPTH`], which the caller reports.
+    fn take(&mut self, t: &str) -> (usize, bool) {
+        for (i, b) in t.bytes().enumerate() {
+            if self.in_str {
+                if self.escaped {
+                    self.escaped = false;
+                } else if b == b'\\' {
+                    self.escaped = true;
+                } else if b == b'"' {
+                    self.in_str = false;
+                }
+                continue;
+            }
+            match b {
+                b'"' => self.in_str = true,
+                b'{' | b'[' => {
+                    self.depth += 1;
+                    if self.depth > MAX_VALUE_DEPTH {
+                        return (i + 1, false);
+                    }
+                }
+                b'}' | b']' => {
+                    self.depth = self.depth.saturating_sub(1);
+                    if self.depth == 0 {
+                        self.buf.push_str(&t[..=i]);
+                        return (i + 1, true);
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.buf.push_str(t);
+        (t.len(), false)
+    }
 }
 
 #[derive(Debug)]
@@ -377,6 +467,8 @@ enum St {
     ChildName(String),
     /// After a named value close: the tag it closes, up to `>`.
     CloseName(String),
+    /// Inside a call's JSON object body.
+    JsonBody(JsonBody),
     /// After an error inside a call: everything up to the call's end is dropped.
     Skip,
 }
@@ -389,11 +481,15 @@ pub struct Parser {
     has_tools: bool,
     /// All the grammar's delimiters: used outside values.
     scan: MarkerScanner,
-    /// The delimiters of a value (the value close alone, or in a namespaced grammar all):
-    /// used inside values.
+    /// `scan`'s delimiters: text, role, and whether it is one of the grammar's variants.
+    all: Vec<(&'static str, Role, bool)>,
+    /// The delimiters of a value — the value close alone (and its variants), or, in a
+    /// namespaced grammar, all — used inside values.
     vscan: MarkerScanner,
-    /// `vscan`'s delimiters with their roles.
-    vmarkers: Vec<(&'static str, Role)>,
+    /// `vscan`'s delimiters, as `all`.
+    vall: Vec<(&'static str, Role, bool)>,
+    /// A variant spelling was read as markup in this turn (warned once).
+    variant_seen: bool,
     /// The byte every delimiter starts with: a piece of a value without it holds none.
     first: u8,
     /// Every member's schema, for the members of nested values.
@@ -420,18 +516,28 @@ pub struct Parser {
 impl Parser {
     /// A parser of `g` with options `cfg`; `tools` type the values.
     pub fn new(g: &'static Grammar, cfg: Config, tools: &Tools) -> Parser {
-        let markers: Vec<&str> = g.markers.iter().map(|m| m.0).collect();
-        let vmarkers = g.value_markers();
-        let vm: Vec<&str> = vmarkers.iter().map(|m| m.0).collect();
+        let variants: &[(&str, Role)] = if cfg.marker_variants { g.variants } else { &[] };
+        let all: Vec<(&'static str, Role, bool)> = (g.markers.iter().map(|&(m, r)| (m, r, false)))
+            .chain(variants.iter().map(|&(m, r)| (m, r, true)))
+            .collect();
+        let vall: Vec<_> = all
+            .iter()
+            .copied()
+            // Behind a namespace token every delimiter is markup, inside values too.
+            .filter(|m| g.namespaced() || m.1 == Role::ValueClose)
+            .collect();
+        let texts = |v: &[(&'static str, Role, bool)]| v.iter().map(|m| m.0).collect::<Vec<_>>();
         Parser {
             g,
             cfg,
             types: SchemaTypes::new(tools),
             has_tools: !tools.is_empty(),
-            scan: MarkerScanner::new(&markers),
-            vscan: MarkerScanner::new(&vm),
-            vmarkers,
-            first: markers.first().map_or(b'<', |m| m.as_bytes()[0]),
+            scan: MarkerScanner::new(&texts(&all)),
+            vscan: MarkerScanner::new(&texts(&vall)),
+            all,
+            vall,
+            variant_seen: false,
+            first: g.markers.first().map_or(b'<', |m| m.0.as_bytes()[0]),
             schemas: if g.nested {
                 Schemas::new(tools)
             } else {
@@ -606,15 +712,42 @@ impl Parser {
     fn token(&mut self, t: Token<'_>, in_value: bool, out: &mut dyn Sink) {
         match t {
             Token::Text(s) => self.text(&s, out),
-            Token::Marker(i) if in_value => {
-                let (m, role) = self.vmarkers[i];
-                self.marker(m, role, out)
-            }
             Token::Marker(i) => {
-                let (m, role) = self.g.markers[i];
+                let (m, role, variant) = if in_value { self.vall[i] } else { self.all[i] };
+                if variant && !self.variant_seen && self.is_markup(role) {
+                    self.variant_seen = true;
+                    out.push(Event::warning(
+                        WarningKind::MarkerVariant,
+                        format!("{m} read as {}", self.g.marker(role)),
+                    ));
+                }
                 self.marker(m, role, out);
             }
         }
+    }
+
+    /// Whether a delimiter of `role` is markup in the current state (outside calls most are
+    /// text; inside a JSON body's string every one is data).
+    fn is_markup(&self, role: Role) -> bool {
+        match &self.st {
+            St::Text => match role {
+                Role::BlockOpen | Role::Drop => true,
+                Role::CallOpen => {
+                    self.outside_call_opens()
+                        || (self.cfg.missing_wrapper && self.g.call == CallForm::Eq)
+                }
+                _ => false,
+            },
+            St::Block => matches!(role, Role::CallOpen | Role::BlockClose | Role::Drop),
+            St::JsonBody(b) => !b.in_str,
+            _ => true,
+        }
+    }
+
+    /// An attribute-form call open outside any block opens a call: natively, or as the
+    /// leniency `missing_wrapper`.
+    fn outside_call_opens(&self) -> bool {
+        self.g.call == CallForm::Attr && (self.g.native.optional_block || self.cfg.missing_wrapper)
     }
 
     // ---- text segments ----
@@ -667,6 +800,7 @@ impl Parser {
 
     fn text(&mut self, mut t: &str, out: &mut dyn Sink) {
         while !t.is_empty() {
+            let body_starts = matches!(self.st, St::Call(_)) && self.json_body_starts(t);
             let used = match &mut self.st {
                 St::Text => {
                     self.seg_text(t, false, out);
@@ -690,6 +824,12 @@ impl Parser {
                         self.fail(ErrorKind::LimitExceeded, "the call's name is too long", out);
                     }
                     t.len()
+                }
+                St::JsonBody(_) => self.json_body_text(t, out),
+                St::Call(_) if body_starts => {
+                    let k = t.len() - t.trim_start().len();
+                    self.st = St::JsonBody(JsonBody::default());
+                    k
                 }
                 St::Call(junk) | St::KeyDone { junk, .. } => {
                     let ws = t.trim_start_matches(|c: char| c.is_whitespace());
@@ -739,14 +879,7 @@ impl Parser {
         if let Some(ws) = self.respaced.take() {
             // The delimiter was written `NS`, whitespace, tag.
             let ns = self.g.marker(Role::Namespace);
-            let as_text = match self.st {
-                St::Text => {
-                    !(role == Role::BlockOpen || role == Role::CallOpen && self.cfg.missing_wrapper)
-                }
-                St::Block => !matches!(role, Role::CallOpen | Role::BlockClose),
-                _ => false,
-            };
-            if as_text {
+            if !self.is_markup(role) {
                 let in_block = matches!(self.st, St::Block);
                 self.seg_text(ns, in_block, out);
                 self.seg_text(&ws, in_block, out);
@@ -772,12 +905,13 @@ impl Parser {
                 Role::CallOpen if self.cfg.missing_wrapper && self.g.call == CallForm::Eq => {
                     self.st = St::ImplicitName(String::new());
                 }
-                // Behind a namespace token a call open is markup whatever the name.
-                Role::CallOpen if self.cfg.missing_wrapper && namespaced => {
-                    out.push(Event::warning(
-                        WarningKind::MissingWrapper,
-                        format!("{m} outside {}", self.g.marker(Role::BlockOpen)),
-                    ));
+                Role::CallOpen if self.outside_call_opens() => {
+                    if !self.g.native.optional_block {
+                        out.push(Event::warning(
+                            WarningKind::MissingWrapper,
+                            format!("{m} outside {}", self.g.marker(Role::BlockOpen)),
+                        ));
+                    }
                     self.boundary();
                     self.st = St::CallName {
                         buf: String::new(),
@@ -840,6 +974,11 @@ impl Parser {
                     return self.marker(m, role, out);
                 }
                 match role {
+                    Role::ParamOpen if self.call.as_ref().is_some_and(|c| c.body) => {
+                        let msg = format!("{m} after the call's JSON body");
+                        self.fail(ErrorKind::MalformedMarkup, &msg, out);
+                        self.marker(m, role, out);
+                    }
                     Role::ParamOpen => {
                         self.st = St::Key {
                             buf: String::new(),
@@ -906,6 +1045,14 @@ impl Parser {
                 }
                 _ => self.value_text(m, out),
             },
+            St::JsonBody(b) if b.in_str => {
+                self.json_body_text(m, out);
+            }
+            St::JsonBody(_) => {
+                let msg = format!("{m} inside the call's JSON body, outside its strings");
+                self.fail(ErrorKind::MalformedMarkup, &msg, out);
+                self.marker(m, role, out);
+            }
             St::AfterClose(_) => {
                 let follows = match role {
                     Role::ParamOpen | Role::CallClose => true,
@@ -1021,16 +1168,87 @@ impl Parser {
         let Some(raw) = raw else {
             return used;
         };
+        let mut self_closing = false;
         let name = match self.g.call {
-            CallForm::Attr => match self.attrs(&raw, false, out) {
-                Some((n, _)) => n,
-                None => return used,
-            },
+            CallForm::Attr => {
+                let attrs = match raw.trim_end().strip_suffix('/') {
+                    Some(r) if self.cfg.self_closing_invoke => {
+                        self_closing = true;
+                        r
+                    }
+                    _ => &raw,
+                };
+                match self.attrs(attrs, false, out) {
+                    Some((n, _)) => n,
+                    None => return used,
+                }
+            }
             _ => raw,
         };
         if self.check_name(&name, out) {
-            self.start_call(name, implicit, out);
+            self.start_call(name.clone(), implicit, out);
+            if self_closing {
+                out.push(Event::warning(
+                    WarningKind::SelfClosingInvoke,
+                    format!("the call of {name:?} closes itself: no arguments"),
+                ));
+                self.end_call(out);
+            }
         }
+        used
+    }
+
+    /// A call's body begins with a JSON object where the grammar or the options allow one:
+    /// before any parameter, its first byte `{`.
+    fn json_body_starts(&self, t: &str) -> bool {
+        (self.g.native.json_body || self.cfg.json_invoke_body)
+            && t.trim_start().starts_with('{')
+            && self
+                .call
+                .as_ref()
+                .is_some_and(|c| c.keys.is_empty() && !c.body && !c.spoiled)
+    }
+
+    /// Text of a JSON body up to the object's end, which reads it as the call's arguments.
+    fn json_body_text(&mut self, t: &str, out: &mut dyn Sink) -> usize {
+        let St::JsonBody(b) = &mut self.st else {
+            return 0;
+        };
+        let (used, ended) = b.take(t);
+        if b.buf.len() > self.cfg.max_value_bytes {
+            let msg = format!(
+                "the call's JSON body is longer than {} bytes",
+                self.cfg.max_value_bytes
+            );
+            self.fail(ErrorKind::LimitExceeded, &msg, out);
+            return used;
+        }
+        if b.depth > MAX_VALUE_DEPTH {
+            let msg = format!("the call's JSON body nests deeper than {MAX_VALUE_DEPTH}");
+            self.fail(ErrorKind::LimitExceeded, &msg, out);
+            return used;
+        }
+        if !ended {
+            return used;
+        }
+        let buf = std::mem::take(&mut b.buf);
+        let Some(Value::Object(args)) = read_json(&buf) else {
+            let msg = format!("the call's body {} is not a JSON object", excerpt(&buf));
+            self.fail(ErrorKind::MalformedMarkup, &msg, out);
+            return used;
+        };
+        self.st = St::Call(String::new());
+        let Some(c) = &mut self.call else {
+            return used;
+        };
+        if !self.g.native.json_body {
+            out.push(Event::warning(
+                WarningKind::JsonInvokeBody,
+                format!("{:?} has a JSON object for its body", c.name),
+            ));
+        }
+        c.body = true;
+        out.args_delta(c.index, &Value::Object(args).to_string());
         used
     }
 
@@ -1161,6 +1379,7 @@ impl Parser {
             keys: Vec::new(),
             spoiled: false,
             implicit,
+            body: false,
         });
         self.st = St::Call(String::new());
     }
@@ -1169,7 +1388,9 @@ impl Parser {
         if let Some(c) = self.call.take()
             && !c.spoiled
         {
-            out.args_delta(c.index, if c.keys.is_empty() { "{}" } else { "}" });
+            if !c.body {
+                out.args_delta(c.index, if c.keys.is_empty() { "{}" } else { "}" });
+            }
             out.push(Event::CallEnd { index: c.index });
             if c.implicit {
                 self.st = St::Text;
@@ -1759,6 +1980,7 @@ impl Parser {
         self.param = None;
         self.spaced = None;
         self.respaced = None;
+        self.variant_seen = false;
     }
 }
 
@@ -1901,7 +2123,10 @@ pub const fn format<M: Member>() -> Format {
 pub fn boxed(g: &'static Grammar, cfg: Config, tools: &Tools) -> Box<dyn StreamParser> {
     let p = Parser::new(g, cfg, tools);
     match g.reasoning {
-        Some(syntax) => Box::new(Reasoned::new(p, syntax, cfg.reasoning)),
+        Some(syntax) => Box::new(
+            Reasoned::new(p, syntax, cfg.reasoning)
+                .calls_end_reasoning(g.native.calls_end_reasoning),
+        ),
         None => Box::new(p),
     }
 }
