@@ -187,6 +187,12 @@ pub enum WarningKind {
     PythonLiteral,
     /// A call marker inside reasoning, ending it there (option `reasoning.implicit_reasoning_end`).
     ImplicitReasoningEnd,
+    /// A namespace token and whitespace before its tag, read as the tag.
+    SpacedMarker,
+    /// An unquoted attribute value, read up to the tag's end.
+    UnquotedAttribute,
+    /// Text beside child elements, kept under `$text`.
+    MixedContent,
     /// Another spelling of a delimiter, read as markup (option `marker_variants`).
     MarkerVariant,
     /// A call whose body is a JSON object, read as its arguments (option `json_invoke_body`).
@@ -271,6 +277,9 @@ wire_names! {
         NullAlias => "null_alias",
         PythonLiteral => "python_literal",
         ImplicitReasoningEnd => "implicit_reasoning_end",
+        SpacedMarker => "spaced_marker",
+        UnquotedAttribute => "unquoted_attribute",
+        MixedContent => "mixed_content",
         MarkerVariant => "marker_variant",
         JsonInvokeBody => "json_invoke_body",
         SelfClosingInvoke => "self_closing_invoke",

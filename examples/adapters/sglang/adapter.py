@@ -49,6 +49,7 @@ PARSERS = {
     "glm47": "glm47",
     "minimax_m2": "minimax-m2",
     "gemma4": "gemma4",
+    "minimax_m3": "minimax-m3",
 }
 
 #: conform format id -> SGLang `--reasoning-parser` name, for the `--reasoning` variant: the
@@ -65,6 +66,7 @@ REASONING = {
     "deepseek_v4": "deepseek-v4",
     "deepseek_v41": "deepseek-v41",
     "gemma4": "gemma4",
+    "minimax_m3": "minimax-m3",
 }
 
 #: Packages the detectors' modules import but never use to parse text.

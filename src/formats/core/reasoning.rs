@@ -64,9 +64,15 @@ config! {
             /// A close tag outside any block (the open tag was in the prompt but `starts_inside` is
             /// off) is dropped with a warning; off: dropped with a `malformed_markup` error.
             stray_reasoning_end,
+            /// A close tag before anything but whitespace in the turn is the model's own "no
+            /// thinking this turn" (MiniMax-M3's adaptive mode writes a bare `</mm:think>` first),
+            /// dropped without a warning; off: it is stray like any other. On only where the format's
+            /// models write it (minimax_m3).
+            adaptive_start,
             /// A call marker inside a block ends the block there, with a warning, and is parsed as
             /// a call (a model that forgot the close before acting: ai-dynamo/dynamo#10646,
-            /// DeepSeek-V4); off: `call_in_reasoning` applies. Off by default.
+            /// ai-dynamo/frontend-crates#133); off: `call_in_reasoning` applies. On only where the
+            /// format's spec says why (minimax_m3).
             implicit_reasoning_end,
         }
     }
@@ -80,6 +86,7 @@ impl Default for Config {
             call_in_reasoning: true,
             unterminated_reasoning: true,
             stray_reasoning_end: true,
+            adaptive_start: false,
             implicit_reasoning_end: false,
         }
     }
@@ -121,6 +128,8 @@ pub struct Reasoned<P> {
     pos: u64,
     /// Call markup was already reported in the current block.
     call_reported: bool,
+    /// Nothing but whitespace has been read in this turn (the adaptive start's window).
+    at_start: bool,
     /// The format's models end reasoning with a call natively: a call marker inside a block
     /// ends it without a warning, whatever `implicit_reasoning_end` says.
     native_call_end: bool,
@@ -162,6 +171,7 @@ impl<P: StreamParser> Reasoned<P> {
             utf8: Utf8Decoder::new(),
             pos: 0,
             call_reported: false,
+            at_start: true,
             native_call_end: false,
             only_first: match *first {
                 [b] => Some(b),
@@ -290,6 +300,9 @@ impl<P: StreamParser> Reasoned<P> {
     /// Bytes that are no tag: to the format's parser, or reasoning.
     #[inline]
     fn pass(&mut self, s: &[u8], out: &mut dyn Sink) {
+        if self.at_start && !s.iter().all(u8::is_ascii_whitespace) {
+            self.at_start = false;
+        }
         self.pos += s.len() as u64;
         match self.state {
             State::Outside => self.inner.feed(s, out),
@@ -316,12 +329,16 @@ impl<P: StreamParser> Reasoned<P> {
                 self.pos += len as u64;
                 self.state = State::Inside(Some(pair));
                 self.call_reported = false;
+                self.at_start = false;
                 len
             }
             Tag::Close(len) => {
                 let at = self.pos;
                 self.pos += len as u64;
-                if self.state == State::Outside {
+                let adaptive = std::mem::replace(&mut self.at_start, false);
+                if self.state == State::Outside && adaptive && self.cfg.adaptive_start {
+                    // The model's own "no thinking": not a deviation.
+                } else if self.state == State::Outside {
                     let msg = format!(
                         "reasoning end at byte {at} outside any reasoning block (was the open tag in the prompt?)"
                     );
@@ -464,6 +481,7 @@ impl<P: StreamParser> StreamParser for Reasoned<P> {
         self.utf8 = Utf8Decoder::new();
         self.pos = 0;
         self.call_reported = false;
+        self.at_start = true;
     }
 
     fn at_text(&self) -> bool {
@@ -641,6 +659,27 @@ mod tests {
         assert_eq!(warnings(&r), ["unterminated_reasoning"]);
         let r = parse_labelled("x<c");
         assert_eq!((r.reasoning_text(), r.text.as_str()), ("", "x<c"));
+    }
+
+    #[test]
+    fn an_adaptive_start_drops_a_first_close_silently_and_only_first() {
+        let cfg = Config {
+            adaptive_start: true,
+            ..Config::default()
+        };
+        let r = parse_cfg(cfg, "</think>answer");
+        assert_eq!(r.text, "answer");
+        assert!(r.warnings.is_empty());
+        // Whitespace before it is still the start, and stays text.
+        let r = parse_cfg(cfg, " \n</think>answer");
+        assert_eq!(r.text, " \nanswer");
+        assert!(r.warnings.is_empty());
+        // Anything else before it, or a second one, makes it stray.
+        for s in ["a</think>", "</think></think>", "<think>x</think></think>"] {
+            assert_eq!(warnings(&parse_cfg(cfg, s)), ["stray_reasoning_end"], "{s}");
+        }
+        // Off (the default), the first close is stray too.
+        assert_eq!(warnings(&parse("</think>a")), ["stray_reasoning_end"]);
     }
 
     #[test]
