@@ -8,6 +8,7 @@ pub mod markdown;
 pub mod marker;
 pub mod python;
 pub mod sse;
+pub mod token_value;
 pub mod utf8;
 pub mod xml;
 
