@@ -21,6 +21,7 @@ use crate::formats::options::{Nest, Nested, Table};
 use crate::formats::tagged::{self, CallForm, Grammar, Native, ParamForm, Role};
 use crate::formats::typing::TypingOptions;
 use crate::formats::{Format, SpecialToken, StreamParser, Typing};
+use crate::lexers::has_byte;
 use crate::lexers::marker::{MarkerScanner, Token};
 use crate::lexers::utf8::Utf8Decoder;
 use crate::tools::Tools;
@@ -296,6 +297,16 @@ impl Parser {
     }
 
     fn read(&mut self, mut s: &str, out: &mut dyn Sink) {
+        // The common streaming delta: content without `<` (every special token starts with
+        // one) and nothing held back goes to the content as it is, without the scanner.
+        if matches!(self.state, State::Content(_))
+            && self.scan.held().is_empty()
+            && !has_byte(s.as_bytes(), b'<')
+        {
+            self.content(s, out);
+            self.pos += s.len() as u64;
+            return;
+        }
         while let Some(t) = self.scan.next(&mut s) {
             self.token(t, out);
         }
