@@ -76,7 +76,9 @@ fn a_missing_eom_keeps_the_next_call() {
     };
     let r = parse_cfg(
         off,
-        &format!(" to=self<|message|>think<|start|>assistant to=get_weather<|message|>{CALL}<|eom|>"),
+        &format!(
+            " to=self<|message|>think<|start|>assistant to=get_weather<|message|>{CALL}<|eom|>"
+        ),
     );
     assert_eq!(r.errors[0].kind, ErrorKind::MalformedMarkup);
 }
@@ -109,9 +111,13 @@ fn string_values_are_verbatim_and_closers_inside_them_are_content() {
 
 #[test]
 fn unterminated_invoke_and_bad_headers_are_errors() {
-    let r = parse(" to=get_weather<|message|><atem:function_calls>\n<atem:invoke name=\"get_weather\">\n<atem:parameter name=\"city\">Par");
+    let r = parse(
+        " to=get_weather<|message|><atem:function_calls>\n<atem:invoke name=\"get_weather\">\n<atem:parameter name=\"city\">Par",
+    );
     assert_eq!(r.errors[0].kind, ErrorKind::Unterminated);
-    let r = parse(" to=get_weather<|message|><atem:function_calls>\n<atem:invoke name=\"get_weather\">\n<atem:parameter name=\"city\">Par<|eom|><|start|>assistant to=user<|message|>ok<|eot|>");
+    let r = parse(
+        " to=get_weather<|message|><atem:function_calls>\n<atem:invoke name=\"get_weather\">\n<atem:parameter name=\"city\">Par<|eom|><|start|>assistant to=user<|message|>ok<|eot|>",
+    );
     assert_eq!(r.errors[0].kind, ErrorKind::Unterminated);
     assert_eq!(r.text, "ok");
     let r = parse("<|start|>user<|message|>hi<|eot|>");
@@ -131,7 +137,8 @@ fn a_header_without_start_is_read_with_a_warning() {
 
 #[test]
 fn spark_channels_are_an_option() {
-    let s = " to=commentary<|message|>note<|eom|><|start|>assistant to=developer<|message|>x<|eom|>";
+    let s =
+        " to=commentary<|message|>note<|eom|><|start|>assistant to=developer<|message|>x<|eom|>";
     // Glimmer: both are tool messages, whose prose outside ATEM is text.
     let r = parse(s);
     assert!(r.errors.is_empty());
