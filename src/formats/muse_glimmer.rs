@@ -226,7 +226,9 @@ fn recipient_names(recipient: &str, name: &str) -> bool {
     let r = recipient.strip_suffix(".*").unwrap_or(recipient);
     r == name
         || tagged::doubled_leaf(r) == Some(name)
-        || name.strip_prefix(r).is_some_and(|rest| rest.starts_with('.'))
+        || name
+            .strip_prefix(r)
+            .is_some_and(|rest| rest.starts_with('.'))
 }
 
 /// A parsed header: the recipient, if any.
@@ -546,7 +548,9 @@ impl StreamParser for Parser {
                     } else {
                         out.push(Event::error(
                             ErrorKind::MalformedMarkup,
-                            format!("the stream ended in the header at byte {at}, before <|message|>"),
+                            format!(
+                                "the stream ended in the header at byte {at}, before <|message|>"
+                            ),
                         ));
                     }
                 }
@@ -697,8 +701,14 @@ const SPECIAL_TOKENS: &[SpecialToken] = &[
         text: MESSAGE,
         id: None,
     },
-    SpecialToken { text: EOM, id: None },
-    SpecialToken { text: EOT, id: None },
+    SpecialToken {
+        text: EOM,
+        id: None,
+    },
+    SpecialToken {
+        text: EOT,
+        id: None,
+    },
     SpecialToken {
         text: "<atem:function_calls>",
         id: None,
