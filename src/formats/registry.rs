@@ -182,6 +182,7 @@ mod tests {
         WarningKind::SchemaTypeMismatch,
         WarningKind::TypeMismatch,
         WarningKind::NullNotAllowed,
+        WarningKind::RecipientMismatch,
     ];
 
     /// The option that allows a warning of `kind` in `format`, when its name is not the kind's.
@@ -196,10 +197,12 @@ mod tests {
             "deepseek_v4",
             "deepseek_v41",
             "minimax_m3",
+            "muse_glimmer",
         ];
         match kind {
             "null_alias" => Some("typing.null_aliases"),
             "python_literal" => Some("typing.python_literals"),
+            "name_normalised" => Some("doubled_name"),
             // The tagged family's block end is named after what the grammar calls the block.
             "missing_call_end" | "missing_section_end" if tagged.contains(&format) => {
                 Some("missing_block_end")
@@ -246,6 +249,8 @@ mod tests {
                         *n == option
                             || *n == kind
                             || n.strip_prefix("reasoning.") == Some(option.as_str())
+                            // muse_glimmer's ATEM body options.
+                            || n.strip_prefix("tagged.") == Some(option.as_str())
                     }) || NOTES.iter().any(|k| k.as_str() == kind);
                     assert!(known, "{}: warning {kind} names no option", p.display());
                 }
