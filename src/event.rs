@@ -185,6 +185,12 @@ pub enum WarningKind {
     NullAlias,
     /// A value in Python literal syntax, read (option `typing.python_literals`).
     PythonLiteral,
+    /// A call marker inside reasoning, ending it there (option `reasoning.implicit_reasoning_end`).
+    ImplicitReasoningEnd,
+    /// Whitespace inside a special-token marker (`<|open|> tools <|sep|>`), read as the marker.
+    SpacedMarker,
+    /// Text outside every channel of a channel format, kept as text.
+    TextOutsideChannel,
 }
 
 impl WarningKind {}
@@ -252,6 +258,9 @@ wire_names! {
         NullNotAllowed => "null_not_allowed",
         NullAlias => "null_alias",
         PythonLiteral => "python_literal",
+        ImplicitReasoningEnd => "implicit_reasoning_end",
+        SpacedMarker => "spaced_marker",
+        TextOutsideChannel => "text_outside_channel",
     }
 }
 

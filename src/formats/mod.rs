@@ -6,7 +6,7 @@
 //! - `tagged/`: parameters as tagged raw text typed by the tool's schema, one parser;
 //! - `xml/`: XML inside prose, over the streaming XML tokenizer;
 //! - `sse/`: provider event streams;
-//! - a file of its own for a format with a grammar of its own (`harmony.rs`);
+//! - a file of its own for a format with a grammar of its own (`harmony.rs`, `kimi_k3.rs`);
 //! - `registry.rs`: every format, registered once ([`REGISTRY`]), above the families.
 //!
 //! Each format module stays reachable as `formats::<id>` (re-exported below). A format knows
@@ -15,6 +15,7 @@
 pub mod core;
 pub mod delimited;
 pub mod harmony;
+pub mod kimi_k3;
 pub mod registry;
 pub mod sse;
 pub mod tagged;

@@ -6,8 +6,8 @@ use crate::formats::options::{parse_assignment, unknown};
 use crate::formats::strict_xml;
 use crate::formats::{
     Format, OptionValues, OptionsByFormat, anthropic_sse, deepseek_v3, deepseek_v31, deepseek_v32,
-    forge_json, forge_xml, glm45, glm47, harmony, hermes, kimi_k2, llama3_json, minimax_m2,
-    mistral, mistral_v11, openai_sse, pythonic, qwen3_coder, roo_xml, seed_oss,
+    forge_json, forge_xml, glm45, glm47, harmony, hermes, kimi_k2, kimi_k3, llama3_json,
+    minimax_m2, mistral, mistral_v11, openai_sse, pythonic, qwen3_coder, roo_xml, seed_oss,
 };
 
 /// Every format, in a fixed order. Adding a format is one module and one line here.
@@ -35,6 +35,7 @@ pub static REGISTRY: &[&Format] = &[
     &glm47::FORMAT,
     &minimax_m2::FORMAT,
     &deepseek_v32::FORMAT,
+    &kimi_k3::FORMAT,
 ];
 
 /// Looks a format up by id.

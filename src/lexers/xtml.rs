@@ -155,7 +155,7 @@ pub enum Mode {
 
 /// A header being read.
 #[derive(Debug)]
-struct Header {
+struct Pending {
     close: bool,
     buf: String,
     at: u64,
@@ -174,7 +174,7 @@ pub struct XtmlLexer {
     /// A proper prefix of a special token, held at the end of the input (ASCII).
     held: String,
     /// The header being read, after its opener or closer.
-    header: Option<Header>,
+    header: Option<Pending>,
     /// A special token that cut a header: read next, in the mode then in force.
     queued: Option<(usize, u64)>,
     /// JSON string state of a raw JSON body.
@@ -518,7 +518,7 @@ impl XtmlLexer {
         }
         match t {
             OPEN | CLOSE => {
-                self.header = Some(Header {
+                self.header = Some(Pending {
                     close: t == CLOSE,
                     buf: String::new(),
                     at,
@@ -535,11 +535,11 @@ impl XtmlLexer {
     }
 
     /// A header ended by `<|sep|>`.
-    fn element(&mut self, h: Header) -> Token<'static> {
+    fn element(&mut self, h: Pending) -> Token<'static> {
         let raw = format!("{}{}{SEP}", opener(h.close), h.buf);
         let parsed = read_header(&h.buf, h.close);
         match (parsed, self.mode) {
-            (Some((tag, attrs, spaced)), Mode::Markup) => {
+            (Some(Header { tag, attrs, spaced }), Mode::Markup) => {
                 let e = Element {
                     tag,
                     attrs,
@@ -553,7 +553,9 @@ impl XtmlLexer {
                     Token::Open(e)
                 }
             }
-            (Some((tag, _, spaced)), Mode::Raw { tag: want, .. }) if h.close && tag == want => {
+            (Some(Header { tag, spaced, .. }), Mode::Raw { tag: want, .. })
+                if h.close && tag == want =>
+            {
                 Token::Close(Element {
                     tag,
                     attrs: Vec::new(),
@@ -592,10 +594,20 @@ fn is_name_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':')
 }
 
-/// Reads a header: `WS? TAG (WS+ NAME="VALUE")* WS?` (a closer has no attributes). The tag,
-/// the unescaped attributes and whether whitespace stood at either end; `None` when it cannot
-/// be read.
-pub fn read_header(buf: &str, close: bool) -> Option<(String, Vec<(String, String)>, bool)> {
+/// A header's parts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    /// The tag name.
+    pub tag: String,
+    /// The attributes, unescaped, in order.
+    pub attrs: Vec<(String, String)>,
+    /// Whitespace stood at either end.
+    pub spaced: bool,
+}
+
+/// Reads a header: `WS? TAG (WS+ NAME="VALUE")* WS?` (a closer has no attributes); `None`
+/// when it cannot be read.
+pub fn read_header(buf: &str, close: bool) -> Option<Header> {
     let b = buf.as_bytes();
     let mut i = b.iter().take_while(|&&c| is_ws(c)).count();
     let mut spaced = i > 0;
@@ -634,7 +646,7 @@ pub fn read_header(buf: &str, close: bool) -> Option<(String, Vec<(String, Strin
         attrs.push((name.to_string(), unescape_attr(&buf[v0..v0 + len])));
         i = v0 + len + 1;
     }
-    Some((tag, attrs, spaced))
+    Some(Header { tag, attrs, spaced })
 }
 
 /// An attribute value's escapes undone: `&quot;` → `"`, `&amp;` → `&`; any other `&` is
