@@ -618,17 +618,7 @@ impl Parser {
                 self.boundary();
                 match tag {
                     "message" => self.message_end(),
-                    "think" => {
-                        let msg =
-                            format!("a think close at byte {} outside the think channel", e.at);
-                        self.deviation(
-                            self.cfg.reasoning.stray_reasoning_end,
-                            WarningKind::StrayReasoningEnd,
-                            ErrorKind::MalformedMarkup,
-                            msg,
-                            out,
-                        );
-                    }
+                    "think" => self.stray_think_close(&e, out),
                     "response" => {
                         let msg = format!(
                             "a response close at byte {} without its open (the prompt opened it?)",
@@ -656,6 +646,7 @@ impl Parser {
             },
             St::Response => match tag {
                 "response" => self.st = St::Outside,
+                "think" => self.stray_think_close(&e, out),
                 "message" => {
                     self.section_cut("response", &e, out);
                     self.message_end();
@@ -797,6 +788,18 @@ impl Parser {
         } else {
             out.push(Event::error(kind, msg));
         }
+    }
+
+    /// A think close where no think channel is open (the prompt opened none): dropped.
+    fn stray_think_close(&mut self, e: &Element, out: &mut dyn Sink) {
+        let msg = format!("a think close at byte {} outside the think channel", e.at);
+        self.deviation(
+            self.cfg.reasoning.stray_reasoning_end,
+            WarningKind::StrayReasoningEnd,
+            ErrorKind::MalformedMarkup,
+            msg,
+            out,
+        );
     }
 
     /// Call markup inside `think`: reasoning, verbatim.
