@@ -353,6 +353,22 @@ case("n_unknown_element_in_response",
      THINK_END + R_OPEN + "a" + OPEN + "image" + SEP + "b" + R_CLOSE + MSG_END,
      err("malformed_markup", [], "ab"))
 
+case("n_argument_without_key",
+     message("", "", [call("get_time", 1, f'{OPEN}argument type="string"{SEP}UTC{A_CLOSE}'), call("get_time", 2)]),
+     err("malformed_markup", [c("get_time", 2)]))
+
+case("n_header_over_limit",
+     message("", "", [call("x" * 5000, 1), call("get_time", 2)]),
+     err("malformed_markup", [c("get_time", 2)]))
+
+case("n_invalid_utf8_in_value",
+     message("", "ok", [call("get_weather", 1, arg("city", "Par\udcffis")), call("get_time", 2)]),
+     err("invalid_utf8", [c("get_time", 2)], "ok"))
+
+case("y_call_without_index",
+     message("", "", [f'{OPEN}call tool="get_time"{SEP}{CLOSE}call{SEP}']),
+     ok("", "", [{"name": "get_time", "id": "get_time", "arguments": {}}]))
+
 # ---- i_: only the invariants -----------------------------------------------------------------
 
 case("i_close_marker_inside_value_then_text",
@@ -512,8 +528,9 @@ def main():
     for path, (transcript, expect) in CASES.items():
         base = os.path.join(ROOT, path)
         os.makedirs(os.path.dirname(base), exist_ok=True)
-        with open(base + ".txt", "w", encoding="utf-8", newline="") as f:
-            f.write(transcript)
+        with open(base + ".txt", "wb") as f:
+            # A lone surrogate escape stands for an invalid byte (`\udcff` → 0xff).
+            f.write(transcript.encode("utf-8", "surrogateescape"))
         if expect is not None:
             with open(base + ".expect.json", "w", encoding="utf-8") as f:
                 json.dump(expect, f, indent=1, ensure_ascii=False)
