@@ -61,8 +61,6 @@ fn main() {
         (None, None),
         (None, Some("local")),
         (Some("0"), Some("local")),
-        // Ids that name the function and its position (Kimi K3's `NAME:INDEX`).
-        (Some("write_to_file:1"), None),
     ];
     let data = shapes
         .iter()

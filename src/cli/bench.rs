@@ -63,8 +63,6 @@ pub(crate) fn transcript(format: &Format, tools: &Tools, size: usize) -> Result<
         (None, None),
         (None, Some("local")),
         (Some("0"), Some("local")),
-        // Ids that name the function and its position (Kimi K3's `NAME:INDEX`).
-        (Some("write_to_file:1"), None),
     ];
     let make = |n: usize| {
         let mut last = Err(String::new());

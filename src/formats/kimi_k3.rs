@@ -81,8 +81,8 @@ impl Default for Reasoning {
 }
 
 config! {
-    /// Leniencies (each recovered deviation is one named option, on by default), the two
-    /// dialects engines read differently (off by default), and limits.
+    /// Leniencies (each recovered deviation is one named option, on by default), the schema
+    /// typing dialect (off by default), and limits.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub struct Config {
         options {
@@ -111,9 +111,6 @@ config! {
             /// Non-whitespace text between the calls of a `tools` section is kept as text, with a
             /// warning (the engines drop it); off: `malformed_markup`, the text dropped.
             text_in_section,
-            /// Dialect: a call's id is `NAME:(INDEX−1)`, Dynamo's zero-based `tool_call_id`, instead of
-            /// the wire's `NAME:INDEX`. Off by default.
-            zero_based_id,
             /// Dialect: values are typed by the tool's schema (`typing.*` options), their `type`
             /// attribute ignored, as llama.cpp's grammar reads them. Off by default.
             schema_typing,
@@ -141,7 +138,6 @@ impl Default for Config {
             missing_wrapper: true,
             close_tag_in_value: true,
             text_in_section: true,
-            zero_based_id: false,
             schema_typing: false,
             reasoning: Reasoning::default(),
             typing: TypingOptions::default(),
@@ -879,18 +875,13 @@ impl Parser {
                 return;
             }
         };
-        let id = match e.attr("index") {
-            None => name.clone(),
-            Some(i) => match i.parse::<u64>() {
-                Ok(n) if self.cfg.zero_based_id && n >= 1 => format!("{name}:{}", n - 1),
-                _ => format!("{name}:{i}"),
-            },
-        };
         let index = self.next_index;
         self.next_index += 1;
+        // No id: the wire's `index` is the call's position, which its order already says, and
+        // no `NAME:INDEX` text occurs in the transcript (specs/kimi_k3.md §4.6, §6).
         out.push(Event::CallStart {
             index,
-            id: Some(id),
+            id: None,
             name: name.clone(),
             server: None,
         });
@@ -1438,8 +1429,8 @@ fn close_tag(out: &mut String, tag: &str) {
 }
 
 /// Renders what the model writes after a thinking prompt (`…<|open|>think<|sep|>`): an empty
-/// reasoning closed, the text in `response`, the calls in `tools` (each `index` the part of
-/// its id after `NAME:`), the message's close. Refuses what would not parse back the same.
+/// reasoning closed, the text in `response`, the calls in `tools` (each `index` its 1-based
+/// position), the message's close. Refuses what would not parse back the same.
 pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, String> {
     if let Some(t) = token_in(text) {
         return Err(format!("the text contains the special token {t}"));
@@ -1451,8 +1442,8 @@ pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, 
     close_tag(&mut out, "response");
     if !calls.is_empty() {
         open_tag(&mut out, "tools", &[]);
-        for c in calls {
-            write_call(&mut out, c)?;
+        for (i, c) in calls.iter().enumerate() {
+            write_call(&mut out, c, i + 1)?;
         }
         close_tag(&mut out, "tools");
     }
@@ -1465,33 +1456,24 @@ pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, 
     Ok(out.into_bytes())
 }
 
-fn write_call(out: &mut String, c: &ToolCall) -> Result<(), String> {
+fn write_call(out: &mut String, c: &ToolCall, position: usize) -> Result<(), String> {
     if c.server.is_some() {
         return Err("kimi_k3 calls carry no server".into());
     }
     if c.name.is_empty() || token_in(&c.name).is_some() {
         return Err(format!("the name {:?} cannot be written", c.name));
     }
-    // The id is the tool's name, then `:INDEX` when the call has an `index` attribute.
-    let index = match c.id.as_deref() {
-        Some(id) if id == c.name => None,
-        Some(id) => match id
-            .strip_prefix(c.name.as_str())
-            .and_then(|r| r.strip_prefix(':'))
-        {
-            Some(i) if token_in(i).is_none() => Some(i),
-            _ => return Err(format!("the id {id:?} is not NAME:INDEX")),
-        },
-        None => return Err("kimi_k3 calls carry an id (NAME:INDEX)".into()),
-    };
+    if c.id.is_some() {
+        return Err("kimi_k3 calls carry no id".into());
+    }
     let Some(args) = c.arguments.as_object() else {
         return Err("arguments must be a JSON object".into());
     };
-    let mut attrs = vec![("tool", c.name.as_str())];
-    if let Some(i) = index {
-        attrs.push(("index", i));
-    }
-    open_tag(out, "call", &attrs);
+    open_tag(
+        out,
+        "call",
+        &[("tool", &c.name), ("index", &position.to_string())],
+    );
     for (k, v) in args {
         let value = match v {
             Value::String(s) => s.clone(),

@@ -46,6 +46,7 @@ PARSERS = {
     "glm45": "glm45",
     "glm47": "glm47",
     "minimax_m2": "minimax-m2",
+    "kimi_k3": "kimi_k3",
 }
 
 #: conform format id -> SGLang `--reasoning-parser` name, for the `--reasoning` variant: the
@@ -59,6 +60,7 @@ REASONING = {
     "glm45": "glm45",
     "glm47": "glm45",
     "mistral_v11": "mistral",
+    "kimi_k3": "kimi_k3",
 }
 
 #: Packages the detectors' modules import but never use to parse text.

@@ -43,6 +43,7 @@ PARSERS = {
     "glm47": "glm47",
     "minimax_m2": "minimax_m2",
     "seed_oss": "seed_oss",
+    "kimi_k3": "kimi_k3",
 }
 
 #: conform format id -> vLLM `--reasoning-parser` name, for the `--reasoning` variant: the
@@ -58,6 +59,7 @@ REASONING = {
     "minimax_m2": "minimax_m2",
     "seed_oss": "seed_oss",
     "mistral_v11": "mistral",
+    "kimi_k3": "kimi_k3",
 }
 
 #: Packages the tool parsers' modules import but never use to parse text, and vLLM's own

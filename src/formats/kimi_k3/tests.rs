@@ -70,9 +70,9 @@ fn the_fact_sheet_example_parses_into_reasoning_text_and_two_calls() {
     assert_eq!(r.text, "Let me check.");
     assert_eq!(r.calls.len(), 2);
     assert_eq!(r.calls[0].name, "get_weather");
-    assert_eq!(r.calls[0].id.as_deref(), Some("get_weather:1"));
+    assert_eq!(r.calls[0].id, None);
     assert_eq!(r.calls[0].arguments, json!({"city": "Paris", "days": 3}));
-    assert_eq!(r.calls[1].id.as_deref(), Some("get_time:2"));
+    assert_eq!(r.calls[1].name, "get_time");
     assert_eq!(r.calls[1].arguments, json!({}));
     assert!(r.errors.is_empty() && r.warnings.is_empty(), "{r:?}");
 }
@@ -156,28 +156,21 @@ fn a_declared_type_the_schema_does_not_allow_is_noted_and_the_schema_dialect_typ
 }
 
 #[test]
-fn attributes_are_unescaped_and_ids_come_from_the_wire() {
+fn attributes_are_unescaped_and_calls_carry_no_id() {
     let s = turn(
         "",
         "<|open|>call index=\"7\" tool=\"a&quot;b&amp;c\"<|sep|><|open|>argument type=\"string\" key=\"k&quot;\"<|sep|>v<|close|>argument<|sep|><|close|>call<|sep|>",
     );
     let r = parse(&s);
     assert_eq!(r.calls[0].name, "a\"b&c");
-    assert_eq!(r.calls[0].id.as_deref(), Some("a\"b&c:7"));
+    assert_eq!(r.calls[0].id, None);
     assert_eq!(r.calls[0].arguments, json!({"k\"": "v"}));
-    // Dynamo's zero-based ids; a call without an index is named by its tool alone.
-    let s = turn(
+    // The index is optional.
+    let r = parse(&turn(
         "",
-        &(call("f", 1, "") + "<|open|>call tool=\"g\"<|sep|><|close|>call<|sep|>"),
-    );
-    let ids = |r: &ParseResult| -> Vec<String> {
-        r.calls.iter().map(|c| c.id.clone().unwrap()).collect()
-    };
-    assert_eq!(ids(&parse(&s)), ["f:1", "g"]);
-    assert_eq!(
-        ids(&parse_cfg(with(|c| c.zero_based_id = true), &s)),
-        ["f:0", "g"]
-    );
+        "<|open|>call tool=\"g\"<|sep|><|close|>call<|sep|>",
+    ));
+    assert_eq!((r.calls[0].name.as_str(), &r.calls[0].id), ("g", &None));
 }
 
 #[test]
@@ -412,19 +405,23 @@ fn the_renderer_writes_what_the_parser_reads() {
     let calls = vec![
         ToolCall {
             name: "get_weather".into(),
-            id: Some("get_weather:1".into()),
+            id: None,
             server: None,
             arguments: json!({"city": "Paris", "days": 3, "o": {"a": [1, null]}, "e": ""}),
         },
         ToolCall {
             name: "get_time".into(),
-            id: Some("get_time".into()),
+            id: None,
             server: None,
             arguments: json!({}),
         },
     ];
     let bytes = render("Let me check.\n", &calls, &tools()).unwrap();
     let s = String::from_utf8(bytes).unwrap();
+    assert!(
+        s.contains("<|open|>call tool=\"get_time\" index=\"2\"<|sep|>"),
+        "{s}"
+    );
     assert!(s.contains("<|open|>argument key=\"o\" type=\"object\"<|sep|>{\"a\": [1, null]}<|close|>argument<|sep|>"), "{s}");
     let r = parse(&s);
     assert_eq!((r.text.as_str(), &r.calls), ("Let me check.\n", &calls));
@@ -433,11 +430,7 @@ fn the_renderer_writes_what_the_parser_reads() {
     let bad = |c: ToolCall| render("", &[c], &Tools::default()).is_err();
     let base = calls[0].clone();
     assert!(bad(ToolCall {
-        id: None,
-        ..base.clone()
-    }));
-    assert!(bad(ToolCall {
-        id: Some("x:1".into()),
+        id: Some("get_weather:1".into()),
         ..base.clone()
     }));
     assert!(bad(ToolCall {
@@ -458,7 +451,7 @@ fn a_session_restarts_per_turn() {
     let a = ParseResult::fold(&run_chunks(&mut p, [t.as_bytes()]));
     let b = ParseResult::fold(&run_chunks(&mut p, [t.as_bytes()]));
     assert_eq!(a, b);
-    assert_eq!(b.calls[0].id.as_deref(), Some("f:1"));
+    assert_eq!(b.calls[0].name, "f");
 }
 
 /// Transcripts that exercise most states, for the split properties.
@@ -510,9 +503,9 @@ proptest! {
         args in prop::collection::vec(prop::collection::btree_map("[a-z]{1,4}", arb_json("[a-z <>\"\\\\é|]{0,8}"), 0..3), 0..3),
         cuts in prop::collection::vec(any::<usize>(), 0..6),
     ) {
-        let calls: Vec<ToolCall> = args.into_iter().enumerate().map(|(i, a)| ToolCall {
+        let calls: Vec<ToolCall> = args.into_iter().map(|a| ToolCall {
             name: "get_weather".into(),
-            id: Some(format!("get_weather:{}", i + 1)),
+            id: None,
             server: None,
             arguments: Value::Object(a.into_iter().collect()),
         }).collect();
