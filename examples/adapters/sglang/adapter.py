@@ -50,6 +50,7 @@ PARSERS = {
     "minimax_m2": "minimax-m2",
     "gemma4": "gemma4",
     "minimax_m3": "minimax-m3",
+    "kimi_k3": "kimi_k3",
 }
 
 #: conform format id -> SGLang `--reasoning-parser` name, for the `--reasoning` variant: the
@@ -67,6 +68,7 @@ REASONING = {
     "deepseek_v41": "deepseek-v41",
     "gemma4": "gemma4",
     "minimax_m3": "minimax-m3",
+    "kimi_k3": "kimi_k3",
 }
 
 #: Packages the detectors' modules import but never use to parse text.

@@ -48,6 +48,7 @@ const TOOL_FAMILIES: &[(&str, &str)] = &[
     ("deepseek_v4", "deepseek_v4"),
     ("gemma4", "gemma4"),
     ("minimax_m3", "minimax_m3"),
+    ("kimi_k3", "kimi_k3"),
 ];
 
 /// conform format id → the family name of the unified registry (reasoning + text + calls).
@@ -60,6 +61,7 @@ const UNIFIED_FAMILIES: &[(&str, &str)] = &[
     ("deepseek_v41", "deepseek_v41"),
     ("gemma4", "gemma4"),
     ("minimax_m3", "minimax_m3"),
+    ("kimi_k3", "kimi_k3"),
 ];
 
 #[derive(Clone, Copy, PartialEq)]
