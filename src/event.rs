@@ -187,7 +187,7 @@ pub enum WarningKind {
     PythonLiteral,
     /// A call marker inside reasoning, ending it there (option `reasoning.implicit_reasoning_end`).
     ImplicitReasoningEnd,
-    /// A namespace token and whitespace before its tag, read as the tag.
+    /// Whitespace inside a marker (a namespace token and its tag, `<|open|> tools <|sep|>`), read as the marker.
     SpacedMarker,
     /// An unquoted attribute value, read up to the tag's end.
     UnquotedAttribute,
@@ -209,6 +209,8 @@ pub enum WarningKind {
     StrayMarker,
     /// Output after a stop token, dropped (gemma4 option `text_after_stop`).
     TextAfterStop,
+    /// Text outside every channel of a channel format, kept as text.
+    TextOutsideChannel,
     /// A doubled namespaced name `a.a`, read as the declared tool `a` (option `doubled_name`).
     NameNormalised,
     /// A message cut by the next header without its end token (option `missing_message_end`).
@@ -294,6 +296,7 @@ wire_names! {
         UnquotedString => "unquoted_string",
         StrayMarker => "stray_marker",
         TextAfterStop => "text_after_stop",
+        TextOutsideChannel => "text_outside_channel",
         NameNormalised => "name_normalised",
         MissingMessageEnd => "missing_message_end",
         RecipientMismatch => "recipient_mismatch",

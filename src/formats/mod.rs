@@ -7,7 +7,7 @@
 //! - `xml/`: XML inside prose, over the streaming XML tokenizer;
 //! - `sse/`: provider event streams;
 //! - `gemma/`: Gemma's `call:NAME{…}` calls with token-quoted arguments, one parser;
-//! - a file of its own for a format with a grammar of its own (`harmony.rs`);
+//! - a file of its own for a format with a grammar of its own (`harmony.rs`, `kimi_k3.rs`);
 //! - `registry.rs`: every format, registered once ([`REGISTRY`]), above the families.
 //!
 //! Each format module stays reachable as `formats::<id>` (re-exported below). A format knows
@@ -17,6 +17,7 @@ pub mod core;
 pub mod delimited;
 pub mod gemma;
 pub mod harmony;
+pub mod kimi_k3;
 pub mod muse_glimmer;
 pub mod registry;
 pub mod sse;

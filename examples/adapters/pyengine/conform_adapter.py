@@ -48,6 +48,12 @@ _GLM = [
     ("<|observation|>", None),
 ]
 SPECIAL_TOKENS = {
+    "kimi_k3": [
+        ("<|end_of_msg|>", 163586),
+        ("<|open|>", 163587),
+        ("<|close|>", 163588),
+        ("<|sep|>", 163589),
+    ],
     "kimi_k2": [
         ("[EOS]", 163585),
         ("<|im_end|>", 163586),

@@ -50,6 +50,7 @@ PARSERS = {
     "minimax_m2": "minimax-m2",
     "gemma4": "gemma4",
     "minimax_m3": "minimax-m3",
+    "kimi_k3": "kimi_k3",
     "muse_glimmer": "muse",
 }
 
@@ -68,6 +69,7 @@ REASONING = {
     "deepseek_v41": "deepseek-v41",
     "gemma4": "gemma4",
     "minimax_m3": "minimax-m3",
+    "kimi_k3": "kimi_k3",
     "muse_glimmer": "muse",
 }
 

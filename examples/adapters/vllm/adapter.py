@@ -47,6 +47,7 @@ PARSERS = {
     "seed_oss": "seed_oss",
     "gemma4": "gemma4",
     "minimax_m3": "minimax_m3",
+    "kimi_k3": "kimi_k3",
 }
 
 #: conform format id -> vLLM `--reasoning-parser` name, for the `--reasoning` variant: the
@@ -66,6 +67,7 @@ REASONING = {
     "deepseek_v41": "deepseek_v41",
     "gemma4": "gemma4",
     "minimax_m3": "minimax_m3",
+    "kimi_k3": "kimi_k3",
 }
 
 #: Packages the tool parsers' modules import but never use to parse text, and vLLM's own

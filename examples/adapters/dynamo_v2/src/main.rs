@@ -48,6 +48,7 @@ const TOOL_FAMILIES: &[(&str, &str)] = &[
     ("deepseek_v4", "deepseek_v4"),
     ("gemma4", "gemma4"),
     ("minimax_m3", "minimax_m3"),
+    ("kimi_k3", "kimi_k3"),
     ("muse_glimmer", "muse_glimmer"),
 ];
 
@@ -61,6 +62,7 @@ const UNIFIED_FAMILIES: &[(&str, &str)] = &[
     ("deepseek_v41", "deepseek_v41"),
     ("gemma4", "gemma4"),
     ("minimax_m3", "minimax_m3"),
+    ("kimi_k3", "kimi_k3"),
     ("muse_glimmer", "muse_glimmer"),
 ];
 
