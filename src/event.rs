@@ -211,6 +211,12 @@ pub enum WarningKind {
     TextAfterStop,
     /// Text outside every channel of a channel format, kept as text.
     TextOutsideChannel,
+    /// A doubled namespaced name `a.a`, read as the declared tool `a` (option `doubled_name`).
+    NameNormalised,
+    /// A message cut by the next header without its end token (option `missing_message_end`).
+    MissingMessageEnd,
+    /// A call whose message recipient names another tool; the call's own name wins.
+    RecipientMismatch,
 }
 
 impl WarningKind {}
@@ -291,6 +297,9 @@ wire_names! {
         StrayMarker => "stray_marker",
         TextAfterStop => "text_after_stop",
         TextOutsideChannel => "text_outside_channel",
+        NameNormalised => "name_normalised",
+        MissingMessageEnd => "missing_message_end",
+        RecipientMismatch => "recipient_mismatch",
     }
 }
 

@@ -18,6 +18,7 @@ pub mod delimited;
 pub mod gemma;
 pub mod harmony;
 pub mod kimi_k3;
+pub mod muse_glimmer;
 pub mod registry;
 pub mod sse;
 pub mod tagged;

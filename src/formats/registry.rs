@@ -8,7 +8,7 @@ use crate::formats::{
     Format, OptionValues, OptionsByFormat, anthropic_sse, deepseek_v3, deepseek_v4, deepseek_v31,
     deepseek_v32, deepseek_v41, forge_json, forge_xml, functiongemma, gemma4, glm45, glm47,
     harmony, hermes, kimi_k2, kimi_k3, llama3_json, minimax_m2, minimax_m3, mistral, mistral_v11,
-    openai_sse, pythonic, qwen3_coder, roo_xml, seed_oss,
+    muse_glimmer, openai_sse, pythonic, qwen3_coder, roo_xml, seed_oss,
 };
 
 /// Every format, in a fixed order. Adding a format is one module and one line here.
@@ -42,6 +42,7 @@ pub static REGISTRY: &[&Format] = &[
     &functiongemma::FORMAT,
     &minimax_m3::FORMAT,
     &kimi_k3::FORMAT,
+    &muse_glimmer::FORMAT,
 ];
 
 /// Looks a format up by id.
@@ -182,6 +183,7 @@ mod tests {
         WarningKind::SchemaTypeMismatch,
         WarningKind::TypeMismatch,
         WarningKind::NullNotAllowed,
+        WarningKind::RecipientMismatch,
     ];
 
     /// The option that allows a warning of `kind` in `format`, when its name is not the kind's.
@@ -196,10 +198,12 @@ mod tests {
             "deepseek_v4",
             "deepseek_v41",
             "minimax_m3",
+            "muse_glimmer",
         ];
         match kind {
             "null_alias" => Some("typing.null_aliases"),
             "python_literal" => Some("typing.python_literals"),
+            "name_normalised" => Some("doubled_name"),
             // The tagged family's block end is named after what the grammar calls the block.
             "missing_call_end" | "missing_section_end" if tagged.contains(&format) => {
                 Some("missing_block_end")
@@ -246,6 +250,8 @@ mod tests {
                         *n == option
                             || *n == kind
                             || n.strip_prefix("reasoning.") == Some(option.as_str())
+                            // muse_glimmer's ATEM body options.
+                            || n.strip_prefix("tagged.") == Some(option.as_str())
                     }) || NOTES.iter().any(|k| k.as_str() == kind);
                     assert!(known, "{}: warning {kind} names no option", p.display());
                 }

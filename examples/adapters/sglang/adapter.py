@@ -51,6 +51,7 @@ PARSERS = {
     "gemma4": "gemma4",
     "minimax_m3": "minimax-m3",
     "kimi_k3": "kimi_k3",
+    "muse_glimmer": "muse",
 }
 
 #: conform format id -> SGLang `--reasoning-parser` name, for the `--reasoning` variant: the
@@ -69,6 +70,7 @@ REASONING = {
     "gemma4": "gemma4",
     "minimax_m3": "minimax-m3",
     "kimi_k3": "kimi_k3",
+    "muse_glimmer": "muse",
 }
 
 #: Packages the detectors' modules import but never use to parse text.

@@ -242,6 +242,11 @@ config! {
             /// `toolcalls` and ASCII `|DSML|`, the other V4/V4.1 dialect) are markup, with one
             /// warning per turn; off, they are not delimiters. Off by default.
             marker_variants,
+            /// A call named `a.a` where `a` is a declared tool and `a.a` is not is a call of `a`,
+            /// with warning `name_normalised` (Muse Glimmer's template renders a bare tool `a`
+            /// as namespace `a.*`, so its model writes `a.a`; vLLM collapses it the same way).
+            /// Off by default: elsewhere the name is what the model wrote.
+            doubled_name,
         }
         /// The schema typing's own leniencies.
         pub typing: TypingOptions,
@@ -276,12 +281,19 @@ impl Default for Config {
             json_invoke_body: false,
             self_closing_invoke: false,
             marker_variants: false,
+            doubled_name: false,
             typing: TypingOptions::default(),
             max_value_bytes: 64 << 20,
             max_tag_bytes: 4096,
             reasoning: reasoning::Config::default(),
         }
     }
+}
+
+/// `a` when `name` is `a.a` (a namespace and a leaf of the same name).
+pub fn doubled_leaf(name: &str) -> Option<&str> {
+    let (ns, leaf) = name.split_once('.')?;
+    (ns == leaf && !ns.is_empty()).then_some(ns)
 }
 
 /// Characters that may not appear in a function name (vLLM rejects them too).
@@ -1358,15 +1370,28 @@ impl Parser {
         true
     }
 
-    fn start_call(&mut self, name: String, implicit: bool, out: &mut dyn Sink) {
+    fn start_call(&mut self, mut name: String, implicit: bool, out: &mut dyn Sink) {
+        let doubled = self.cfg.doubled_name
+            && !self.types.knows_tool(&name)
+            && doubled_leaf(&name).is_some_and(|a| self.types.knows_tool(a));
         let index = self.next_index;
         self.next_index += 1;
+        let written = doubled.then(|| name.clone());
+        if doubled {
+            name = doubled_leaf(&name).unwrap_or_default().to_string();
+        }
         out.push(Event::CallStart {
             index,
             id: None,
             name: name.clone(),
             server: None,
         });
+        if let Some(w) = written {
+            out.push(Event::warning(
+                WarningKind::NameNormalised,
+                format!("{w:?} is read as the declared tool {name:?}"),
+            ));
+        }
         if self.has_tools && !self.types.knows_tool(&name) {
             out.push(Event::warning(
                 WarningKind::UnknownTool,

@@ -49,6 +49,7 @@ const TOOL_FAMILIES: &[(&str, &str)] = &[
     ("gemma4", "gemma4"),
     ("minimax_m3", "minimax_m3"),
     ("kimi_k3", "kimi_k3"),
+    ("muse_glimmer", "muse_glimmer"),
 ];
 
 /// conform format id → the family name of the unified registry (reasoning + text + calls).
@@ -62,6 +63,7 @@ const UNIFIED_FAMILIES: &[(&str, &str)] = &[
     ("gemma4", "gemma4"),
     ("minimax_m3", "minimax_m3"),
     ("kimi_k3", "kimi_k3"),
+    ("muse_glimmer", "muse_glimmer"),
 ];
 
 #[derive(Clone, Copy, PartialEq)]
