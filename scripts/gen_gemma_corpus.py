@@ -259,6 +259,10 @@ def build(O, C, Q, TR, TE, EOS, RE, thinks):
         TRANSCRIPTS = [t for t in TRANSCRIPTS if TH not in t[1] and CC not in t[1]]
         # vLLM's functiongemma parser json.loads every escaped value: 007 would become 7.
         I_CASES.append(("i_escaped_digits_stay_a_string", call("calculate", f"expression:{s('007')}") + TR))
+        # Gemma 4's markup is no markup here: its reasoning channel and call tokens are text.
+        CASES.append(("y_gemma4_markup_is_text", f"{TH}x{CC}<|tool_call>call:get_time{{}}<tool_call|>",
+                      {"text": f"{TH}x{CC}<|tool_call>call:get_time{{}}<tool_call|>", "reasoning": "", "calls": [],
+                       "warnings": []}))
         TRANSCRIPTS += [
             # Google's guide: strings escaped, numbers bare.
             ("guide_temperature", call("get_weather", f"city:{s('London')},unit:{s('celsius')}") + TR,

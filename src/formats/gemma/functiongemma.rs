@@ -120,6 +120,55 @@ mod tests {
         assert!(r.errors.is_empty() && r.warnings.is_empty() && r.text.is_empty());
     }
 
+    /// Each leniency is an option of this dialect too (`specs/functiongemma.md` §10): off, the
+    /// deviation it recovers is an error.
+    #[test]
+    fn every_option_off_is_an_error_in_this_dialect_too() {
+        let strict = Config {
+            missing_call_end: false,
+            paren_call: false,
+            missing_call_prefix: false,
+            unquoted_string: false,
+            python_literal: false,
+            stray_marker: false,
+            text_after_stop: false,
+            ..Config::default()
+        };
+        let p = |cfg: Config, t: &str| every_cut(&|| build(cfg, &Tools::default()), t.as_bytes()).0;
+        let malformed = [
+            format!("{CALL_OPEN}call:f(a:1){CALL_CLOSE}"),
+            format!("{CALL_OPEN}:f{{a:1}}{CALL_CLOSE}"),
+            format!("{CALL_OPEN}call:f{{a:celsius}}{CALL_CLOSE}"),
+            format!("{CALL_OPEN}call:f{{a:True}}{CALL_CLOSE}"),
+            format!("{CALL_OPEN}call:f{{a:1}}x"),
+        ];
+        for t in &malformed {
+            let r = p(strict, t);
+            assert_eq!(r.error_kinds(), [ErrorKind::MalformedMarkup], "{t}");
+            assert!(r.calls.is_empty(), "{t}");
+        }
+        let r = p(strict, &format!("{CALL_OPEN}call:f{{a:1}}"));
+        assert_eq!(r.error_kinds(), [ErrorKind::Unterminated]);
+        let r = p(strict, &format!("x{CALL_CLOSE}y{QUOTE}z"));
+        assert_eq!(r.text, "xyz");
+        assert_eq!(r.error_kinds(), [ErrorKind::MalformedMarkup; 2]);
+        let r = p(
+            strict,
+            &format!("{CALL_OPEN}call:f{{}}{CALL_CLOSE}{FUNCTION_RESPONSE}response:f{{}}"),
+        );
+        assert_eq!(
+            (r.calls.len(), r.error_kinds()),
+            (1, vec![ErrorKind::MalformedMarkup])
+        );
+        // python_literal off alone: `True` is an unquoted word, kept as a string.
+        let words = Config {
+            python_literal: false,
+            ..Config::default()
+        };
+        let r = p(words, &format!("{CALL_OPEN}call:f{{a:True}}{CALL_CLOSE}"));
+        assert_eq!(r.calls[0].arguments, json!({"a": "True"}));
+    }
+
     #[test]
     fn bare_numbers_are_numbers_and_escaped_digits_stay_strings() {
         let t = format!("{CALL_OPEN}call:f{{t:15,s:{QUOTE}007{QUOTE}}}{CALL_CLOSE}");
