@@ -250,3 +250,27 @@ fn a_full_stdout_is_an_error() {
     assert_eq!(o.status.code(), Some(2), "{t}");
     assert!(t.contains("cannot write to stdout"), "{t}");
 }
+
+#[test]
+fn nothing_judged_is_said_once_with_its_reason() {
+    // The only case is refused for its tools.json, or for its sidecar: it was loadable, so
+    // the run says it was refused, once, quiet or not.
+    let d = scratch();
+    std::fs::write(d.path().join("kimi_k2/tools.json"), "[").unwrap();
+    let d2 = scratch();
+    std::fs::write(d2.path().join("kimi_k2/y_ok.deltas.json"), "{").unwrap();
+    for dir in [d.path(), d2.path()] {
+        for quiet in [true, false] {
+            let mut args = vec!["run", ".", "--strategies", "whole"];
+            if quiet {
+                args.push("--quiet");
+            }
+            let o = conform(&args, dir);
+            let t = text(&o);
+            assert_eq!(o.status.code(), Some(2), "{t}");
+            assert_eq!(t.matches("no case was judged").count(), 1, "{t}");
+            assert!(!t.contains("no loadable case file"), "{t}");
+            refused(&o, "no case was judged", "refused");
+        }
+    }
+}

@@ -117,12 +117,10 @@ pub(crate) fn run(a: RunArgs) -> u8 {
     if let Err(e) = write_outputs(&a, &run, matrix.as_ref()) {
         return usage_error(e);
     }
-    if let Some(why) = &run.judged_nothing {
-        eprintln!("error: {why}");
-    }
     if !a.quiet {
         closing_note(&a, &run, started.elapsed());
     }
+    // Last, once: the line a CI log ends with says why the job judged nothing.
     if let Some(why) = &run.judged_nothing {
         eprintln!("error: {why}");
     }

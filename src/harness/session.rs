@@ -190,7 +190,13 @@ pub fn execute(plan: &RunPlan, progress: &dyn Progress) -> Result<RunOutput, Str
         per_case_seconds,
     });
     let shard = plan.shard.map(|s| format!("{}/{}", s.index, s.count));
-    let judged_nothing = nothing_judged(&plan.paths, loaded, shard.as_deref(), &judged);
+    let judged_nothing = nothing_judged(
+        &plan.paths,
+        loaded,
+        corpus.errors.len(),
+        shard.as_deref(),
+        &judged,
+    );
     Ok(RunOutput {
         report: rep,
         parser_runs,
