@@ -274,3 +274,60 @@ fn nothing_judged_is_said_once_with_its_reason() {
         }
     }
 }
+
+/// Runs conform in `dir` with stdout or stderr (or both) on /dev/full.
+#[cfg(target_os = "linux")]
+fn conform_full(args: &[&str], dir: &Path, stdout_full: bool, stderr_full: bool) -> Output {
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_conform"));
+    cmd.args(args).current_dir(dir).env("NO_COLOR", "1");
+    cmd.stdout(if stdout_full {
+        Stdio::from(full())
+    } else {
+        Stdio::piped()
+    });
+    cmd.stderr(if stderr_full {
+        Stdio::from(full())
+    } else {
+        Stdio::piped()
+    });
+    cmd.output().unwrap()
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn output_failures_exit_2_never_101() {
+    let d = scratch();
+    let bench = [
+        "bench",
+        "--max-size",
+        "1000",
+        "--millis",
+        "1",
+        "--formats",
+        "kimi_k2",
+        "--no-baseline",
+    ];
+    let cases: [(&[&str], bool, bool); 6] = [
+        (&bench, true, false),
+        (&["run", ".", "--strategies", "whole"], false, true),
+        (&["run", ".", "--strategies", "whole"], true, true),
+        (&["report", "diff", "nope.json", "nope.json"], false, true),
+        (&["formats"], true, false),
+        (&["run", "--help"], true, false),
+    ];
+    for (args, out_full, err_full) in cases {
+        let o = conform_full(args, d.path(), out_full, err_full);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        if !err_full {
+            assert!(err.contains("cannot write to stdout"), "{args:?}: {err}");
+        }
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}

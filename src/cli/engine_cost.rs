@@ -76,7 +76,7 @@ pub fn run(a: CostArgs) -> u8 {
         let _ = measure(&backend, f, 1_000);
         for &size in &a.sizes {
             let row = measure(&backend, f, size);
-            eprintln!(
+            err!(
                 "{:<14} {:>8} B {:>7} deltas  engine {:>12}  conform {:>10}  {}",
                 row.format,
                 row.size,

@@ -15,7 +15,21 @@ use std::time::Duration;
 /// Prints to stdout; a failed write fails the command at exit instead of panicking.
 macro_rules! out {
     ($($arg:tt)*) => {{
-        let _ = writeln!($crate::cli::Stdout, $($arg)*);
+        let _ = std::io::Write::write_fmt(
+            &mut $crate::cli::Stdout,
+            format_args!("{}\n", format_args!($($arg)*)),
+        );
+    }};
+}
+
+/// Prints to stderr; a failed write fails the command at exit (exit 2) instead of panicking
+/// as `eprintln!` does.
+macro_rules! err {
+    ($($arg:tt)*) => {{
+        let _ = std::io::Write::write_fmt(
+            &mut $crate::cli::Stderr,
+            format_args!("{}\n", format_args!($($arg)*)),
+        );
     }};
 }
 
@@ -138,6 +152,29 @@ impl TokenArgs {
 /// The first error writing to stdout.
 pub(crate) static STDOUT_ERROR: std::sync::OnceLock<std::io::Error> = std::sync::OnceLock::new();
 
+/// The first error writing to stderr.
+pub(crate) static STDERR_ERROR: std::sync::OnceLock<std::io::Error> = std::sync::OnceLock::new();
+
+/// Stderr that remembers its first write error, so `main` can fail the command.
+pub(crate) struct Stderr;
+
+impl Write for Stderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let r = std::io::stderr().lock().write(buf);
+        if let Err(e) = &r {
+            let _ = STDERR_ERROR.set(std::io::Error::new(e.kind(), e.to_string()));
+        }
+        r
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        let r = std::io::stderr().lock().flush();
+        if let Err(e) = &r {
+            let _ = STDERR_ERROR.set(std::io::Error::new(e.kind(), e.to_string()));
+        }
+        r
+    }
+}
+
 /// Stdout that remembers its first write error, so `main` can fail the command.
 pub(crate) struct Stdout;
 
@@ -160,7 +197,7 @@ impl Write for Stdout {
 
 /// Prints `error: MSG` on stderr; the usage-error exit code.
 pub(crate) fn usage_error(msg: impl std::fmt::Display) -> u8 {
-    eprintln!("error: {msg}");
+    err!("error: {msg}");
     EXIT_USAGE
 }
 

@@ -8,7 +8,6 @@ use conform::harness::chunking::{ChunkingParams, Strategy};
 use conform::harness::corpus::{self, LoadOptions};
 use conform::harness::select::{Choice, Selection, select_cuts};
 use conform::harness::session;
-use std::io::Write;
 use std::time::Duration;
 
 #[derive(Args)]

@@ -78,7 +78,7 @@ pub(crate) fn run(c: ReportCommand) -> u8 {
             match report::merge(&parts) {
                 Ok(m) => match report_dir::write_atomic(&output, m.to_json().as_bytes()) {
                     Ok(()) => {
-                        eprintln!(
+                        err!(
                             "merged {} report(s) into {} ({} case(s))",
                             parts.len(),
                             output.display(),
@@ -111,7 +111,7 @@ pub(crate) fn run(c: ReportCommand) -> u8 {
             });
             match written {
                 Ok(n) => {
-                    eprintln!(
+                    err!(
                         "wrote {} from {n} report(s)",
                         output.join("index.html").display()
                     );

@@ -122,7 +122,7 @@ pub(crate) fn run(a: RunArgs) -> u8 {
     }
     // Last, once: the line a CI log ends with says why the job judged nothing.
     if let Some(why) = &run.judged_nothing {
-        eprintln!("error: {why}");
+        err!("error: {why}");
     }
     run.exit_code()
 }
@@ -258,7 +258,7 @@ fn print_tables(
             );
         }
         if !a.quiet && pr.stderr_bytes > 0 {
-            eprintln!(
+            err!(
                 "{}: {} byte(s) on stderr; the last lines:\n{}",
                 pr.name,
                 pr.stderr_bytes,
@@ -294,7 +294,7 @@ fn write_outputs(
         && let Some(p) = &a.baseline
     {
         report_dir::write_atomic(p, run.report.stable().to_json().as_bytes())?;
-        eprintln!("baseline {} updated", p.display());
+        err!("baseline {} updated", p.display());
     }
     Ok(())
 }
@@ -303,7 +303,7 @@ fn write_outputs(
 /// (they change verdicts, so a run under them says so).
 fn closing_note(a: &RunArgs, run: &session::RunOutput, took: Duration) {
     let rep = &run.report;
-    eprintln!(
+    err!(
         "{} case(s), {} replay(s), seed {}, in {:.2?}",
         run.cases,
         rep.runs.iter().map(|r| r.totals.replays).sum::<usize>(),
@@ -327,7 +327,7 @@ fn closing_note(a: &RunArgs, run: &session::RunOutput, took: Duration) {
                     .map(|(n, v)| format!("{}.{n}={v}", c.format))
             })
             .collect();
-        eprintln!(
+        err!(
             "{with_options} case(s) judged under options other than the defaults: {}",
             set.into_iter().collect::<Vec<_>>().join(", ")
         );
