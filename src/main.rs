@@ -7,7 +7,20 @@ use clap::Parser;
 use std::io::Write;
 use std::process::ExitCode;
 
+/// Large blocks go back to the system when freed. glibc otherwise raises its mmap threshold
+/// each time a large block is freed (up to 32 MiB), after which blocks of that size come from
+/// the heap arenas of rayon's threads and stay resident once freed: a run over a 10 MB
+/// transcript kept 1.5× more memory resident than it used.
+fn return_large_blocks() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator parameter; called before any thread starts.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
+    }
+}
+
 fn main() -> ExitCode {
+    return_large_blocks();
     let cli = match cli::Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

@@ -305,6 +305,9 @@ struct CaseRun<'a> {
     /// needs the whole input's full result, so there it goes first and the result is then
     /// kept as digests; no replay holds an event list.
     lean: bool,
+    /// A lean case's whole input, digested by the argument text its parser delivered: the
+    /// baseline its replays are compared with once the roundtrip is done.
+    lean_whole: std::sync::Mutex<Option<Vec<LeanTurn>>>,
     started: Instant,
 }
 
@@ -344,6 +347,7 @@ impl<'a> CaseRun<'a> {
             special,
             tokens,
             lean,
+            lean_whole: std::sync::Mutex::new(None),
             started,
         }
     }
@@ -414,7 +418,10 @@ impl<'a> CaseRun<'a> {
                 &c.turns,
                 &self.whole_cuts(),
             )
-            .map_or_else(Outcome::Panicked, Outcome::Done)
+            .map_or_else(Outcome::Panicked, |(full, lean)| {
+                *self.lean_whole.lock().unwrap_or_else(|e| e.into_inner()) = Some(lean);
+                Outcome::Done(full)
+            })
         } else {
             self.replay(&self.whole_cuts())
         };
@@ -458,7 +465,18 @@ impl<'a> CaseRun<'a> {
         // Lean, the roundtrip goes first: the full result is dropped after it.
         let whole = if self.lean {
             self.roundtrip(&whole, report);
-            Baseline::Full(whole).into_lean()
+            let digested = self
+                .lean_whole
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            match digested {
+                Some(lean) => {
+                    drop(whole);
+                    Baseline::Lean(lean)
+                }
+                None => Baseline::Full(whole).into_lean(),
+            }
         } else {
             Baseline::Full(whole)
         };
@@ -691,8 +709,16 @@ impl<'a> CaseRun<'a> {
     /// input is kept lean, is replayed lean too.
     fn replay_judged(&self, whole: &Baseline, strategy: Strategy, cuts: Vec<Cuts>) -> Verdict {
         let (case, markers, cmp) = (self.case, &self.markers[..], self.cmp);
-        let outcome = if matches!(whole, Baseline::Lean(_)) {
-            match digest::replay(self.format, &case.tools, &case.options, &case.turns, &cuts) {
+        let outcome = if let Baseline::Lean(w) = whole {
+            let (tools, options) = (&case.tools, &case.options);
+            let mut lean = digest::replay(self.format, tools, options, &case.turns, &cuts);
+            if let LeanOutcome::Done(turns) = &lean
+                && !turns.iter().zip(w).all(|(t, w)| w.comparable(t, false))
+            {
+                // A call whose text differs from the whole input's: its value tells.
+                lean = digest::replay_valued(self.format, tools, options, &case.turns, &cuts);
+            }
+            match lean {
                 LeanOutcome::Done(turns) => {
                     return judge((case, markers, cmp), whole, &turns, strategy, cuts);
                 }
@@ -791,10 +817,18 @@ impl<'a> CaseRun<'a> {
             for cuts in [Cuts::At(Vec::new()), Cuts::EveryByte] {
                 let (turns, cut) = (std::slice::from_ref(&rendered), std::slice::from_ref(&cuts));
                 let outcome = if lean {
-                    match digest::replay(format, &case.tools, &case.options, turns, cut) {
-                        LeanOutcome::Done(back) => {
-                            Err(LeanTurn::of(out).roundtrip_difference(&back[0]))
-                        }
+                    let rendered_as = LeanTurn::of(out);
+                    let (tools, options) = (&case.tools, &case.options);
+                    let mut back = digest::replay(format, tools, options, turns, cut);
+                    if let LeanOutcome::Done(b) = &back
+                        && !b.first().is_some_and(|b| rendered_as.comparable(b, true))
+                    {
+                        back = digest::replay_valued(format, tools, options, turns, cut);
+                    }
+                    match back {
+                        LeanOutcome::Done(back) => Err(back
+                            .first()
+                            .and_then(|b| rendered_as.roundtrip_difference(b))),
                         LeanOutcome::Panicked(m) => Ok(Outcome::Panicked(m)),
                     }
                 } else {
