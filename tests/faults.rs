@@ -223,12 +223,32 @@ fn numeric_arguments_are_range_checked() {
         ("--timeout", "NaN"),
         ("--max-chunk", "0"),
         ("--jobs", "0"),
+        ("--bursts", "18446744073709551615"),
+        ("--bursts", "4294967295"),
+        ("--burst-max-tokens", "0"),
+        ("--burst-max-tokens", "99999999999"),
+        ("--two-cut-cap", "99999999999"),
     ] {
         let o = conform(&["run", ".", arg, value], d.path());
         let t = text(&o);
         assert_eq!(o.status.code(), Some(2), "{arg} {value}: {t}");
         assert!(t.contains(arg) && t.contains("error"), "{arg} {value}: {t}");
         assert!(!t.contains("panicked"), "{t}");
+    }
+    // Every other command's counts too.
+    for args in [
+        &["parse", "kimi_k2/y_ok.txt", "--strategy", "bursts", "--bursts", "4294967295"][..],
+        &["parse", "kimi_k2/y_ok.txt", "--strategy", "random", "--chunking", "99999999999"],
+        &["bench", "--max-size", "99999999999"],
+        &["bench", "--chunk", "0"],
+        &["bench", "--millis", "0"],
+        &["engine-cost", "--parser", "cmd:true", "--sizes", "99999999999"],
+    ] {
+        let o = conform(args, d.path());
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {t}");
+        assert!(t.contains("error"), "{args:?}: {t}");
+        assert!(!t.contains("panicked"), "{args:?}: {t}");
     }
 }
 

@@ -18,10 +18,10 @@ use std::time::{Duration, Instant};
 #[derive(Args)]
 pub struct BenchArgs {
     /// Largest transcript size in bytes (sizes are 1 KB, 100 KB, 1 MB and 10 MB up to it).
-    #[arg(long, default_value_t = 10_000_000)]
+    #[arg(long, default_value_t = 10_000_000, value_parser = crate::cli::count(1, 1 << 28))]
     pub max_size: usize,
     /// Chunk size of the chunked feed, in bytes.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = crate::cli::count(1, 1 << 28))]
     pub chunk: usize,
     /// Only these formats (comma-separated) [default: all with a renderer].
     #[arg(long, value_delimiter = ',')]
@@ -30,7 +30,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub no_baseline: bool,
     /// Time spent per measurement, in milliseconds (the best batch is kept).
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub millis: u64,
 }
 

@@ -133,11 +133,11 @@ pub(crate) struct TokenArgs {
     /// (with the `hf-tokenizers` feature) [default: o200k_base, built in].
     #[arg(long, value_name = "FILE")]
     pub(crate) tokenizer: Option<PathBuf>,
-    /// Number of seeded `bursts` groupings per case.
-    #[arg(long, default_value_t = 4)]
+    /// Number of seeded `bursts` groupings per case (at most 1 048 576).
+    #[arg(long, default_value_t = 4, value_parser = count(0, MAX_GROUPINGS))]
     pub(crate) bursts: usize,
-    /// Most tokens per delta in `bursts`.
-    #[arg(long, default_value_t = 8)]
+    /// Most tokens per delta in `bursts` (1 to 1 048 576).
+    #[arg(long, default_value_t = 8, value_parser = count(1, MAX_GROUPINGS))]
     pub(crate) burst_max_tokens: usize,
 }
 
@@ -199,6 +199,15 @@ impl Write for Stdout {
 pub(crate) fn usage_error(msg: impl std::fmt::Display) -> u8 {
     err!("error: {msg}");
     EXIT_USAGE
+}
+
+/// The most seeded groupings of one strategy per case (`--seeds`, `--bursts`).
+pub(crate) const MAX_GROUPINGS: u64 = 1 << 20;
+
+/// A count between `min` and `max`, as clap's value parser: a count out of range is a usage
+/// error naming the argument, never an allocation that cannot be made.
+pub(crate) fn count(min: u64, max: u64) -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(min..=max)
 }
 
 /// A number of seconds, as clap's value parser: positive, finite and at most a day (a deadline

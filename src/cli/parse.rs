@@ -1,6 +1,6 @@
 //! `conform parse`: one transcript under one chunking, its events and folded result as JSON.
 
-use super::{EXIT_FAIL, EXIT_OK, TokenArgs, adapter_options, seconds, usage_error};
+use super::{EXIT_FAIL, EXIT_OK, TokenArgs, adapter_options, count, seconds, usage_error};
 use clap::Args;
 use conform::backends::adapter;
 use conform::formats;
@@ -30,7 +30,7 @@ pub(crate) struct ParseArgs {
     #[arg(long)]
     strategy: Option<String>,
     /// Which chunking of --strategy, from 0.
-    #[arg(long, default_value_t = 0, requires = "strategy")]
+    #[arg(long, default_value_t = 0, requires = "strategy", value_parser = count(0, 1 << 24))]
     chunking: usize,
     /// Attach token ids to --cuts or --recorded (every cut must be a token boundary).
     #[arg(long)]

@@ -1,7 +1,9 @@
 //! `conform run`: replay corpora under every chunking through one or more parsers, print the
 //! tables and failures, write the report set and the baseline.
 
-use super::{Stdout, TokenArgs, adapter_options, last_lines, seconds, usage_error};
+use super::{
+    MAX_GROUPINGS, Stdout, TokenArgs, adapter_options, count, last_lines, seconds, usage_error,
+};
 use clap::Args;
 use conform::backends::adapter;
 use conform::formats;
@@ -32,13 +34,13 @@ pub(crate) struct RunArgs {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Number of random groupings per case.
-    #[arg(long, default_value_t = 8, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1 << 20))]
+    #[arg(long, default_value_t = 8, value_parser = count(0, MAX_GROUPINGS))]
     seeds: usize,
     /// Largest chunk size of random groupings, in bytes.
-    #[arg(long, default_value_t = 16, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 30))]
+    #[arg(long, default_value_t = 16, value_parser = count(1, 1 << 30))]
     max_chunk: usize,
     /// Most single-cut replays per transcript (sampled evenly beyond it).
-    #[arg(long, default_value_t = 512, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1 << 24))]
+    #[arg(long, default_value_t = 512, value_parser = count(0, 1 << 24))]
     two_cut_cap: usize,
     /// Comma-separated strategies [default: all]: whole, bytes, chars, two_cut, markers, random,
     /// tokens, bursts, recorded.
@@ -69,7 +71,7 @@ pub(crate) struct RunArgs {
     #[arg(long, short)]
     quiet: bool,
     /// Child processes per adapter [default: number of cores].
-    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
+    #[arg(long, value_parser = count(1, 1024))]
     jobs: Option<usize>,
     /// Seconds an adapter may take to answer one replay (up to a day).
     #[arg(long, default_value = "10", value_parser = seconds)]

@@ -194,6 +194,9 @@ pub struct LeanTurn {
     pub outcome: TurnOutcome,
     /// Every call of the result, in order.
     pub calls: Vec<CallDigest>,
+    /// The length of the biggest single piece of the turn: its text, its reasoning, or one
+    /// call's argument text (as delivered; 0 for calls known only by value).
+    pub biggest_piece: usize,
 }
 
 impl LeanTurn {
@@ -214,9 +217,11 @@ impl LeanTurn {
             events_hash: t.events_hash,
             events_seen: t.events_seen,
         };
+        let biggest_piece = r.text.len().max(r.reasoning.as_ref().map_or(0, String::len));
         LeanTurn {
             outcome,
             calls: r.calls.iter().map(CallDigest::of).collect(),
+            biggest_piece,
         }
     }
 
@@ -390,6 +395,8 @@ pub enum LeanOutcome {
 /// kept) checked by a JSON reader that builds nothing, so that no replay holds the text.
 struct OpenArgs {
     text: ArgsText,
+    /// Bytes of argument text so far.
+    len: usize,
     /// The reader, when the call's value is not built (a lean replay).
     check: Option<JsonParser>,
     /// The first byte that is not whitespace, to tell an object from other JSON.
@@ -405,6 +412,7 @@ impl OpenArgs {
     fn new(name: &str, id: Option<&str>, server: Option<&str>, check: bool) -> OpenArgs {
         OpenArgs {
             text: ArgsText::new(name, id, server),
+            len: 0,
             check: check.then(|| {
                 JsonParser::new(JsonConfig {
                     max_depth: FOLD_MAX_DEPTH,
@@ -418,6 +426,7 @@ impl OpenArgs {
     }
 
     fn push(&mut self, json: &str) {
+        self.len += json.len();
         self.text.push(json.as_bytes());
         if let Some(p) = self.check.as_mut() {
             if self.first.is_none() {
@@ -455,6 +464,8 @@ struct FoldSink {
     ended: std::collections::BTreeMap<usize, (u64, bool)>,
     /// Calls are streamed through rather than folded into values.
     stream: bool,
+    /// The longest argument text of a call so far.
+    longest_args: usize,
 }
 
 /// What a lean replay keeps of its calls.
@@ -477,6 +488,7 @@ impl FoldSink {
             calls: Vec::new(),
             kept: (mode == Mode::Keep).then(Vec::new),
             stream: mode == Mode::Stream,
+            longest_args: 0,
             completion: None,
             open: Default::default(),
             ended: Default::default(),
@@ -511,6 +523,9 @@ impl FoldSink {
                 }
             }
             Event::CallEnd { index } if self.folder.is_open(*index) => {
+                if let Some(a) = self.open.get(index) {
+                    self.longest_args = self.longest_args.max(a.len);
+                }
                 match self.open.remove(index) {
                     Some(a) if a.check.is_some() => self.end_streamed(*index, a),
                     Some(a) => {
@@ -534,6 +549,7 @@ impl FoldSink {
             check,
             first,
             head,
+            ..
         } = a;
         let verdict = check.map(|mut p| p.finish().map(drop));
         let object = first == Some(b'{');
@@ -606,6 +622,10 @@ impl FoldSink {
         // As for every built-in replay: no reasoning is empty reasoning.
         result.reasoning.get_or_insert_with(String::new);
         result.completion = self.completion;
+        let biggest_piece = self
+            .longest_args
+            .max(result.text.len())
+            .max(result.reasoning.as_ref().map_or(0, String::len));
         let turn = LeanTurn {
             outcome: TurnOutcome {
                 result,
@@ -614,6 +634,7 @@ impl FoldSink {
                 events_seen: true,
             },
             calls: self.calls,
+            biggest_piece,
         };
         (turn, self.kept)
     }
