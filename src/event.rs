@@ -588,12 +588,7 @@ impl Folder {
                         .push(format!("second CallStart for open call {index}"));
                 }
             }
-            Event::ArgsDelta { index, json } => match self.open.get_mut(index) {
-                Some(c) => c.args.push_str(json),
-                _ => self
-                    .anomalies
-                    .push(format!("ArgsDelta for call {index}, which is not open")),
-            },
+            Event::ArgsDelta { index, json } => self.push_args(*index, json),
             Event::CallEnd { index } => {
                 let Some(OpenCall {
                     id,
@@ -644,6 +639,16 @@ impl Folder {
                 kind: *kind,
                 message: message.clone(),
             }),
+        }
+    }
+
+    /// Takes an `ArgsDelta` given by reference (no event is built for it).
+    pub fn push_args(&mut self, index: usize, json: &str) {
+        match self.open.get_mut(&index) {
+            Some(c) => c.args.push_str(json),
+            _ => self
+                .anomalies
+                .push(format!("ArgsDelta for call {index}, which is not open")),
         }
     }
 

@@ -495,6 +495,22 @@ impl FoldSink {
         }
     }
 
+    /// An `ArgsDelta`, given by reference: a 10 MB fragment is hashed and checked where it
+    /// lies, never copied into an event.
+    fn args(&mut self, index: usize, json: &str) {
+        if !self.folder.is_open(index) {
+            return self.folder.push_args(index, json);
+        }
+        let args = self.open.get_mut(&index);
+        let streamed = args.as_ref().is_some_and(|a| a.check.is_some());
+        if let Some(a) = args {
+            a.push(json);
+        }
+        if !streamed {
+            self.folder.push_args(index, json);
+        }
+    }
+
     fn take(&mut self, ev: Event) {
         ev.hash(&mut self.hasher);
         match &ev {
@@ -512,16 +528,7 @@ impl FoldSink {
                     OpenArgs::new(name, id.as_deref(), server.as_deref(), check),
                 );
             }
-            Event::ArgsDelta { index, json } if self.folder.is_open(*index) => {
-                let args = self.open.get_mut(index);
-                let streamed = args.as_ref().is_some_and(|a| a.check.is_some());
-                if let Some(a) = args {
-                    a.push(json);
-                }
-                if !streamed {
-                    self.folder.push(&ev);
-                }
-            }
+            Event::ArgsDelta { index, json } => self.args(*index, json),
             Event::CallEnd { index } if self.folder.is_open(*index) => {
                 if let Some(a) = self.open.get(index) {
                     self.longest_args = self.longest_args.max(a.len);
@@ -649,6 +656,15 @@ impl Sink for FoldSink {
         }
     }
 
+    fn args_delta(&mut self, index: usize, json: &str) {
+        self.flush();
+        // Hashed as `Event::ArgsDelta { index, json }` hashes (a test checks it).
+        args_delta_discriminant().hash(&mut self.hasher);
+        index.hash(&mut self.hasher);
+        json.hash(&mut self.hasher);
+        self.args(index, json);
+    }
+
     fn text(&mut self, text: &str) {
         if text.is_empty() {
             return;
@@ -658,6 +674,17 @@ impl Sink for FoldSink {
             None => self.pending = Some(text.to_string()),
         }
     }
+}
+
+/// The discriminant of `Event::ArgsDelta`, which its derived `Hash` hashes first.
+fn args_delta_discriminant() -> std::mem::Discriminant<Event> {
+    static D: std::sync::OnceLock<std::mem::Discriminant<Event>> = std::sync::OnceLock::new();
+    *D.get_or_init(|| {
+        std::mem::discriminant(&Event::ArgsDelta {
+            index: 0,
+            json: Default::default(),
+        })
+    })
 }
 
 /// A lean turn, with its calls when they were kept.
@@ -936,5 +963,20 @@ mod tests {
         let bad = CallDigest::of(&call(Value::String("{}".into())));
         let good = CallDigest::of(&call(json!({})));
         assert_ne!(bad.text, good.text);
+    }
+
+    #[test]
+    fn a_fragment_given_by_reference_hashes_as_its_event() {
+        for json in ["", "{\"a\":", &"x".repeat(100)] {
+            let mut by_event = FoldSink::new(Mode::Stream);
+            by_event.push(Event::ArgsDelta {
+                index: 3,
+                json: json.into(),
+            });
+            let mut by_ref = FoldSink::new(Mode::Stream);
+            by_ref.args_delta(3, json);
+            assert_eq!(by_event.hasher.finish(), by_ref.hasher.finish());
+            assert_eq!(by_event.folder.anomalies, by_ref.folder.anomalies);
+        }
     }
 }
