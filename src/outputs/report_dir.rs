@@ -50,6 +50,9 @@ pub fn prepare(dir: &Path) -> Result<(), String> {
         )
     })?;
     drop(probe);
+    for name in SET_FILES.iter().chain([&MANIFEST_FILE]) {
+        set_member(dir, name)?;
+    }
     clean_stale(dir);
     Ok(())
 }
@@ -111,13 +114,129 @@ fn process_alive(pid: u32) -> bool {
     }
 }
 
-/// Writes `contents` to `path` atomically: a synced temporary renamed over it.
-pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), String> {
-    let tmp = stage(path, contents)?;
-    tmp.persist(path)
-        .map_err(|e| format!("{}: cannot write: {}", path.display(), e.error))?;
-    Ok(())
+/// Where an output named by the user really goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A regular file, or none yet, at this path (a symbolic link's resolved target): written
+    /// atomically beside it and renamed over it.
+    File(PathBuf),
+    /// A FIFO or a character device (`/dev/null`, `/dev/stdout`, a process substitution):
+    /// written into directly, as `cp` does, never replaced.
+    Stream,
 }
+
+/// The most symbolic links followed to find an output's target.
+const MAX_LINKS: usize = 40;
+
+/// Where writing `path` goes: through symbolic links to their target, never replacing a
+/// link, a device node or a FIFO with a regular file. A link to nothing, a directory, a
+/// socket or a block device is refused, naming the path.
+pub fn target(path: &Path) -> Result<Target, String> {
+    let shown = path.display();
+    let mut at = path.to_path_buf();
+    for _ in 0..MAX_LINKS {
+        let meta = match std::fs::symlink_metadata(&at) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if at == path {
+                    return Ok(Target::File(at));
+                }
+                return Err(format!(
+                    "{shown}: a symbolic link to nothing ({}): not written through",
+                    at.display()
+                ));
+            }
+            Err(e) => return Err(format!("{shown}: cannot write: {e}")),
+        };
+        let t = meta.file_type();
+        if t.is_symlink() {
+            let link = std::fs::read_link(&at).map_err(|e| format!("{shown}: cannot write: {e}"))?;
+            // A link into /proc (/dev/stdout, /dev/fd/N) names an open file: write into it.
+            if link.starts_with("/proc/") {
+                return match std::fs::metadata(path) {
+                    Ok(m) if m.is_dir() => Err(format!("{shown}: a directory, not written")),
+                    _ => Ok(Target::Stream),
+                };
+            }
+            at = match at.parent() {
+                Some(dir) => dir.join(link),
+                None => link,
+            };
+            continue;
+        }
+        if t.is_file() {
+            return Ok(Target::File(at));
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::FileTypeExt;
+            if t.is_fifo() || t.is_char_device() {
+                return Ok(Target::Stream);
+            }
+            if t.is_socket() {
+                return Err(format!("{shown}: a socket, not a file: not written"));
+            }
+            if t.is_block_device() {
+                return Err(format!("{shown}: a block device, not a file: not written"));
+            }
+        }
+        if t.is_dir() {
+            return Err(format!("{shown}: a directory, not written"));
+        }
+        return Err(format!("{shown}: not a regular file: not written"));
+    }
+    Err(format!(
+        "{shown}: more than {MAX_LINKS} symbolic links deep: not written through"
+    ))
+}
+
+/// Writes `contents` to `path`: atomically (a synced temporary renamed over it) for a regular
+/// file, through a symbolic link to its target (the link kept), and directly into a FIFO or
+/// a character device; see [`target`].
+pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), String> {
+    match target(path)? {
+        Target::File(real) => {
+            let tmp = stage(&real, contents)?;
+            tmp.persist(&real)
+                .map_err(|e| format!("{}: cannot write: {}", path.display(), e.error))?;
+            Ok(())
+        }
+        Target::Stream => {
+            use std::io::Write;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .and_then(|mut f| f.write_all(contents).and_then(|()| f.flush()))
+                .map_err(|e| format!("{}: cannot write: {e}", path.display()))
+        }
+    }
+}
+
+/// The regular file a member of a report set in `dir` is written to: the set is replaced as
+/// one unit by renames, so a member that is a FIFO or a device is refused, naming it.
+fn set_member(dir: &Path, name: &str) -> Result<PathBuf, String> {
+    let path = dir.join(name);
+    match target(&path)? {
+        Target::File(real) => Ok(real),
+        Target::Stream => {
+            let what = match std::fs::metadata(&path) {
+                #[cfg(unix)]
+                Ok(m) if std::os::unix::fs::FileTypeExt::is_fifo(&m.file_type()) => {
+                    "a FIFO (named pipe)"
+                }
+                _ => "a device",
+            };
+            Err(format!(
+                "{}: {what}, not a regular file: a report set is written as files, replaced as \
+                 one unit; remove it or choose another --report-dir",
+                path.display()
+            ))
+        }
+    }
+}
+
+/// The files of a run's report set.
+pub const SET_FILES: [&str; 3] = ["report.json", "report.md", "junit.xml"];
 
 /// A synced temporary beside `path` holding `contents`.
 fn stage(path: &Path, contents: &[u8]) -> Result<tempfile::NamedTempFile, String> {
@@ -151,14 +270,12 @@ fn sha256_hex(bytes: &[u8]) -> String {
 /// names the run in the manifest.
 pub fn write_set(dir: &Path, run: &str, files: &[(&str, Vec<u8>)]) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
+    set_member(dir, MANIFEST_FILE)?;
     // Everything is staged first, so a full disk fails before any file is replaced.
     let mut staged = Vec::with_capacity(files.len());
     for (name, contents) in files {
-        staged.push((
-            *name,
-            stage(&dir.join(name), contents)?,
-            sha256_hex(contents),
-        ));
+        let real = set_member(dir, name)?;
+        staged.push((*name, real.clone(), stage(&real, contents)?, sha256_hex(contents)));
     }
     let manifest = |state: &str, files: BTreeMap<String, String>| Manifest {
         run: run.to_string(),
@@ -171,10 +288,9 @@ pub fn write_set(dir: &Path, run: &str, files: &[(&str, Vec<u8>)]) -> Result<(),
     };
     write_manifest(&manifest("writing", BTreeMap::new()))?;
     let mut digests = BTreeMap::new();
-    for (name, tmp, digest) in staged {
-        let path = dir.join(name);
-        tmp.persist(&path)
-            .map_err(|e| format!("{}: cannot write: {}", path.display(), e.error))?;
+    for (name, real, tmp, digest) in staged {
+        tmp.persist(&real)
+            .map_err(|e| format!("{}: cannot write: {}", dir.join(name).display(), e.error))?;
         digests.insert(name.to_string(), digest);
     }
     write_manifest(&manifest("complete", digests))?;

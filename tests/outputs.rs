@@ -1,0 +1,168 @@
+//! What conform writes and reads back as reports, tried as a CI owner and an attacker would:
+//! output paths that are links, pipes or devices, merges of the wrong shards, concurrent
+//! writers, markup in what reports quote, runs that judged nothing, tampered reports.
+#![cfg(all(feature = "cli", unix))] // drives the `conform` binary; FIFOs and links
+
+mod common;
+
+use common::{CALL, conform, text};
+use std::os::unix::fs::FileTypeExt;
+use std::path::Path;
+use std::process::Output;
+
+/// A scratch corpus with one passing kimi_k2 case, and its report written to `rep/`.
+fn reported() -> tempfile::TempDir {
+    let d = common::scratch("y_ok", CALL, None);
+    let o = conform(
+        &["run", ".", "-q", "--strategies", "whole", "--report-dir", "rep"],
+        d.path(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    d
+}
+
+fn mkfifo(p: &Path) {
+    let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+}
+
+/// A character device like /dev/null at `p`, when this user may make one (root).
+fn mknod_null(p: &Path) -> bool {
+    let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path; makedev(1, 3) is /dev/null's.
+    unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) == 0 }
+}
+
+fn refused(o: &Output, culprit: &str, what: &str) {
+    let t = text(o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(
+        t.lines().any(|l| l.contains(culprit) && l.contains(what)),
+        "no line names {culprit:?} with {what:?}:\n{t}"
+    );
+}
+
+#[test]
+fn an_output_through_a_symlink_writes_its_target_and_keeps_the_link() {
+    let d = reported();
+    let p = d.path();
+    std::fs::create_dir(p.join("history")).unwrap();
+    std::fs::write(p.join("history/old.json"), "old").unwrap();
+    std::os::unix::fs::symlink("history/old.json", p.join("latest.json")).unwrap();
+    let o = conform(
+        &["report", "merge", "rep/report.json", "-o", "latest.json"],
+        p,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let meta = std::fs::symlink_metadata(p.join("latest.json")).unwrap();
+    assert!(meta.file_type().is_symlink(), "the link was replaced");
+    let written = std::fs::read_to_string(p.join("history/old.json")).unwrap();
+    assert!(written.contains("\"schema_version\""), "{written}");
+    // A baseline behind a link, rewritten with --update-baseline: the same.
+    std::os::unix::fs::symlink("history/base.json", p.join("base.json")).unwrap();
+    std::fs::copy(p.join("rep/report.json"), p.join("history/base.json")).unwrap();
+    let o = conform(
+        &[
+            "run",
+            ".",
+            "-q",
+            "--strategies",
+            "whole",
+            "--baseline",
+            "base.json",
+            "--update-baseline",
+        ],
+        p,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        std::fs::symlink_metadata(p.join("base.json"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    let base = std::fs::read_to_string(p.join("history/base.json")).unwrap();
+    assert!(!base.contains("\"timings\""), "rewritten as a baseline: {base}");
+    // A link to nothing is not written through (as cp refuses to).
+    std::os::unix::fs::symlink("nowhere/x.json", p.join("dangling.json")).unwrap();
+    let o = conform(
+        &["report", "merge", "rep/report.json", "-o", "dangling.json"],
+        p,
+    );
+    refused(&o, "dangling.json", "symbolic link to nothing");
+}
+
+#[test]
+fn an_output_that_is_a_fifo_or_a_device_is_written_into_never_replaced() {
+    let d = reported();
+    let p = d.path();
+    let fifo = p.join("pipe.json");
+    mkfifo(&fifo);
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    let o = conform(&["report", "merge", "rep/report.json", "-o", "pipe.json"], p);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(reader.join().unwrap().contains("\"schema_version\""));
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    // A character device (a /dev/null of our own, when we may make one).
+    let null = p.join("null");
+    if mknod_null(&null) {
+        let o = conform(&["report", "merge", "rep/report.json", "-o", "null"], p);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let t = std::fs::symlink_metadata(&null).unwrap().file_type();
+        assert!(t.is_char_device(), "the device node was replaced");
+    }
+    // A directory or a socket is refused.
+    std::fs::create_dir(p.join("adir")).unwrap();
+    let o = conform(&["report", "merge", "rep/report.json", "-o", "adir"], p);
+    refused(&o, "adir", "directory");
+    let _sock = std::os::unix::net::UnixListener::bind(p.join("sock")).unwrap();
+    let o = conform(&["report", "merge", "rep/report.json", "-o", "sock"], p);
+    refused(&o, "sock", "socket");
+    assert!(
+        std::fs::symlink_metadata(p.join("sock"))
+            .unwrap()
+            .file_type()
+            .is_socket()
+    );
+}
+
+#[test]
+fn a_report_directory_whose_files_are_not_regular_is_refused_before_the_run() {
+    let d = common::scratch("y_ok", CALL, None);
+    let p = d.path();
+    std::fs::create_dir(p.join("rep")).unwrap();
+    mkfifo(&p.join("rep/report.md"));
+    let o = conform(&["run", ".", "-q", "--report-dir", "rep"], p);
+    refused(&o, "report.md", "FIFO");
+    assert!(!text(&o).contains("┆"), "no replay ran: {}", text(&o));
+    assert!(
+        std::fs::symlink_metadata(p.join("rep/report.md"))
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+    // A member that is a link to a regular file is written through, the link kept.
+    std::fs::remove_file(p.join("rep/report.md")).unwrap();
+    std::fs::write(p.join("kept.md"), "").unwrap();
+    std::os::unix::fs::symlink("../kept.md", p.join("rep/report.md")).unwrap();
+    let o = conform(&["run", ".", "-q", "--report-dir", "rep"], p);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        std::fs::symlink_metadata(p.join("rep/report.md"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert!(
+        std::fs::read_to_string(p.join("kept.md"))
+            .unwrap()
+            .contains("conform")
+    );
+    // And read back as a member of the set.
+    let o = conform(&["report", "render", "rep/report.json", "-o", "out"], p);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
