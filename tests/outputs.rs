@@ -166,3 +166,34 @@ fn a_report_directory_whose_files_are_not_regular_is_refused_before_the_run() {
     let o = conform(&["report", "render", "rep/report.json", "-o", "out"], p);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
+
+#[test]
+fn a_second_writer_into_a_report_directory_is_refused_before_it_runs() {
+    use std::os::fd::AsRawFd;
+    let d = common::scratch("y_ok", CALL, None);
+    let p = d.path();
+    std::fs::create_dir(p.join("rep")).unwrap();
+    // The first writer, holding the directory as conform holds it.
+    let held = std::fs::File::open(p.join("rep")).unwrap();
+    // SAFETY: an advisory lock on a descriptor this test owns.
+    assert_eq!(
+        unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) },
+        0
+    );
+    for args in [
+        &["run", ".", "-q", "--report-dir", "rep"][..],
+        &["report", "render", "x/report.json", "-o", "rep"],
+    ] {
+        if args[0] == "report" {
+            let o = conform(&["run", ".", "-q", "--report-dir", "x"], p);
+            assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        }
+        let o = conform(args, p);
+        refused(&o, "rep", "another conform is writing");
+        assert!(!text(&o).contains("┆"), "no replay ran: {}", text(&o));
+    }
+    assert!(!p.join("rep/report.json").exists());
+    drop(held);
+    let o = conform(&["run", ".", "-q", "--report-dir", "rep"], p);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}

@@ -95,7 +95,9 @@ pub(crate) fn run(c: ReportCommand) -> u8 {
             report: path,
             output,
         } => match report_dir::read(&path) {
-            Ok(r) => match report_dir::write_reports(&output, &r, None) {
+            Ok(r) => match report_dir::prepare(&output)
+                .and_then(|locked| report_dir::write_reports(&locked, &r, None))
+            {
                 Ok(()) => EXIT_OK,
                 Err(e) => usage_error(e),
             },

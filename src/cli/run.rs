@@ -99,6 +99,11 @@ pub(crate) fn run(a: RunArgs) -> u8 {
         Ok(p) => p,
         Err(e) => return usage_error(e),
     };
+    // Locked until the set is written: a second run into it fails here, before replaying.
+    let report_dir = match a.report_dir.as_deref().map(report_dir::prepare).transpose() {
+        Ok(d) => d,
+        Err(e) => return usage_error(e),
+    };
     let show_progress =
         !a.quiet && std::io::stderr().is_terminal() && std::env::var_os("CI").is_none();
     let progress = Progress::new(show_progress);
@@ -116,7 +121,7 @@ pub(crate) fn run(a: RunArgs) -> u8 {
         matrix::matrix(&pairs)
     });
     print_tables(&a, &plan, &run, matrix.as_ref());
-    if let Err(e) = write_outputs(&a, &run, matrix.as_ref()) {
+    if let Err(e) = write_outputs(&a, report_dir.as_ref(), &run, matrix.as_ref()) {
         return usage_error(e);
     }
     if !a.quiet {
@@ -198,9 +203,6 @@ fn plan(a: &RunArgs) -> Result<RunPlan, String> {
     };
     let known = known_failures(a, &paths)?;
     let baseline = baseline(a)?;
-    if let Some(dir) = &a.report_dir {
-        report_dir::prepare(dir)?;
-    }
     let options = formats::registry::from_assignments(&a.options)?;
     Ok(RunPlan {
         paths,
@@ -286,10 +288,11 @@ fn print_tables(
 /// The report directory's files and, with `--update-baseline`, the baseline.
 fn write_outputs(
     a: &RunArgs,
+    report_dir: Option<&report_dir::DirLock>,
     run: &session::RunOutput,
     matrix: Option<&matrix::Matrix>,
 ) -> Result<(), String> {
-    if let Some(dir) = &a.report_dir {
+    if let Some(dir) = report_dir {
         report_dir::write_reports(dir, &run.report, matrix)?;
     }
     if a.update_baseline

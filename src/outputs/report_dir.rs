@@ -31,10 +31,61 @@ pub struct Manifest {
     pub files: BTreeMap<String, String>,
 }
 
-/// Creates `dir` (with parents) and proves it writable by creating and removing a file in it,
-/// so that a run whose report could not be saved fails before its first replay; stale
-/// temporaries of killed writers are removed.
-pub fn prepare(dir: &Path) -> Result<(), String> {
+/// A report directory locked for one writer (an exclusive `flock` on the directory itself,
+/// released when this is dropped or the process ends, however it ends).
+#[derive(Debug)]
+pub struct DirLock {
+    dir: PathBuf,
+    #[cfg(unix)]
+    _fd: std::fs::File,
+}
+
+impl DirLock {
+    /// The locked directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+/// Locks `dir` for this process, or says that another writer holds it: two runs writing one
+/// report set at once would leave it torn, each exiting as if its set were whole.
+fn lock(dir: &Path) -> Result<DirLock, String> {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        let fd = std::fs::File::open(dir)
+            .map_err(|e| format!("{}: cannot lock the report directory: {e}", dir.display()))?;
+        // SAFETY: flock on a descriptor this function owns; it only takes an advisory lock.
+        let r = unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if r != 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                format!(
+                    "{}: another conform is writing its reports into this directory; \
+                     give each run its own --report-dir",
+                    dir.display()
+                )
+            } else {
+                format!("{}: cannot lock the report directory: {e}", dir.display())
+            });
+        }
+        Ok(DirLock {
+            dir: dir.to_path_buf(),
+            _fd: fd,
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(DirLock {
+            dir: dir.to_path_buf(),
+        })
+    }
+}
+
+/// Creates `dir` (with parents), locks it for this process ([`DirLock`]) and proves it
+/// writable by creating and removing a file in it, so that a run whose report could not be
+/// saved fails before its first replay; stale temporaries of killed writers are removed.
+pub fn prepare(dir: &Path) -> Result<DirLock, String> {
     if dir.exists() && !dir.is_dir() {
         return Err(format!(
             "{}: the report directory is not a directory",
@@ -43,6 +94,7 @@ pub fn prepare(dir: &Path) -> Result<(), String> {
     }
     std::fs::create_dir_all(dir)
         .map_err(|e| format!("{}: cannot create the report directory: {e}", dir.display()))?;
+    let locked = lock(dir)?;
     let probe = temp_in(dir).map_err(|e| {
         format!(
             "{}: the report directory is not writable: {e}",
@@ -54,7 +106,7 @@ pub fn prepare(dir: &Path) -> Result<(), String> {
         set_member(dir, name)?;
     }
     clean_stale(dir);
-    Ok(())
+    Ok(locked)
 }
 
 /// A new temporary file in `dir`, named so that [`clean_stale`] knows its writer.
@@ -266,10 +318,10 @@ fn sha256_hex(bytes: &[u8]) -> String {
     crate::harness::corpus::hex(&Sha256::digest(bytes))
 }
 
-/// Replaces the files of a report set in `dir` as one unit (see the module comment); `run`
-/// names the run in the manifest.
-pub fn write_set(dir: &Path, run: &str, files: &[(&str, Vec<u8>)]) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
+/// Replaces the files of a report set in the locked directory as one unit (see the module
+/// comment); `run` names the run in the manifest.
+pub fn write_set(locked: &DirLock, run: &str, files: &[(&str, Vec<u8>)]) -> Result<(), String> {
+    let dir = locked.dir();
     set_member(dir, MANIFEST_FILE)?;
     // Everything is staged first, so a full disk fails before any file is replaced.
     let mut staged = Vec::with_capacity(files.len());
@@ -298,9 +350,9 @@ pub fn write_set(dir: &Path, run: &str, files: &[(&str, Vec<u8>)]) -> Result<(),
     Ok(())
 }
 
-/// Writes report.json, report.md and junit.xml of `rep` into `dir` as one set.
+/// Writes report.json, report.md and junit.xml of `rep` into the locked directory as one set.
 pub fn write_reports(
-    dir: &Path,
+    dir: &DirLock,
     rep: &Report,
     matrix: Option<&super::matrix::Matrix>,
 ) -> Result<(), String> {
@@ -372,7 +424,7 @@ mod tests {
     #[test]
     fn prepare_creates_and_refuses_a_file() {
         let d = tmpdir("prep");
-        prepare(&d.join("a/b")).unwrap();
+        drop(prepare(&d.join("a/b")).unwrap());
         assert!(d.join("a/b").is_dir());
         std::fs::write(d.join("f"), "x").unwrap();
         let e = prepare(&d.join("f")).unwrap_err();
@@ -384,8 +436,9 @@ mod tests {
     #[test]
     fn a_set_is_checked_against_its_manifest_and_stale_temporaries_go() {
         let d = tmpdir("set");
+        let locked = prepare(&d).unwrap();
         write_set(
-            &d,
+            &locked,
             "r1",
             &[("a.json", b"1".to_vec()), ("b.md", b"one".to_vec())],
         )
@@ -403,7 +456,7 @@ mod tests {
         .unwrap();
         let e = check_set_member(&d.join("b.md"), b"one").unwrap_err();
         assert!(e.contains("not completely written"), "{e}");
-        write_set(&d, "r3", &[("a.json", b"3".to_vec())]).unwrap();
+        write_set(&locked, "r3", &[("a.json", b"3".to_vec())]).unwrap();
         check_set_member(&d.join("a.json"), b"3").unwrap();
 
         // A temporary of a dead writer is removed; this process's are kept.
@@ -420,5 +473,16 @@ mod tests {
             .filter(|n| n.ends_with(TEMP_SUFFIX))
             .collect();
         assert_eq!(left.len(), 1, "{left:?}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn one_writer_at_a_time() {
+        let d = tmpdir("lock");
+        let first = prepare(&d).unwrap();
+        let e = prepare(&d).unwrap_err();
+        assert!(e.contains("another conform is writing"), "{e}");
+        drop(first);
+        prepare(&d).unwrap();
     }
 }
