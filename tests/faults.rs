@@ -237,12 +237,32 @@ fn numeric_arguments_are_range_checked() {
     }
     // Every other command's counts too.
     for args in [
-        &["parse", "kimi_k2/y_ok.txt", "--strategy", "bursts", "--bursts", "4294967295"][..],
-        &["parse", "kimi_k2/y_ok.txt", "--strategy", "random", "--chunking", "99999999999"],
+        &[
+            "parse",
+            "kimi_k2/y_ok.txt",
+            "--strategy",
+            "bursts",
+            "--bursts",
+            "4294967295",
+        ][..],
+        &[
+            "parse",
+            "kimi_k2/y_ok.txt",
+            "--strategy",
+            "random",
+            "--chunking",
+            "99999999999",
+        ],
         &["bench", "--max-size", "99999999999"],
         &["bench", "--chunk", "0"],
         &["bench", "--millis", "0"],
-        &["engine-cost", "--parser", "cmd:true", "--sizes", "99999999999"],
+        &[
+            "engine-cost",
+            "--parser",
+            "cmd:true",
+            "--sizes",
+            "99999999999",
+        ],
     ] {
         let o = conform(args, d.path());
         let t = text(&o);

@@ -14,7 +14,15 @@ use std::process::Output;
 fn reported() -> tempfile::TempDir {
     let d = common::scratch("y_ok", CALL, None);
     let o = conform(
-        &["run", ".", "-q", "--strategies", "whole", "--report-dir", "rep"],
+        &[
+            "run",
+            ".",
+            "-q",
+            "--strategies",
+            "whole",
+            "--report-dir",
+            "rep",
+        ],
         d.path(),
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -83,7 +91,10 @@ fn an_output_through_a_symlink_writes_its_target_and_keeps_the_link() {
             .is_symlink()
     );
     let base = std::fs::read_to_string(p.join("history/base.json")).unwrap();
-    assert!(!base.contains("\"timings\""), "rewritten as a baseline: {base}");
+    assert!(
+        !base.contains("\"timings\""),
+        "rewritten as a baseline: {base}"
+    );
     // A link to nothing is not written through (as cp refuses to).
     std::os::unix::fs::symlink("nowhere/x.json", p.join("dangling.json")).unwrap();
     let o = conform(
@@ -103,10 +114,18 @@ fn an_output_that_is_a_fifo_or_a_device_is_written_into_never_replaced() {
         let fifo = fifo.clone();
         std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
     };
-    let o = conform(&["report", "merge", "rep/report.json", "-o", "pipe.json"], p);
+    let o = conform(
+        &["report", "merge", "rep/report.json", "-o", "pipe.json"],
+        p,
+    );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(reader.join().unwrap().contains("\"schema_version\""));
-    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    assert!(
+        std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
     // A character device (a /dev/null of our own, when we may make one).
     let null = p.join("null");
     if mknod_null(&null) {

@@ -288,7 +288,8 @@ pub fn run(a: BenchArgs) -> u8 {
             if !r.errors.is_empty() || r.calls.len() != 1 {
                 err!(
                     "{}: the benchmark transcript does not parse: {:?}",
-                    f.id, r.errors
+                    f.id,
+                    r.errors
                 );
                 return 1;
             }

@@ -731,7 +731,12 @@ mod tests {
         let d = "let x = a.b(c, d); // the quick brown fox\n".repeat(20_000);
         let t = sources(d.as_bytes(), &[], None).tokens();
         assert!(t.tokens() > 100_000);
-        assert!(t.heap_bytes() <= 8 * t.tokens() + 64, "{} for {}", t.heap_bytes(), t.tokens());
+        assert!(
+            t.heap_bytes() <= 8 * t.tokens() + 64,
+            "{} for {}",
+            t.heap_bytes(),
+            t.tokens()
+        );
         // Units of several tokens (a character split across tokens) keep their ids apart.
         let e = "x😀y".repeat(1000);
         let t = sources(e.as_bytes(), &[], None).tokens();

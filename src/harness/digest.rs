@@ -14,8 +14,8 @@ use crate::backends::builtin::catching;
 use crate::event::{
     COMPLETION_TOOL, Event, FOLD_MAX_DEPTH, Folder, ParseResult, Sink, ToolCall, excerpt,
 };
-use crate::lexers::json::{JsonConfig, JsonErrorKind, JsonParser};
 use crate::formats::{Format, OptionValues};
+use crate::lexers::json::{JsonConfig, JsonErrorKind, JsonParser};
 use crate::tools::Tools;
 use serde_json::Value;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -217,7 +217,10 @@ impl LeanTurn {
             events_hash: t.events_hash,
             events_seen: t.events_seen,
         };
-        let biggest_piece = r.text.len().max(r.reasoning.as_ref().map_or(0, String::len));
+        let biggest_piece = r
+            .text
+            .len()
+            .max(r.reasoning.as_ref().map_or(0, String::len));
         LeanTurn {
             outcome,
             calls: r.calls.iter().map(CallDigest::of).collect(),
@@ -765,14 +768,16 @@ pub fn replay_full(
     turns: &[Vec<u8>],
     cuts: &[Cuts],
 ) -> Result<(Vec<TurnOutcome>, Vec<LeanTurn>), String> {
-    Ok(replay_keeping(format, tools, options, turns, cuts, Mode::Keep)?
-        .into_iter()
-        .map(|(t, calls)| {
-            let mut outcome = t.outcome.clone();
-            outcome.result.calls = calls.unwrap_or_default();
-            (outcome, t)
-        })
-        .unzip())
+    Ok(
+        replay_keeping(format, tools, options, turns, cuts, Mode::Keep)?
+            .into_iter()
+            .map(|(t, calls)| {
+                let mut outcome = t.outcome.clone();
+                outcome.result.calls = calls.unwrap_or_default();
+                (outcome, t)
+            })
+            .unzip(),
+    )
 }
 
 #[cfg(test)]
@@ -793,7 +798,10 @@ mod tests {
     #[test]
     fn digests_follow_equality_and_json_eq() {
         let d = |v| CallDigest::of(&call(v));
-        let (x, y) = (d(json!({"a": 1, "b": [true]})), d(json!({"b": [true], "a": 1})));
+        let (x, y) = (
+            d(json!({"a": 1, "b": [true]})),
+            d(json!({"b": [true], "a": 1})),
+        );
         assert_eq!((x.exact, x.loose), (y.exact, y.loose));
         assert_eq!(x.same(&y, false), Some(true));
         let (int, float) = (d(json!({"a": 1})), d(json!({"a": 1.0})));
@@ -852,7 +860,12 @@ mod tests {
             ) else {
                 unreachable!()
             };
-            let values = |t: &LeanTurn| t.calls.iter().map(|c| (c.exact, c.loose)).collect::<Vec<_>>();
+            let values = |t: &LeanTurn| {
+                t.calls
+                    .iter()
+                    .map(|c| (c.exact, c.loose))
+                    .collect::<Vec<_>>()
+            };
             assert_eq!(values(&valued[0]), values(&want));
             let (kept, digested) = replay_full(
                 f,
@@ -947,7 +960,9 @@ mod tests {
 
     #[test]
     fn argument_text_hashes_alike_however_it_is_cut() {
-        let text: String = (0..1000).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+        let text: String = (0..1000)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect();
         let whole = fold(Mode::Stream, &call_events(&[&text]));
         for n in [1, 3, 63, 64, 65, 200] {
             let pieces: Vec<&str> = text

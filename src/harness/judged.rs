@@ -50,7 +50,10 @@ mod tests {
         let m = nothing_judged(&p, 0, 0, None, &[("builtin", 0)]).unwrap();
         assert!(m.contains("corpus/ hold(s) no loadable case"), "{m}");
         let m = nothing_judged(&p, 0, 2, None, &[("builtin", 0)]).unwrap();
-        assert!(m.contains("every case under corpus/ was refused (see the 2 error"), "{m}");
+        assert!(
+            m.contains("every case under corpus/ was refused (see the 2 error"),
+            "{m}"
+        );
         let m = nothing_judged(&p, 3, 0, Some("4/4"), &[("builtin", 0)]).unwrap();
         assert!(m.contains("shard 4/4 holds none of the 3"), "{m}");
         let m = nothing_judged(&p, 3, 0, None, &[("builtin", 3), ("cmd:x", 0)]).unwrap();

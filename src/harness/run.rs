@@ -1470,7 +1470,11 @@ mod tests {
         let mut plan = plan_replays(&c, &[], &cfg, &sources);
         let first: Vec<_> = plan.by_ref().take(3).collect();
         assert_eq!(first.len(), 3);
-        assert!(first.iter().all(|(s, cuts)| *s == Strategy::Bursts && cuts.len() == 1));
+        assert!(
+            first
+                .iter()
+                .all(|(s, cuts)| *s == Strategy::Bursts && cuts.len() == 1)
+        );
         // A session: a turn with fewer chunkings is replayed whole in the rest.
         let mut two = case("ab", None);
         two.turns.push(b"a longer second turn".to_vec());

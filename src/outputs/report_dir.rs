@@ -202,7 +202,8 @@ pub fn target(path: &Path) -> Result<Target, String> {
         };
         let t = meta.file_type();
         if t.is_symlink() {
-            let link = std::fs::read_link(&at).map_err(|e| format!("{shown}: cannot write: {e}"))?;
+            let link =
+                std::fs::read_link(&at).map_err(|e| format!("{shown}: cannot write: {e}"))?;
             // A link into /proc (/dev/stdout, /dev/fd/N) names an open file: write into it.
             if link.starts_with("/proc/") {
                 return match std::fs::metadata(path) {
@@ -327,7 +328,12 @@ pub fn write_set(locked: &DirLock, run: &str, files: &[(&str, Vec<u8>)]) -> Resu
     let mut staged = Vec::with_capacity(files.len());
     for (name, contents) in files {
         let real = set_member(dir, name)?;
-        staged.push((*name, real.clone(), stage(&real, contents)?, sha256_hex(contents)));
+        staged.push((
+            *name,
+            real.clone(),
+            stage(&real, contents)?,
+            sha256_hex(contents),
+        ));
     }
     let manifest = |state: &str, files: BTreeMap<String, String>| Manifest {
         run: run.to_string(),

@@ -381,7 +381,12 @@ mod tests {
             format!("[f(x=1), {long}()]"),
         ] {
             let r = all_ways(&s);
-            assert_eq!(r.error_kinds(), vec![ErrorKind::LimitExceeded], "{:?}", r.errors);
+            assert_eq!(
+                r.error_kinds(),
+                vec![ErrorKind::LimitExceeded],
+                "{:?}",
+                r.errors
+            );
             assert!(r.calls.is_empty());
         }
         // Not followed by `(`: a bracketed word, text as any other.

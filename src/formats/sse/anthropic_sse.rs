@@ -9,9 +9,7 @@
 use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};
 use crate::formats::config::config;
 use crate::formats::core::entry::{self, Entry};
-use crate::formats::sse::provider::{
-    Args, SSE_PIECE, check_call, payload, pieces, sse_items,
-};
+use crate::formats::sse::provider::{Args, SSE_PIECE, check_call, payload, pieces, sse_items};
 use crate::formats::{Format, RenderFn, StreamParser};
 use crate::lexers::sse::{SseConfig, SseEvent, SseItem, SseParser};
 use crate::tools::Tools;

@@ -192,7 +192,11 @@ mod tests {
         ] {
             let out = render("", std::slice::from_ref(&call), &Tools::default()).unwrap();
             // 8-byte pieces would make it 75 MB: every event repeats ~200 bytes of framing.
-            assert!(out.len() < 4_500_000, "{} bytes for a 3 MB argument", out.len());
+            assert!(
+                out.len() < 4_500_000,
+                "{} bytes for a 3 MB argument",
+                out.len()
+            );
         }
     }
 }
