@@ -371,3 +371,65 @@ fn output_failures_exit_2_never_101() {
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
 }
+
+#[cfg(unix)]
+fn mkfifo(p: &Path) {
+    let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+}
+
+#[cfg(unix)]
+#[test]
+fn fifos_given_as_inputs_are_named_not_read() {
+    let d = scratch();
+    let p = d.path();
+    mkfifo(&p.join("pipe"));
+    let started = Instant::now();
+    for (arg, culprit) in [
+        ("--known-failures", "pipe"),
+        ("--baseline", "pipe"),
+        ("--tokenizer", "pipe"),
+    ] {
+        refused(&run(p, &["."], &[arg, "pipe"]), culprit, "FIFO");
+    }
+    refused(
+        &conform(&["report", "diff", "pipe", "pipe"], p),
+        "pipe",
+        "FIFO",
+    );
+    refused(
+        &conform(&["parse", "kimi_k2/y_ok.txt", "--tokenizer", "pipe"], p),
+        "pipe",
+        "FIFO",
+    );
+    // In a corpus: a FIFO sidecar or KNOWN_FAILURES is named, not silently skipped.
+    mkfifo(&p.join("kimi_k2/y_ok.deltas.json"));
+    refused(&run(p, &["."], &[]), "y_ok.deltas.json", "FIFO");
+    std::fs::remove_file(p.join("kimi_k2/y_ok.deltas.json")).unwrap();
+    mkfifo(&p.join("kimi_k2/KNOWN_FAILURES"));
+    refused(&run(p, &["kimi_k2"], &[]), "KNOWN_FAILURES", "FIFO");
+    assert!(started.elapsed() < Duration::from_secs(40));
+}
+
+#[test]
+fn a_tokenizer_file_is_checked_as_it_is_read() {
+    // A huge file is refused by its size; a bad line stops the reading there.
+    let d = scratch();
+    let p = d.path();
+    let f = std::fs::File::create(p.join("huge.tiktoken")).unwrap();
+    f.set_len(1 << 30).unwrap(); // sparse: no disk used
+    refused(
+        &run(p, &["."], &["--tokenizer", "huge.tiktoken"]),
+        "huge.tiktoken",
+        "larger than",
+    );
+    let mut bad = "not base64 at all\n".to_string();
+    bad.push_str(&"QQ== 0\n".repeat(1000));
+    std::fs::write(p.join("bad.tiktoken"), bad).unwrap();
+    refused(
+        &run(p, &["."], &["--tokenizer", "bad.tiktoken"]),
+        "bad.tiktoken",
+        "line 1",
+    );
+}

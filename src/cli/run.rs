@@ -149,7 +149,8 @@ fn known_failures(a: &RunArgs, paths: &[String]) -> Result<KnownFailures, String
         paths
             .iter()
             .map(|p| Path::new(p).join(corpus::KNOWN_FAILURES_FILE))
-            .filter(|p| p.is_file())
+            // Whatever is there by that name is read (a FIFO or a directory is named).
+            .filter(|p| std::fs::symlink_metadata(p).is_ok())
             .collect()
     } else {
         a.known_failures.clone()

@@ -101,16 +101,39 @@ impl Tokenizer {
     /// `tokenizer.json` (told apart by the JSON object it starts with); every error names the
     /// file.
     pub fn load(path: &Path) -> Result<Tokenizer, String> {
+        use std::io::{BufRead, Read};
         let shown = path.display();
-        let bytes =
-            std::fs::read(path).map_err(|e| format!("tokenizer {shown}: cannot read: {e}"))?;
+        // A regular file (a FIFO would block), of a tokenizer's size, checked as it is read.
+        let (file, meta) =
+            super::files::open_regular(path).map_err(|e| format!("tokenizer {shown}: {e}"))?;
+        if meta.len() > MAX_TOKENIZER_BYTES {
+            return Err(format!(
+                "tokenizer {shown}: {} bytes, larger than any tokenizer (at most {MAX_TOKENIZER_BYTES})",
+                meta.len()
+            ));
+        }
+        let mut r = std::io::BufReader::new(file.take(MAX_TOKENIZER_BYTES));
         let name = path.display().to_string();
-        if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+        let first = loop {
+            let buf = r
+                .fill_buf()
+                .map_err(|e| format!("tokenizer {shown}: cannot read: {e}"))?;
+            match buf.iter().position(|b| !b.is_ascii_whitespace()) {
+                Some(i) => break Some(buf[i]),
+                None if buf.is_empty() => break None,
+                None => {
+                    let n = buf.len();
+                    r.consume(n);
+                }
+            }
+        };
+        if first == Some(b'{') {
+            let mut bytes = Vec::new();
+            r.read_to_end(&mut bytes)
+                .map_err(|e| format!("tokenizer {shown}: cannot read: {e}"))?;
             return Self::load_hf(name, &bytes);
         }
-        let text = std::str::from_utf8(&bytes)
-            .map_err(|e| format!("tokenizer {shown}: not a tiktoken ranks file: {e}"))?;
-        let ranks = parse_ranks(text).map_err(|e| format!("tokenizer {shown}: {e}"))?;
+        let ranks = parse_ranks(r).map_err(|e| format!("tokenizer {shown}: {e}"))?;
         let bpe =
             tiktoken_rs::CoreBPE::new(ranks, Default::default(), tiktoken_rs::O200K_BASE_PAT_STR)
                 .map_err(|e| format!("tokenizer {shown}: {e}"))?;
@@ -308,13 +331,31 @@ pub fn special_spans<'a>(
     out
 }
 
-/// Parses a tiktoken ranks file into the map `CoreBPE` takes, refusing what would make it panic
-/// (duplicate ranks, a byte without a rank).
-fn parse_ranks(text: &str) -> Result<rustc_hash::FxHashMap<Vec<u8>, u32>, String> {
+/// The largest tokenizer file read (a vocabulary's file is a few MB; o200k_base's ranks are
+/// 3.6 MB).
+pub const MAX_TOKENIZER_BYTES: u64 = 256 << 20;
+
+/// Parses a tiktoken ranks file into the map `CoreBPE` takes, line by line as it is read (the
+/// first bad line ends the reading), refusing what would make it panic (duplicate ranks, a
+/// byte without a rank).
+fn parse_ranks(
+    mut r: impl std::io::BufRead,
+) -> Result<rustc_hash::FxHashMap<Vec<u8>, u32>, String> {
     use base64::Engine as _;
     let mut ranks = rustc_hash::FxHashMap::default();
     let mut seen = rustc_hash::FxHashSet::default();
-    for (n, line) in text.lines().enumerate() {
+    let mut raw = Vec::new();
+    for n in 0.. {
+        raw.clear();
+        let got = r
+            .read_until(b'\n', &mut raw)
+            .map_err(|e| format!("cannot read: {e}"))?;
+        if got == 0 {
+            break;
+        }
+        let line = std::str::from_utf8(&raw)
+            .map_err(|e| format!("line {}: not a tiktoken ranks file: {e}", n + 1))?;
+        let line = line.trim_end_matches(['\n', '\r']);
         if line.trim().is_empty() {
             continue;
         }

@@ -381,8 +381,8 @@ pub fn write_reports(
 
 /// Reads a report.json, naming the file in errors, and refuses one whose set is torn.
 pub fn read(path: &Path) -> Result<Report, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let text = crate::harness::files::read_regular_to_string(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     check_set_member(path, text.as_bytes())?;
     Report::from_json(&text, path)
 }
@@ -394,9 +394,11 @@ pub fn check_set_member(file: &Path, contents: &[u8]) -> Result<(), String> {
         return Ok(());
     };
     let manifest_path: PathBuf = file.with_file_name(MANIFEST_FILE);
-    let Ok(text) = std::fs::read_to_string(&manifest_path) else {
+    if std::fs::symlink_metadata(&manifest_path).is_err() {
         return Ok(());
-    };
+    }
+    let text = crate::harness::files::read_regular_to_string(&manifest_path)
+        .map_err(|e| format!("{}: {e}", manifest_path.display()))?;
     let m: Manifest = serde_json::from_str(&text)
         .map_err(|e| format!("{}: not a conform manifest: {e}", manifest_path.display()))?;
     if m.state != "complete" {
