@@ -216,3 +216,101 @@ fn a_second_writer_into_a_report_directory_is_refused_before_it_runs() {
     let o = conform(&["run", ".", "-q", "--report-dir", "rep"], p);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
+
+/// The parts of a Markdown line outside its code spans (CommonMark: a span opened by a run
+/// of N backticks ends at the next run of exactly N), and the spans' contents.
+fn spans(line: &str) -> (String, Vec<String>) {
+    let b = line.as_bytes();
+    let (mut outside, mut codes) = (String::new(), Vec::new());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'`' {
+            outside.push(b[i] as char);
+            i += 1;
+            continue;
+        }
+        let n = b[i..].iter().take_while(|&&c| c == b'`').count();
+        let start = i + n;
+        let mut j = start;
+        let mut close = None;
+        while j < b.len() {
+            if b[j] == b'`' {
+                let m = b[j..].iter().take_while(|&&c| c == b'`').count();
+                if m == n {
+                    close = Some(j);
+                    break;
+                }
+                j += m;
+            } else {
+                j += 1;
+            }
+        }
+        match close {
+            Some(j) => {
+                let s = &line[start..j];
+                let s = if s.len() > 2 && s.starts_with(' ') && s.ends_with(' ') {
+                    &s[1..s.len() - 1]
+                } else {
+                    s
+                };
+                codes.push(s.to_string());
+                i = j + n;
+            }
+            None => {
+                outside.push_str(&line[i..start]);
+                i = start;
+            }
+        }
+    }
+    (outside, codes)
+}
+
+#[test]
+fn report_md_escapes_what_it_quotes() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path();
+    let k = p.join("kimi_k2");
+    std::fs::create_dir(&k).unwrap();
+    // A case id with backticks and markup, failing with a message that quotes its text.
+    let id = "y_a`b``c <img src=x onerror=alert(1)> [x](javascript:alert) |.txt";
+    let hostile = "Hi <a href=\"http://e.vil\">click</a> ![t](http://e.vil/t.png) **b** `x` | y";
+    std::fs::write(k.join(id), hostile).unwrap();
+    std::fs::write(
+        k.join(id.replace(".txt", ".expect.json")),
+        r#"{"text":"something else"}"#,
+    )
+    .unwrap();
+    let o = conform(
+        &[
+            "run",
+            ".",
+            "-q",
+            "--strategies",
+            "whole",
+            "--report-dir",
+            "rep",
+        ],
+        p,
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let md = std::fs::read_to_string(p.join("rep/report.md")).unwrap();
+    let mut ids_seen = 0;
+    for line in md.lines() {
+        let (outside, codes) = spans(line);
+        for bad in ["<a", "<img", "](", "**b**"] {
+            assert!(
+                !outside.contains(bad),
+                "{bad:?} outside a code span: {line}"
+            );
+        }
+        // A `|` outside a code span in a list item or heading would split table rows.
+        if !line.starts_with('|') {
+            assert!(!outside.replace("\\|", "").contains('|'), "{line}");
+        }
+        ids_seen += codes.iter().filter(|c| c.ends_with(id)).count();
+    }
+    assert!(
+        ids_seen >= 1,
+        "the id is quoted whole in one code span:\n{md}"
+    );
+}
