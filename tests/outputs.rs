@@ -314,3 +314,23 @@ fn report_md_escapes_what_it_quotes() {
         "the id is quoted whole in one code span:\n{md}"
     );
 }
+
+#[test]
+fn a_run_that_judged_nothing_says_so_in_every_report() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path();
+    std::fs::create_dir(p.join("empty")).unwrap();
+    let o = conform(&["run", "empty", "-q", "--report-dir", "rep"], p);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let md = std::fs::read_to_string(p.join("rep/report.md")).unwrap();
+    assert!(md.contains("nothing was judged"), "{md}");
+    assert!(!md.contains("all invariants hold"), "{md}");
+    let junit = std::fs::read_to_string(p.join("rep/junit.xml")).unwrap();
+    assert!(junit.contains("errors=\"1\""), "{junit}");
+    assert!(junit.contains("nothing was judged"), "{junit}");
+    // Rendered again from the saved report: the same.
+    let o = conform(&["report", "render", "rep/report.json", "-o", "again"], p);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let md = std::fs::read_to_string(p.join("again/report.md")).unwrap();
+    assert!(md.contains("nothing was judged"), "{md}");
+}

@@ -626,6 +626,40 @@ pub fn corpus_info(digests: &BTreeMap<String, String>, errors: &[CorpusError]) -
 }
 
 impl Report {
+    /// Why the run judged nothing (no parser run, or one that judged no case), or `None`:
+    /// such a run is never green, and no rendering of it says that everything held.
+    pub fn judged_nothing(&self) -> Option<String> {
+        let empty: Vec<&str> = self
+            .runs
+            .iter()
+            .filter(|r| r.cases.is_empty())
+            .map(|r| r.parser.as_str())
+            .collect();
+        if !self.runs.is_empty() && empty.is_empty() {
+            return None;
+        }
+        let why = if self.corpus.cases == 0 && !self.corpus.errors.is_empty() {
+            format!(
+                "every case was refused ({} corpus error(s))",
+                self.corpus.errors.len()
+            )
+        } else if self.corpus.cases == 0 {
+            match self.shard {
+                Some(s) => format!("shard {}/{} holds no case", s.index, s.count),
+                None => "the corpus holds no case".into(),
+            }
+        } else if self.runs.is_empty() {
+            "no parser ran".into()
+        } else {
+            format!(
+                "{} judged none of the {} case(s)",
+                empty.join(", "),
+                self.corpus.cases
+            )
+        };
+        Some(format!("nothing was judged: {why}"))
+    }
+
     /// True when the run must exit 1: failures, unexpected passes or regressions.
     pub fn has_failures(&self) -> bool {
         self.runs.iter().any(|r| r.totals.failed > 0)

@@ -202,7 +202,9 @@ fn rate_class(r: Option<f64>, failed: usize) -> &'static str {
 fn header(out: &mut String, r: &Report, count: usize) {
     let failed = failing_count(r);
     let regressions = r.comparison.as_ref().map_or(0, |c| c.regressions.len());
-    let (verdict, class) = if failed == 0 && regressions == 0 && r.corpus.errors.is_empty() {
+    let (verdict, class) = if r.judged_nothing().is_some() {
+        ("nothing was judged", "bad")
+    } else if failed == 0 && regressions == 0 && r.corpus.errors.is_empty() {
         ("all invariants hold", "ok")
     } else if failed == 0 && regressions == 0 {
         ("corpus errors", "bad")

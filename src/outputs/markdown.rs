@@ -121,12 +121,22 @@ pub fn render(r: &Report, matrix: Option<&str>) -> String {
     let mut out = String::new();
     let failed: usize = r.runs.iter().map(|x| x.totals.failed).sum();
     let regressions = r.comparison.as_ref().map_or(0, |c| c.regressions.len());
-    let verdict = if failed == 0 && regressions == 0 {
+    let nothing = r.judged_nothing();
+    let verdict = if nothing.is_some() {
+        "❌ nothing was judged"
+    } else if failed == 0 && regressions == 0 {
         "✅ all invariants hold"
     } else {
         "❌ failures"
     };
     let _ = writeln!(out, "## conform: {verdict}\n");
+    if let Some(why) = &nothing {
+        let _ = writeln!(
+            out,
+            "**{}**: a run that judged no case is not green.\n",
+            esc(why)
+        );
+    }
     for run in &r.runs {
         let _ = writeln!(
             out,
