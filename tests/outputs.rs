@@ -334,3 +334,36 @@ fn a_run_that_judged_nothing_says_so_in_every_report() {
     let md = std::fs::read_to_string(p.join("again/report.md")).unwrap();
     assert!(md.contains("nothing was judged"), "{md}");
 }
+
+#[test]
+fn report_html_walks_a_history_once_and_names_what_it_cannot_read() {
+    let d = reported();
+    let p = d.path();
+    std::fs::create_dir_all(p.join("hist/a")).unwrap();
+    std::fs::copy(p.join("rep/report.json"), p.join("hist/a/report.json")).unwrap();
+    std::os::unix::fs::symlink("..", p.join("hist/a/up")).unwrap();
+    std::os::unix::fs::symlink(".", p.join("hist/self")).unwrap();
+    let o = conform(&["report", "html", "hist", "-o", "page"], p);
+    refused(&o, "hist/a/up", "directory loop");
+    refused(&o, "hist/self", "directory loop");
+    assert!(!p.join("page/index.html").exists());
+    std::fs::remove_file(p.join("hist/a/up")).unwrap();
+    std::fs::remove_file(p.join("hist/self")).unwrap();
+    // A second link to a directory already walked is walked once, and said.
+    std::os::unix::fs::symlink("a", p.join("hist/b")).unwrap();
+    let o = conform(&["report", "html", "hist", "-o", "page"], p);
+    refused(&o, "hist/b", "already walked");
+    std::fs::remove_file(p.join("hist/b")).unwrap();
+    let o = conform(&["report", "html", "hist", "-o", "page"], p);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("from 1 report(s)"), "{}", text(&o));
+    // A FIFO named report.json is named, not read (it would block).
+    std::fs::create_dir(p.join("hist/c")).unwrap();
+    mkfifo(&p.join("hist/c/report.json"));
+    let started = std::time::Instant::now();
+    let o = conform(&["report", "html", "hist", "-o", "page"], p);
+    refused(&o, "hist/c/report.json", "FIFO");
+    let o = conform(&["report", "html", "hist/c/report.json", "-o", "page"], p);
+    refused(&o, "hist/c/report.json", "FIFO");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+}
