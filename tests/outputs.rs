@@ -367,3 +367,55 @@ fn report_html_walks_a_history_once_and_names_what_it_cannot_read() {
     refused(&o, "hist/c/report.json", "FIFO");
     assert!(started.elapsed() < std::time::Duration::from_secs(20));
 }
+
+/// The saved report of `reported()`, changed by `f`, written to `name`.
+fn tampered(d: &Path, name: &str, f: impl FnOnce(&mut serde_json::Value)) {
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("rep/report.json")).unwrap()).unwrap();
+    f(&mut v);
+    std::fs::write(d.join(name), serde_json::to_string_pretty(&v).unwrap()).unwrap();
+}
+
+#[test]
+fn tampered_reports_are_refused_by_every_reader() {
+    let d = reported();
+    let p = d.path();
+    tampered(p, "totals.json", |v| {
+        v["runs"][0]["totals"]["passed"] = 7.into();
+    });
+    tampered(p, "format_totals.json", |v| {
+        v["runs"][0]["formats"]["kimi_k2"]["replays"] = 99.into();
+    });
+    tampered(p, "pass_with_violations.json", |v| {
+        v["runs"][0]["cases"][0]["violations"] = serde_json::json!([{
+            "invariant": "split_invariance", "strategy": "bytes", "cuts": [[1]],
+            "failing_replays": 1, "message": "m", "replay": "r"
+        }]);
+    });
+    tampered(p, "duplicate.json", |v| {
+        let c = v["runs"][0]["cases"][0].clone();
+        v["runs"][0]["cases"].as_array_mut().unwrap().push(c);
+    });
+    tampered(p, "corpus_count.json", |v| {
+        v["corpus"]["cases"] = 5.into();
+    });
+    for (file, what) in [
+        ("totals.json", "totals"),
+        ("format_totals.json", "totals"),
+        ("pass_with_violations.json", "pass"),
+        ("duplicate.json", "twice"),
+        ("corpus_count.json", "cases"),
+    ] {
+        for args in [
+            vec!["report", "diff", "rep/report.json", file],
+            vec!["report", "render", file, "-o", "out"],
+            vec!["report", "html", file, "-o", "page"],
+            vec!["report", "merge", file, "-o", "merged.json"],
+        ] {
+            let o = conform(&args, p);
+            refused(&o, file, what);
+        }
+        let o = conform(&["run", ".", "-q", "--baseline", file], p);
+        refused(&o, file, what);
+    }
+}

@@ -699,7 +699,87 @@ impl Report {
                 r.schema_version
             ));
         }
+        r.check()
+            .map_err(|e| format!("{}: not a report conform wrote: {e}", path.display()))?;
         Ok(r)
+    }
+
+    /// Checks what conform's reports always hold, so that a tampered or hand-edited report is
+    /// refused rather than believed: each run's cases sorted by id, each id once; a passing
+    /// case without violations; replay counts that fit; totals (overall and per format) that
+    /// are the sums of the cases; no run over more cases than the corpus holds.
+    pub fn check(&self) -> Result<(), String> {
+        for run in &self.runs {
+            let p = &run.parser;
+            for w in run.cases.windows(2) {
+                if w[0].id == w[1].id {
+                    return Err(format!("case {} appears twice in the run of {p}", w[0].id));
+                }
+                if w[0].id > w[1].id {
+                    return Err(format!(
+                        "the cases of {p} are not sorted by id ({} before {})",
+                        w[0].id, w[1].id
+                    ));
+                }
+            }
+            for c in &run.cases {
+                if matches!(c.status, CaseStatus::Pass | CaseStatus::Xpass)
+                    && !c.violations.is_empty()
+                {
+                    return Err(format!(
+                        "case {} of {p} is {} but has {} violation(s)",
+                        c.id,
+                        c.status,
+                        c.violations.len()
+                    ));
+                }
+                if c.error_free > c.replays || c.matched > c.replays {
+                    return Err(format!(
+                        "case {} of {p} counts more good replays than its {} replay(s)",
+                        c.id, c.replays
+                    ));
+                }
+            }
+            // conform's own parsers judge every case loaded; an adapter those of its formats.
+            let over = if run.parser == "builtin" {
+                run.cases.len() != self.corpus.cases
+            } else {
+                run.cases.len() > self.corpus.cases
+            };
+            if over {
+                return Err(format!(
+                    "the run of {p} judged {} case(s), but corpus.cases is {}",
+                    run.cases.len(),
+                    self.corpus.cases
+                ));
+            }
+            let want = finish_run(run.parser.clone(), run.cases.clone());
+            if want.totals != run.totals {
+                return Err(format!(
+                    "the totals of {p} are not the sums of its cases ({} case(s), {} passed, {} replay(s) \
+                     listed; {} case(s), {} passed, {} replay(s) in totals)",
+                    want.totals.cases,
+                    want.totals.passed,
+                    want.totals.replays,
+                    run.totals.cases,
+                    run.totals.passed,
+                    run.totals.replays
+                ));
+            }
+            if want.formats != run.formats {
+                let bad = want
+                    .formats
+                    .keys()
+                    .chain(run.formats.keys())
+                    .find(|f| want.formats.get(*f) != run.formats.get(*f))
+                    .cloned()
+                    .unwrap_or_default();
+                return Err(format!(
+                    "the totals of {p} for format {bad} are not the sums of its cases"
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -834,12 +914,14 @@ pub fn merge(parts: &[Report]) -> Result<Report, String> {
                 adapters.insert(parser.clone(), a.clone());
             }
             Some(m) => {
-                m.stats.requests += a.stats.requests;
-                m.stats.started += a.stats.started;
-                m.stats.crashes += a.stats.crashes;
-                m.stats.timeouts += a.stats.timeouts;
-                m.stats.protocol_errors += a.stats.protocol_errors;
-                m.stderr_bytes += a.stderr_bytes;
+                // Counters saturate: a tampered or absurd shard cannot wrap them.
+                let add = |x: &mut u64, y: u64| *x = x.saturating_add(y);
+                add(&mut m.stats.requests, a.stats.requests);
+                add(&mut m.stats.started, a.stats.started);
+                add(&mut m.stats.crashes, a.stats.crashes);
+                add(&mut m.stats.timeouts, a.stats.timeouts);
+                add(&mut m.stats.protocol_errors, a.stats.protocol_errors);
+                add(&mut m.stderr_bytes, a.stderr_bytes);
                 for (f, t) in &a.engine_ns {
                     m.engine_ns.entry(f.clone()).or_default().merge(t);
                 }
@@ -1008,5 +1090,43 @@ mod tests {
         let t = now_rfc3339();
         assert_eq!(t.len(), 20);
         assert!(t.starts_with("20") && t.ends_with('Z'));
+    }
+
+    #[test]
+    fn merged_adapter_counters_saturate() {
+        use crate::backends::adapter::{AdapterStats, EngineTime};
+        let with = |id: &str, k: u32, n: u64| {
+            let mut r = report(vec![case(id, "pass", "y")]);
+            r.shard = Some(Shard { index: k, count: 2 });
+            let huge = EngineTime {
+                responses: n,
+                total_ns: n,
+                max_ns: n,
+            };
+            r.adapters = Some(BTreeMap::from([(
+                "builtin".to_string(),
+                AdapterOut {
+                    name: "x".into(),
+                    formats: vec!["kimi_k2".into()],
+                    stats: AdapterStats {
+                        requests: n,
+                        started: n,
+                        crashes: n,
+                        timeouts: n,
+                        protocol_errors: n,
+                    },
+                    stderr_bytes: n,
+                    stderr_tail: String::new(),
+                    engine_ns: BTreeMap::from([("kimi_k2".to_string(), huge)]),
+                },
+            )]));
+            r
+        };
+        let m = merge(&[with("a", 1, u64::MAX - 1), with("b", 2, 5)]).unwrap();
+        let a = &m.adapters.unwrap()["builtin"];
+        assert_eq!(a.stats.requests, u64::MAX);
+        assert_eq!(a.stats.protocol_errors, u64::MAX);
+        assert_eq!(a.stderr_bytes, u64::MAX);
+        assert_eq!(a.engine_ns["kimi_k2"].responses, u64::MAX);
     }
 }

@@ -96,14 +96,14 @@ pub struct EngineTime {
 impl EngineTime {
     /// Adds one response's `engine_ns`.
     pub fn add(&mut self, ns: u64) {
-        self.responses += 1;
+        self.responses = self.responses.saturating_add(1);
         self.total_ns = self.total_ns.saturating_add(ns);
         self.max_ns = self.max_ns.max(ns);
     }
 
     /// Adds another tally (shards of one run).
     pub fn merge(&mut self, o: &EngineTime) {
-        self.responses += o.responses;
+        self.responses = self.responses.saturating_add(o.responses);
         self.total_ns = self.total_ns.saturating_add(o.total_ns);
         self.max_ns = self.max_ns.max(o.max_ns);
     }
