@@ -419,3 +419,139 @@ fn tampered_reports_are_refused_by_every_reader() {
         refused(&o, file, what);
     }
 }
+
+/// A scratch corpus of six passing cases, run whole into `all/` and as shards `s<k>/` of 3.
+fn sharded(name: &str) -> tempfile::TempDir {
+    let (d, k) = common::kimi_k2_corpus();
+    for i in 0..6 {
+        common::write_case(&k, &format!("y_{name}{i}"), CALL, None);
+    }
+    let run = |extra: &[&str], dir: &str| {
+        let mut args = vec![
+            "run",
+            ".",
+            "-q",
+            "--strategies",
+            "whole",
+            "--report-dir",
+            dir,
+        ];
+        args.extend_from_slice(extra);
+        conform(&args, d.path());
+        assert!(d.path().join(dir).join("report.json").exists());
+    };
+    run(&[], "all");
+    for s in 1..=3 {
+        run(&["--shard", &format!("{s}/3")], &format!("s{s}"));
+    }
+    d
+}
+
+#[test]
+fn a_merge_is_complete_or_refused_and_a_partial_one_says_so() {
+    let d = sharded("a");
+    let p = d.path();
+    let merge = |args: &[&str]| {
+        let mut a = vec!["report", "merge"];
+        a.extend_from_slice(args);
+        conform(&a, p)
+    };
+    // Missing a shard: refused, naming it.
+    let o = merge(&["s1/report.json", "s2/report.json", "-o", "m.json"]);
+    refused(&o, "3 missing", "--partial");
+    assert!(!p.join("m.json").exists());
+    // The same shard twice: refused.
+    let o = merge(&[
+        "s1/report.json",
+        "s1/report.json",
+        "s2/report.json",
+        "-o",
+        "m.json",
+    ]);
+    refused(&o, "shard 1 of 3", "both");
+    // A shard of another corpus: refused.
+    let other = sharded("b");
+    std::fs::copy(other.path().join("s3/report.json"), p.join("other3.json")).unwrap();
+    let o = merge(&[
+        "s1/report.json",
+        "s2/report.json",
+        "other3.json",
+        "-o",
+        "m.json",
+    ]);
+    refused(&o, "other3.json", "another corpus");
+    // All three: the unsharded report.
+    let o = merge(&[
+        "s3/report.json",
+        "s1/report.json",
+        "s2/report.json",
+        "-o",
+        "m.json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let read = |f: &str| -> serde_json::Value {
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(p.join(f)).unwrap()).unwrap();
+        v.as_object_mut().unwrap().remove("timings");
+        v
+    };
+    assert_eq!(read("m.json"), read("all/report.json"));
+    // Two of three with --partial: written, and it says so everywhere.
+    let o = merge(&[
+        "s1/report.json",
+        "s2/report.json",
+        "--partial",
+        "-o",
+        "part.json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("shards 1, 2 of 3 (3 missing)"),
+        "{}",
+        text(&o)
+    );
+    let v = read("part.json");
+    assert_eq!(
+        v["partial"],
+        serde_json::json!({"count": 3, "shards": [1, 2]})
+    );
+    let o = conform(&["report", "render", "part.json", "-o", "r"], p);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let md = std::fs::read_to_string(p.join("r/report.md")).unwrap();
+    assert!(md.contains("partial"), "{md}");
+    // ... and merges again with the missing shard into the whole.
+    let o = merge(&["part.json", "s3/report.json", "-o", "m2.json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(read("m2.json"), read("all/report.json"));
+}
+
+#[test]
+fn a_merge_keeps_every_parser() {
+    let d = reported();
+    let p = d.path();
+    // The same corpus judged by another parser (its run renamed: a report of its own).
+    tampered(p, "other.json", |v| {
+        v["runs"][0]["parser"] = "cmd:other".into();
+    });
+    let o = conform(
+        &[
+            "report",
+            "merge",
+            "rep/report.json",
+            "other.json",
+            "-o",
+            "m.json",
+        ],
+        p,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(p.join("m.json")).unwrap()).unwrap();
+    let parsers: Vec<&str> = m["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["parser"].as_str().unwrap())
+        .collect();
+    assert_eq!(parsers, ["builtin", "cmd:other"]);
+}

@@ -34,6 +34,14 @@ pub struct Report {
     /// The shard this report covers, if the corpus was split.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<Shard>,
+    /// For a report of part of a corpus (a shard, or a merge of some shards): the whole
+    /// corpus it was cut from, so that shards of another corpus are not merged with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub whole: Option<WholeCorpus>,
+    /// For a merge of some shards only (`conform report merge --partial`): which ones. The
+    /// cases of the others were not judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<Partial>,
     /// What was loaded.
     pub corpus: CorpusInfo,
     /// One entry per parser judged.
@@ -149,6 +157,46 @@ impl Shard {
     pub fn contains(&self, case_id: &str) -> bool {
         crate::harness::chunking::stable_hash(case_id) % u64::from(self.count)
             == u64::from(self.index - 1)
+    }
+}
+
+/// The corpus a shard was cut from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WholeCorpus {
+    /// Its digest (as `corpus.digest` of an unsharded run).
+    pub digest: String,
+    /// Its cases.
+    pub cases: usize,
+}
+
+/// The shards a partial merge holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Partial {
+    /// How many shards the corpus was split into.
+    pub count: u32,
+    /// The shards merged, ascending (1-based); the others are missing.
+    pub shards: Vec<u32>,
+}
+
+impl Partial {
+    /// The shards missing, ascending.
+    pub fn missing(&self) -> Vec<u32> {
+        (1..=self.count)
+            .filter(|k| !self.shards.contains(k))
+            .collect()
+    }
+
+    /// `shards 1, 3 of 4 (2, 4 missing)`.
+    pub fn describe(&self) -> String {
+        let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+        format!(
+            "shards {} of {} ({} missing)",
+            list(&self.shards),
+            self.count,
+            list(&self.missing())
+        )
     }
 }
 
@@ -852,9 +900,61 @@ pub fn compare(base: &Report, new: &Report) -> Comparison {
     c
 }
 
-/// Merges shard reports into the report an unsharded run would have written.
-pub fn merge(parts: &[Report]) -> Result<Report, String> {
+/// Which part of which corpus a report covers: `count` shards, of which it holds `shards`,
+/// of the corpus with `whole`'s digest.
+struct Coverage {
+    count: u32,
+    shards: Vec<u32>,
+    whole: WholeCorpus,
+}
+
+fn coverage(r: &Report, name: &str) -> Result<Coverage, String> {
+    let whole = |r: &Report| {
+        r.whole.clone().ok_or_else(|| {
+            format!(
+                "{name}: a shard report that does not say which corpus it was cut from (written \
+                 by an older conform); rerun the shards"
+            )
+        })
+    };
+    if let Some(p) = &r.partial {
+        return Ok(Coverage {
+            count: p.count,
+            shards: p.shards.clone(),
+            whole: whole(r)?,
+        });
+    }
+    if let Some(s) = r.shard {
+        return Ok(Coverage {
+            count: s.count,
+            shards: vec![s.index],
+            whole: whole(r)?,
+        });
+    }
+    Ok(Coverage {
+        count: 1,
+        shards: vec![1],
+        whole: WholeCorpus {
+            digest: r.corpus.digest.clone(),
+            cases: r.corpus.cases,
+        },
+    })
+}
+
+/// Merges reports of shards of one corpus (`names` name them in errors) into the report an
+/// unsharded run would have written: every parser of every report kept, each shard of each
+/// parser once. Refused: reports of other seeds, strategies, chunkings or versions, of other
+/// corpora or other splits, a shard (of a parser) given twice, and, unless `partial`, a
+/// missing shard. A partial merge says which shards it holds (`partial`), and every parser
+/// must hold the same ones.
+pub fn merge(parts: &[Report], names: &[String], partial: bool) -> Result<Report, String> {
     let first = parts.first().ok_or("nothing to merge")?;
+    let name = |k: usize| {
+        names
+            .get(k)
+            .cloned()
+            .unwrap_or_else(|| format!("report #{}", k + 1))
+    };
     for p in parts {
         if p.seed != first.seed
             || p.strategies != first.strategies
@@ -864,11 +964,94 @@ pub fn merge(parts: &[Report]) -> Result<Report, String> {
             return Err("the reports were made with different seeds, strategies, chunkings or conform versions".into());
         }
     }
+    let covers: Vec<Coverage> = parts
+        .iter()
+        .enumerate()
+        .map(|(k, p)| coverage(p, &name(k)))
+        .collect::<Result<_, _>>()?;
+    let base = &covers[0];
+    for (k, c) in covers.iter().enumerate().skip(1) {
+        if c.whole.digest != base.whole.digest || c.whole.cases != base.whole.cases {
+            return Err(format!(
+                "{}: a report of another corpus ({} case(s), digest {}) than {} ({} case(s), \
+                 digest {}); shards merge only with shards of the corpus they were cut from",
+                name(k),
+                c.whole.cases,
+                short(&c.whole.digest),
+                name(0),
+                base.whole.cases,
+                short(&base.whole.digest)
+            ));
+        }
+        if c.count != base.count {
+            return Err(format!(
+                "{}: a split into {} shard(s), {} is of a split into {}",
+                name(k),
+                c.count,
+                name(0),
+                base.count
+            ));
+        }
+    }
+    // Each parser's shards, each once.
+    let mut by_parser: BTreeMap<String, BTreeMap<u32, usize>> = BTreeMap::new();
+    let mut order: Vec<String> = Vec::new();
+    for (k, (p, c)) in parts.iter().zip(&covers).enumerate() {
+        for run in &p.runs {
+            if !order.contains(&run.parser) {
+                order.push(run.parser.clone());
+            }
+            let held = by_parser.entry(run.parser.clone()).or_default();
+            for &shard in &c.shards {
+                if let Some(other) = held.insert(shard, k) {
+                    return Err(format!(
+                        "shard {shard} of {} of the parser {} is in both {} and {}",
+                        base.count,
+                        run.parser,
+                        name(other),
+                        name(k)
+                    ));
+                }
+            }
+        }
+    }
+    let all: Vec<u32> = (1..=base.count).collect();
+    let mut held: Option<Vec<u32>> = None;
+    for (parser, shards) in &by_parser {
+        let have: Vec<u32> = shards.keys().copied().collect();
+        match &held {
+            Some(h) if *h != have => {
+                return Err(format!(
+                    "the parsers hold different shards ({parser}: {}); merge each parser's \
+                     shards alike",
+                    Partial {
+                        count: base.count,
+                        shards: have.clone()
+                    }
+                    .describe()
+                ));
+            }
+            _ => held = Some(have),
+        }
+    }
+    let held = held.unwrap_or_default();
+    let missing = Partial {
+        count: base.count,
+        shards: held.clone(),
+    };
+    let complete = held == all;
+    if !complete && !partial {
+        return Err(format!(
+            "a merge of {}: the cases of the missing shards would look judged; add the missing \
+             reports, or pass --partial for a report that says it is partial",
+            missing.describe()
+        ));
+    }
     let mut runs: Vec<Run> = Vec::new();
-    for parser in first.runs.iter().map(|r| r.parser.clone()) {
+    for parser in &order {
         let mut cases: BTreeMap<String, CaseOut> = BTreeMap::new();
         for p in parts {
-            for r in p.runs.iter().filter(|r| r.parser == parser) {
+            for r in p.runs.iter().filter(|r| &r.parser == parser) {
                 for c in &r.cases {
                     if cases.insert(c.id.clone(), c.clone()).is_some() {
                         return Err(format!("case {} appears in more than one report", c.id));
@@ -876,16 +1059,36 @@ pub fn merge(parts: &[Report]) -> Result<Report, String> {
                 }
             }
         }
-        runs.push(finish_run(parser, cases.into_values().collect()));
+        runs.push(finish_run(parser.clone(), cases.into_values().collect()));
     }
-    let all_digests: Vec<String> = runs
-        .first()
-        .map(|r| r.cases.iter().map(|c| c.digest.clone()).collect())
-        .unwrap_or_default();
     let mut errors: Vec<CorpusErrorOut> =
         parts.iter().flat_map(|p| p.corpus.errors.clone()).collect();
     errors.sort();
     errors.dedup();
+    let corpus = if complete {
+        // The corpus the shards were cut from, as an unsharded run reports it.
+        CorpusInfo {
+            digest: base.whole.digest.clone(),
+            cases: base.whole.cases,
+            errors,
+        }
+    } else {
+        // Loaded cases of the shards held (a shard given for several parsers counts once).
+        let loaded: BTreeMap<&[u32], usize> = parts
+            .iter()
+            .zip(&covers)
+            .map(|(p, c)| (&c.shards[..], p.corpus.cases))
+            .collect();
+        let digests: BTreeSet<&str> = runs
+            .iter()
+            .flat_map(|r| r.cases.iter().map(|c| c.digest.as_str()))
+            .collect();
+        CorpusInfo {
+            digest: corpus_digest(digests),
+            cases: loaded.values().sum(),
+            errors,
+        }
+    };
     let timings =
         parts
             .iter()
@@ -935,16 +1138,19 @@ pub fn merge(parts: &[Report]) -> Result<Report, String> {
         strategies: first.strategies.clone(),
         chunking: first.chunking.clone(),
         shard: None,
-        corpus: CorpusInfo {
-            digest: corpus_digest(all_digests.iter().map(String::as_str)),
-            cases: all_digests.len(),
-            errors,
-        },
+        whole: (!complete).then(|| base.whole.clone()),
+        partial: (!complete).then_some(missing),
+        corpus,
         runs,
         comparison: None,
         adapters: (!adapters.is_empty()).then_some(adapters),
         timings,
     })
+}
+
+/// The first 12 characters of a digest, for messages.
+fn short(digest: &str) -> &str {
+    digest.get(..12).unwrap_or(digest)
 }
 
 /// Current UTC time as RFC 3339, without a date library.
@@ -1013,6 +1219,8 @@ mod tests {
                 tokenizer: "o200k_base".into(),
             },
             shard: None,
+            whole: None,
+            partial: None,
             corpus: CorpusInfo {
                 digest: String::new(),
                 cases: cases.len(),
@@ -1098,6 +1306,10 @@ mod tests {
         let with = |id: &str, k: u32, n: u64| {
             let mut r = report(vec![case(id, "pass", "y")]);
             r.shard = Some(Shard { index: k, count: 2 });
+            r.whole = Some(WholeCorpus {
+                digest: "w".into(),
+                cases: 2,
+            });
             let huge = EngineTime {
                 responses: n,
                 total_ns: n,
@@ -1122,7 +1334,7 @@ mod tests {
             )]));
             r
         };
-        let m = merge(&[with("a", 1, u64::MAX - 1), with("b", 2, 5)]).unwrap();
+        let m = merge(&[with("a", 1, u64::MAX - 1), with("b", 2, 5)], &[], false).unwrap();
         let a = &m.adapters.unwrap()["builtin"];
         assert_eq!(a.stats.requests, u64::MAX);
         assert_eq!(a.stats.protocol_errors, u64::MAX);

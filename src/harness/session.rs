@@ -97,10 +97,7 @@ pub fn execute(plan: &RunPlan, progress: &dyn Progress) -> Result<RunOutput, Str
     // decided before sharding so that shards split them like cases.
     let formats_seen: BTreeSet<&str> = corpus.cases.iter().map(|c| c.format).collect();
     let loaded = corpus.cases.len();
-    if let Some(s) = plan.shard {
-        corpus.cases.retain(|c| s.contains(&c.id));
-    }
-    let checked: Vec<(&'static Format, String, String)> = formats::REGISTRY
+    let mut checked: Vec<(&'static Format, String, String)> = formats::REGISTRY
         .iter()
         .filter(|f| formats_seen.contains(f.id))
         .flat_map(|f| {
@@ -108,12 +105,22 @@ pub fn execute(plan: &RunPlan, progress: &dyn Progress) -> Result<RunOutput, Str
                 .into_iter()
                 .map(move |(id, m)| (*f, id, m))
         })
-        .filter(|(_, id, _)| plan.shard.is_none_or(|s| s.contains(id)))
         .collect();
-    let digests = report::case_digests(
+    let mut digests = report::case_digests(
         &corpus.cases,
         checked.iter().map(|(_, id, m)| (id.as_str(), m.as_str())),
     );
+    // A shard says which corpus it was cut from, so that only its siblings merge with it.
+    let whole = plan.shard.map(|s| {
+        let whole = report::WholeCorpus {
+            digest: report::corpus_digest(digests.values().map(String::as_str)),
+            cases: digests.len(),
+        };
+        corpus.cases.retain(|c| s.contains(&c.id));
+        checked.retain(|(_, id, _)| s.contains(id));
+        digests.retain(|id, _| s.contains(id));
+        whole
+    });
     capture_panics();
     let mut runs = Vec::new();
     let mut per_case_seconds = BTreeMap::new();
@@ -177,6 +184,8 @@ pub fn execute(plan: &RunPlan, progress: &dyn Progress) -> Result<RunOutput, Str
             .collect(),
         chunking: report::Chunking::new(&plan.cfg.params, &plan.cfg.tokenizer_name()),
         shard: plan.shard,
+        whole,
+        partial: None,
         corpus: report::corpus_info(&digests, &corpus.errors),
         runs,
         comparison: None,

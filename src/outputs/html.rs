@@ -283,6 +283,8 @@ fn header(out: &mut String, r: &Report, count: usize) {
     let regressions = r.comparison.as_ref().map_or(0, |c| c.regressions.len());
     let (verdict, class) = if r.judged_nothing().is_some() {
         ("nothing was judged", "bad")
+    } else if r.partial.is_some() {
+        ("partial merge", "bad")
     } else if failed == 0 && regressions == 0 && r.corpus.errors.is_empty() {
         ("all invariants hold", "ok")
     } else if failed == 0 && regressions == 0 {
@@ -298,6 +300,13 @@ fn header(out: &mut String, r: &Report, count: usize) {
         escape(&human_time(generated_at(r))),
         count
     );
+    if let Some(p) = &r.partial {
+        let _ = writeln!(
+            out,
+            "<p class=\"bad\">A partial merge of {}: the cases of the missing shards were not judged.</p>",
+            escape(&p.describe())
+        );
+    }
     for run in &r.runs {
         let t = &run.totals;
         let _ = writeln!(
@@ -1287,6 +1296,8 @@ mod tests {
                 tokenizer: "o200k_base".into(),
             },
             shard: None,
+            whole: None,
+            partial: None,
             corpus: CorpusInfo {
                 digest: "ab".repeat(32),
                 cases,

@@ -137,6 +137,13 @@ pub fn render(r: &Report, matrix: Option<&str>) -> String {
             esc(why)
         );
     }
+    if let Some(p) = &r.partial {
+        let _ = writeln!(
+            out,
+            "**⚠ partial: a merge of {}.** The cases of the missing shards were not judged.\n",
+            esc(&p.describe())
+        );
+    }
     for run in &r.runs {
         let _ = writeln!(
             out,
