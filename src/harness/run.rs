@@ -52,15 +52,15 @@ impl RunConfig {
     pub fn tokenizer_for(&self, format: &Format) -> Arc<Tokenizer> {
         self.tokenizer
             .clone()
-            .unwrap_or_else(|| Tokenizer::for_vocabulary(format.vocabulary))
+            .unwrap_or_else(|| super::vocab::tokenizer_for(format))
     }
 
-    /// The name reports give the tokenizer: the one given, or the default's (formats that
-    /// declare a vocabulary use theirs).
+    /// The name reports give the tokenizer: the one given, or `by format` (each format's own,
+    /// named per format in the report).
     pub fn tokenizer_name(&self) -> String {
         self.tokenizer
             .as_deref()
-            .map_or(super::tokens::DEFAULT_TOKENIZER, Tokenizer::name)
+            .map_or("by format", Tokenizer::name)
             .to_string()
     }
 }
@@ -776,6 +776,15 @@ impl<'a> CaseRun<'a> {
                         .push(format!("roundtrip: the renderer refuses: {why}"));
                     continue;
                 }
+            };
+            // A turn that begins inside reasoning (the template opened it in the prompt) writes
+            // its answer after the reasoning's close: the rendering begins with an empty one.
+            let rendered = match format.reasoning {
+                Some(syntax) if case.options.get("reasoning.starts_inside") == Some(&true) => {
+                    let close = syntax.pairs.first().map_or("", |p| p.1);
+                    [close.as_bytes(), &rendered].concat()
+                }
+                _ => rendered,
             };
             for cuts in [Cuts::At(Vec::new()), Cuts::EveryByte] {
                 let (turns, cut) = (std::slice::from_ref(&rendered), std::slice::from_ref(&cuts));

@@ -97,6 +97,32 @@ pub fn execute(plan: &RunPlan, progress: &dyn Progress) -> Result<RunOutput, Str
     // decided before sharding so that shards split them like cases.
     let formats_seen: BTreeSet<&str> = corpus.cases.iter().map(|c| c.format).collect();
     let loaded = corpus.cases.len();
+    // A shard is cut after the vocabularies have been checked and its whole corpus digested
+    // (below), so that its `whole` is the corpus an unsharded run would report.
+    // The first parser starts (and answers its hello) before the vocabularies load: an adapter
+    // that cannot start fails the run at once.
+    let mut first = match plan.parsers.first() {
+        Some(spec) => Some(AnyBackend::start(spec, &plan.adapter)?),
+        None => None,
+    };
+    // Each format's tokenizer, loaded (once, and only where a replay needs token boundaries:
+    // the token-aligned and recorded strategies, and the cut classes of an external parser)
+    // and checked before anything is replayed.
+    let needs_tokens = plan
+        .cfg
+        .strategies
+        .iter()
+        .any(|s| s.token_aligned() || *s == Strategy::Recorded)
+        || plan.parsers.iter().any(|p| p != "builtin");
+    let tokenizers = if needs_tokens {
+        super::vocab::prepare_run(
+            plan.cfg.tokenizer.as_ref(),
+            &mut corpus.cases,
+            &mut corpus.errors,
+        )?
+    } else {
+        BTreeMap::new()
+    };
     let mut checked: Vec<(&'static Format, String, String)> = formats::REGISTRY
         .iter()
         .filter(|f| formats_seen.contains(f.id))
@@ -128,7 +154,10 @@ pub fn execute(plan: &RunPlan, progress: &dyn Progress) -> Result<RunOutput, Str
     let mut judged: Vec<(&str, usize)> = Vec::new();
     let mut adapters = BTreeMap::new();
     for spec in &plan.parsers {
-        let backend = AnyBackend::start(spec, &plan.adapter)?;
+        let backend = match first.take() {
+            Some(b) => b,
+            None => AnyBackend::start(spec, &plan.adapter)?,
+        };
         let b = backend.backend();
         let supported = corpus.cases.iter().filter(|c| b.supports(c.format)).count();
         progress.start(spec, supported);
@@ -182,7 +211,10 @@ pub fn execute(plan: &RunPlan, progress: &dyn Progress) -> Result<RunOutput, Str
             .iter()
             .map(|s| Strategy::as_str(*s).to_string())
             .collect(),
-        chunking: report::Chunking::new(&plan.cfg.params, &plan.cfg.tokenizer_name()),
+        chunking: report::Chunking {
+            tokenizers,
+            ..report::Chunking::new(&plan.cfg.params, &plan.cfg.tokenizer_name())
+        },
         shard: plan.shard,
         whole,
         partial: None,
