@@ -153,6 +153,8 @@ impl HistoryWalk {
             ));
             return;
         }
+        // DirId is Copy on unix, a PathBuf elsewhere.
+        #[allow(clippy::clone_on_copy)]
         self.seen.insert(id.clone(), dir.to_path_buf());
         self.stack.push(id);
         let entries = match std::fs::read_dir(dir) {
