@@ -384,9 +384,13 @@ impl Backend for Adapter {
         };
         self.requests.fetch_add(1, Ordering::Relaxed);
         let deadline = Instant::now() + self.opts.timeout;
-        let answer = w
-            .exchange(request, deadline)
-            .and_then(|line| read_timed_response(&line, id, turns.len()));
+        let answer = w.exchange(request, deadline).and_then(|line| {
+            let limits: Vec<usize> = turns
+                .iter()
+                .map(|t| protocol::max_events(t.len()))
+                .collect();
+            read_timed_response(&line, id, &limits)
+        });
         match answer {
             Ok(Ok((turns, engine_ns))) => {
                 self.release(w, true);
