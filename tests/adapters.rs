@@ -780,6 +780,31 @@ fn an_events_answer_costs_about_its_line() {
     );
 }
 
+#[cfg(target_os = "linux")]
+#[test]
+fn parse_of_a_long_recording_costs_about_its_cuts() {
+    // 2 M recorded deltas: the printed document took 220 MB built as a tree of values and
+    // then as one string; written as it is serialized, 72 MB (`run` takes 172 MB).
+    let (d, k) = kimi_k2_corpus();
+    let n = 2_000_000;
+    std::fs::write(k.join("y_rec.txt"), "a".repeat(n)).unwrap();
+    let cuts: Vec<usize> = (1..n).collect();
+    std::fs::write(
+        k.join("y_rec.deltas.json"),
+        serde_json::json!({ "cuts": cuts }).to_string(),
+    )
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_conform"));
+    cmd.args(["parse", "kimi_k2/y_rec.txt", "--recorded", "--result-only"])
+        .current_dir(d.path());
+    let (peak, status, out) = watch_memory(cmd, Duration::from_secs(120), 1 << 30);
+    assert_eq!(status, Some(0));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["cuts"].as_array().unwrap().len(), n - 1);
+    assert_eq!(v["result"]["text"].as_str().unwrap().len(), n);
+    assert!(peak < 140 << 20, "conform parse grew to {peak} bytes");
+}
+
 /// Runs `hello_with.py` with `args` over a small corpus from the command line.
 fn hello_run(args: &str) -> Output {
     let d = scratch(&PLAIN);

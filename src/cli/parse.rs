@@ -158,10 +158,12 @@ pub(crate) fn run(a: ParseArgs) -> u8 {
     let opts = adapter_options(None, a.timeout);
     match session::parse_one(case, &a.parser, &opts, &cuts, !a.result_only) {
         Ok((doc, ok)) => {
-            out!(
-                "{}",
-                serde_json::to_string_pretty(&doc).unwrap_or_else(|e| e.to_string())
-            );
+            // Written as it is serialized: the document of a recording of millions of deltas
+            // is never held whole as text.
+            let mut w = std::io::BufWriter::with_capacity(1 << 16, crate::cli::Stdout);
+            let _ = serde_json::to_writer_pretty(&mut w, &doc);
+            let _ = std::io::Write::write_all(&mut w, b"\n");
+            let _ = std::io::Write::flush(&mut w);
             if ok { EXIT_OK } else { EXIT_FAIL }
         }
         Err(e) => usage_error(e),

@@ -258,18 +258,20 @@ pub fn parse_one(
     opts: &AdapterOptions,
     cuts: &[Cuts],
     with_events: bool,
-) -> Result<(Value, bool), String> {
+) -> Result<(ParseDoc, bool), String> {
     let format =
         formats::by_id(case.format).ok_or_else(|| format!("unknown format {}", case.format))?;
     let whole = Cuts::At(Vec::new());
     let cuts_of = |t: usize| cuts.get(t).unwrap_or(&whole);
+    // The cuts and token ids stay lists of integers (a tree of values would cost four times
+    // as much for a recording of millions of deltas); the rest of a turn is a small object.
     let describe = |t: usize| {
         let c = cuts_of(t);
-        let mut v = json!({"cuts": c.to_vec(&case.turns[t])});
-        if let Some(ids) = c.chunk_token_ids() {
-            v["token_ids"] = json!(ids);
+        TurnDoc {
+            cuts: Some(c.to_vec(&case.turns[t])),
+            token_ids: c.chunk_token_ids(),
+            rest: json!({}),
         }
-        v
     };
     let backend = AnyBackend::start(parser, opts)?;
     let (mut turns, ok) = if backend.adapter().is_none() {
@@ -282,9 +284,9 @@ pub fn parse_one(
             .map(|(t, data)| {
                 let events = events_of(p.as_mut(), data, cuts_of(t));
                 let mut v = describe(t);
-                v["result"] = json!(ParseResult::fold(&events));
+                v.rest["result"] = json!(ParseResult::fold(&events));
                 if with_events {
-                    v["events"] = serde_json::to_value(&events).unwrap_or_default();
+                    v.rest["events"] = serde_json::to_value(&events).unwrap_or_default();
                 }
                 v
             })
@@ -301,35 +303,114 @@ pub fn parse_one(
                     .enumerate()
                     .map(|(t, o)| {
                         let mut v = describe(t);
-                        v["result"] = json!(o.result);
+                        v.rest["result"] = json!(o.result);
                         if !o.anomalies.is_empty() {
-                            v["delta_contract"] = json!(o.anomalies);
+                            v.rest["delta_contract"] = json!(o.anomalies);
                         }
                         v
                     })
                     .collect(),
                 true,
             ),
-            Outcome::Broke(why, msg) => (vec![json!({"breakdown": why, "message": msg})], false),
-            Outcome::Panicked(msg) => (vec![json!({"panic": msg})], false),
+            Outcome::Broke(why, msg) => (
+                vec![TurnDoc::other(json!({"breakdown": why, "message": msg}))],
+                false,
+            ),
+            Outcome::Panicked(msg) => (vec![TurnDoc::other(json!({"panic": msg}))], false),
         }
     };
-    let mut doc = if turns.len() == 1 {
-        turns.pop().unwrap_or_default()
-    } else {
-        json!({"turns": turns})
-    };
+    let mut tail = json!({});
     if let Some(t) = backend
         .adapter()
         .and_then(|a| a.engine_time().get(format.id).copied())
     {
         // The engine's own parse time for this one request (specs/adapter.md §2.6).
-        doc["engine_ns"] = json!(t.total_ns);
+        tail["engine_ns"] = json!(t.total_ns);
     }
-    doc["format"] = json!(case.format);
-    doc["case"] = json!(case.id);
+    tail["format"] = json!(case.format);
+    tail["case"] = json!(case.id);
     if parser != "builtin" {
-        doc["parser"] = json!(parser);
+        tail["parser"] = json!(parser);
     }
-    Ok((doc, ok))
+    let single = turns.len() == 1;
+    turns.shrink_to_fit();
+    Ok((
+        ParseDoc {
+            turns,
+            single,
+            tail,
+        },
+        ok,
+    ))
+}
+
+/// What `conform parse` prints: the turn itself when there is one (`cuts`, `token_ids`, its
+/// result…), else `{"turns": [...]}`, followed by the case's keys (`engine_ns`, `format`,
+/// `case`, `parser`). Serialized as it is written, its cuts straight from their list.
+#[derive(Debug)]
+pub struct ParseDoc {
+    turns: Vec<TurnDoc>,
+    single: bool,
+    tail: Value,
+}
+
+/// One turn of a [`ParseDoc`].
+#[derive(Debug)]
+struct TurnDoc {
+    cuts: Option<Vec<usize>>,
+    token_ids: Option<Vec<Vec<crate::backends::cuts::TokenId>>>,
+    /// The other keys, in order.
+    rest: Value,
+}
+
+impl TurnDoc {
+    /// A turn that is only `rest` (a breakdown or a panic).
+    fn other(rest: Value) -> TurnDoc {
+        TurnDoc {
+            cuts: None,
+            token_ids: None,
+            rest,
+        }
+    }
+
+    fn entries<M: serde::ser::SerializeMap>(&self, m: &mut M) -> Result<(), M::Error> {
+        if let Some(c) = &self.cuts {
+            m.serialize_entry("cuts", c)?;
+        }
+        if let Some(ids) = &self.token_ids {
+            m.serialize_entry("token_ids", ids)?;
+        }
+        if let Value::Object(rest) = &self.rest {
+            for (k, v) in rest {
+                m.serialize_entry(k, v)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl serde::Serialize for TurnDoc {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        self.entries(&mut m)?;
+        m.end()
+    }
+}
+
+impl serde::Serialize for ParseDoc {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        match (&self.turns[..], self.single) {
+            ([turn], true) => turn.entries(&mut m)?,
+            (turns, _) => m.serialize_entry("turns", turns)?,
+        }
+        if let Value::Object(tail) = &self.tail {
+            for (k, v) in tail {
+                m.serialize_entry(k, v)?;
+            }
+        }
+        m.end()
+    }
 }
