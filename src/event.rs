@@ -636,12 +636,7 @@ impl Folder {
                         .push(format!("second CallStart for open call {index}"));
                 }
             }
-            Event::ArgsDelta { index, json } => match self.open.get_mut(index) {
-                Some(c) => c.args.push_str(json),
-                _ => self
-                    .anomalies
-                    .push(format!("ArgsDelta for call {index}, which is not open")),
-            },
+            Event::ArgsDelta { index, json } => self.push_args(*index, json),
             Event::CallEnd { index } => {
                 let Some(OpenCall {
                     id,
@@ -695,14 +690,57 @@ impl Folder {
         }
     }
 
+    /// Takes an `ArgsDelta` given by reference (no event is built for it).
+    pub fn push_args(&mut self, index: usize, json: &str) {
+        match self.open.get_mut(&index) {
+            Some(c) => c.args.push_str(json),
+            _ => self
+                .anomalies
+                .push(format!("ArgsDelta for call {index}, which is not open")),
+        }
+    }
+
     /// Hands out, in start order, the ended calls no open call precedes: their place in the
     /// result is settled. A consumer that digests calls as they settle (a million-call stream)
     /// keeps none of them; [`Folder::finish`] then lists only the calls not handed out.
     pub fn take_settled(&mut self) -> Vec<ToolCall> {
+        self.take_settled_indexed()
+            .into_iter()
+            .map(|(_, c)| c)
+            .collect()
+    }
+
+    /// [`Folder::take_settled`], each call with the index its `CallStart` gave it.
+    pub fn take_settled_indexed(&mut self) -> Vec<(usize, ToolCall)> {
         let first_open = self.open.keys().next().copied().unwrap_or(usize::MAX);
         let n = first_open.saturating_sub(self.taken).min(self.ended.len());
+        self.take_first(n)
+    }
+
+    /// Hands out every ended call not handed out yet, with its index, in start order
+    /// (calls still open are not: they never reached `CallEnd`).
+    pub fn take_ended_indexed(&mut self) -> Vec<(usize, ToolCall)> {
+        self.take_first(self.ended.len())
+    }
+
+    fn take_first(&mut self, n: usize) -> Vec<(usize, ToolCall)> {
+        let base = self.taken;
         self.taken += n;
-        self.ended.drain(..n).flatten().collect()
+        self.ended
+            .drain(..n)
+            .enumerate()
+            .filter_map(|(i, c)| c.map(|c| (base + i, c)))
+            .collect()
+    }
+
+    /// Whether call `index` has started and not ended.
+    pub fn is_open(&self, index: usize) -> bool {
+        self.open.contains_key(&index)
+    }
+
+    /// The name of open call `index`.
+    pub fn open_name(&self, index: usize) -> Option<&str> {
+        self.open.get(&index).map(|c| c.name.as_str())
     }
 
     /// Ends the fold; calls still open are dropped (they never reached `CallEnd`).

@@ -55,6 +55,7 @@ impl ToolDef {
     /// the schema and says what is wrong there.
     #[cfg(feature = "schema")]
     pub fn new(name: impl Into<String>, parameters: Value) -> Result<ToolDef, String> {
+        check_size(&parameters)?;
         let validator = jsonschema::validator_for(&parameters).map_err(|e| {
             let at = e.instance_path().as_str();
             let at = if at.is_empty() { "/" } else { at };
@@ -71,6 +72,7 @@ impl ToolDef {
     /// `parameters` value is accepted (no format that needs a compiled schema is built then).
     #[cfg(not(feature = "schema"))]
     pub fn new(name: impl Into<String>, parameters: Value) -> Result<ToolDef, String> {
+        check_size(&parameters)?;
         Ok(ToolDef {
             name: name.into(),
             parameters,
@@ -91,6 +93,44 @@ impl ToolDef {
             .into_iter()
             .flat_map(|m| m.keys().map(String::as_str))
     }
+}
+
+/// The most values (objects, arrays, strings, numbers… at any depth) one tool's schema may
+/// hold: tool schemas are a few hundred, large generated ones a few thousand.
+pub const MAX_SCHEMA_VALUES: usize = 100_000;
+
+/// The most `$ref`s one tool's schema may hold: compiling a schema costs up to the square of
+/// its chain of references (a chain of 100 000 took 13 s), so a chain stays short.
+pub const MAX_SCHEMA_REFS: usize = 1_000;
+
+/// Refuses a schema too large to compile in reasonable time, before it is compiled.
+fn check_size(schema: &Value) -> Result<(), String> {
+    let (mut values, mut refs) = (0usize, 0usize);
+    let mut stack = vec![schema];
+    while let Some(v) = stack.pop() {
+        values += 1;
+        if values > MAX_SCHEMA_VALUES {
+            return Err(format!(
+                "the schema holds more than {MAX_SCHEMA_VALUES} values; not compiled"
+            ));
+        }
+        match v {
+            Value::Object(m) => {
+                if m.contains_key("$ref") || m.contains_key("$dynamicRef") {
+                    refs += 1;
+                    if refs > MAX_SCHEMA_REFS {
+                        return Err(format!(
+                            "the schema holds more than {MAX_SCHEMA_REFS} $ref; not compiled"
+                        ));
+                    }
+                }
+                stack.extend(m.values());
+            }
+            Value::Array(a) => stack.extend(a),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// The tool definitions of a corpus directory (possibly none).

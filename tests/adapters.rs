@@ -747,6 +747,64 @@ fn floods_on_stdout_end_by_the_deadline_with_memory_bounded() {
     }
 }
 
+#[cfg(target_os = "linux")]
+#[test]
+fn an_events_answer_costs_about_its_line() {
+    // 2 MB of transcript answered with one event per byte: a 54 MB line of 2 M events, which
+    // took 1.37 GB read whole into a tree of values (25 times the line); read as it is parsed,
+    // it takes 180 MB.
+    if !have("python3") {
+        return;
+    }
+    let (d, k) = kimi_k2_corpus();
+    std::fs::write(k.join("y_big.txt"), "a".repeat(2_000_000)).unwrap();
+    let script = root().join("tests/adapters/many_events.py");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_conform"));
+    cmd.args([
+        "parse",
+        "kimi_k2/y_big.txt",
+        "--result-only",
+        "--timeout",
+        "120",
+        "--parser",
+        &format!("cmd:python3 {}", script.display()),
+    ])
+    .current_dir(d.path());
+    let gib = 1 << 30;
+    let (peak, status, out) = watch_memory(cmd, Duration::from_secs(150), gib);
+    assert_eq!(status, Some(0), "{}", out.get(..300).unwrap_or(&out));
+    assert!(out.contains(&"a".repeat(1000)), "the text is folded");
+    assert!(
+        peak < 500 << 20,
+        "conform grew to {peak} bytes for a 54 MB answer"
+    );
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn parse_of_a_long_recording_costs_about_its_cuts() {
+    // 2 M recorded deltas: the printed document took 220 MB built as a tree of values and
+    // then as one string; written as it is serialized, 72 MB (`run` takes 172 MB).
+    let (d, k) = kimi_k2_corpus();
+    let n = 2_000_000;
+    std::fs::write(k.join("y_rec.txt"), "a".repeat(n)).unwrap();
+    let cuts: Vec<usize> = (1..n).collect();
+    std::fs::write(
+        k.join("y_rec.deltas.json"),
+        serde_json::json!({ "cuts": cuts }).to_string(),
+    )
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_conform"));
+    cmd.args(["parse", "kimi_k2/y_rec.txt", "--recorded", "--result-only"])
+        .current_dir(d.path());
+    let (peak, status, out) = watch_memory(cmd, Duration::from_secs(120), 1 << 30);
+    assert_eq!(status, Some(0));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["cuts"].as_array().unwrap().len(), n - 1);
+    assert_eq!(v["result"]["text"].as_str().unwrap().len(), n);
+    assert!(peak < 140 << 20, "conform parse grew to {peak} bytes");
+}
+
 /// Runs `hello_with.py` with `args` over a small corpus from the command line.
 fn hello_run(args: &str) -> Output {
     let d = scratch(&PLAIN);

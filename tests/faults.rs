@@ -223,12 +223,52 @@ fn numeric_arguments_are_range_checked() {
         ("--timeout", "NaN"),
         ("--max-chunk", "0"),
         ("--jobs", "0"),
+        ("--bursts", "18446744073709551615"),
+        ("--bursts", "4294967295"),
+        ("--burst-max-tokens", "0"),
+        ("--burst-max-tokens", "99999999999"),
+        ("--two-cut-cap", "99999999999"),
     ] {
         let o = conform(&["run", ".", arg, value], d.path());
         let t = text(&o);
         assert_eq!(o.status.code(), Some(2), "{arg} {value}: {t}");
         assert!(t.contains(arg) && t.contains("error"), "{arg} {value}: {t}");
         assert!(!t.contains("panicked"), "{t}");
+    }
+    // Every other command's counts too.
+    for args in [
+        &[
+            "parse",
+            "kimi_k2/y_ok.txt",
+            "--strategy",
+            "bursts",
+            "--bursts",
+            "4294967295",
+        ][..],
+        &[
+            "parse",
+            "kimi_k2/y_ok.txt",
+            "--strategy",
+            "random",
+            "--chunking",
+            "99999999999",
+        ],
+        &["bench", "--max-size", "99999999999"],
+        &["bench", "--chunk", "0"],
+        &["bench", "--millis", "0"],
+        &[
+            "engine-cost",
+            "--parser",
+            "cmd:true",
+            "--sizes",
+            "99999999999",
+        ],
+    ] {
+        let o = conform(args, d.path());
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {t}");
+        assert!(t.contains("error"), "{args:?}: {t}");
+        assert!(!t.contains("panicked"), "{args:?}: {t}");
     }
 }
 
@@ -249,4 +289,174 @@ fn a_full_stdout_is_an_error() {
     let t = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{t}");
     assert!(t.contains("cannot write to stdout"), "{t}");
+}
+
+#[test]
+fn nothing_judged_is_said_once_with_its_reason() {
+    // The only case is refused for its tools.json, or for its sidecar: it was loadable, so
+    // the run says it was refused, once, quiet or not.
+    let d = scratch();
+    std::fs::write(d.path().join("kimi_k2/tools.json"), "[").unwrap();
+    let d2 = scratch();
+    std::fs::write(d2.path().join("kimi_k2/y_ok.deltas.json"), "{").unwrap();
+    for dir in [d.path(), d2.path()] {
+        for quiet in [true, false] {
+            let mut args = vec!["run", ".", "--strategies", "whole"];
+            if quiet {
+                args.push("--quiet");
+            }
+            let o = conform(&args, dir);
+            let t = text(&o);
+            assert_eq!(o.status.code(), Some(2), "{t}");
+            assert_eq!(t.matches("no case was judged").count(), 1, "{t}");
+            assert!(!t.contains("no loadable case file"), "{t}");
+            refused(&o, "no case was judged", "refused");
+        }
+    }
+}
+
+/// Runs conform in `dir` with stdout or stderr (or both) on /dev/full.
+#[cfg(target_os = "linux")]
+fn conform_full(args: &[&str], dir: &Path, stdout_full: bool, stderr_full: bool) -> Output {
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_conform"));
+    cmd.args(args).current_dir(dir).env("NO_COLOR", "1");
+    cmd.stdout(if stdout_full {
+        Stdio::from(full())
+    } else {
+        Stdio::piped()
+    });
+    cmd.stderr(if stderr_full {
+        Stdio::from(full())
+    } else {
+        Stdio::piped()
+    });
+    cmd.output().unwrap()
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn output_failures_exit_2_never_101() {
+    let d = scratch();
+    let bench = [
+        "bench",
+        "--max-size",
+        "1000",
+        "--millis",
+        "1",
+        "--formats",
+        "kimi_k2",
+        "--no-baseline",
+    ];
+    let cases: [(&[&str], bool, bool); 6] = [
+        (&bench, true, false),
+        (&["run", ".", "--strategies", "whole"], false, true),
+        (&["run", ".", "--strategies", "whole"], true, true),
+        (&["report", "diff", "nope.json", "nope.json"], false, true),
+        (&["formats"], true, false),
+        (&["run", "--help"], true, false),
+    ];
+    for (args, out_full, err_full) in cases {
+        let o = conform_full(args, d.path(), out_full, err_full);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        if !err_full {
+            assert!(err.contains("cannot write to stdout"), "{args:?}: {err}");
+        }
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+#[cfg(unix)]
+fn mkfifo(p: &Path) {
+    let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+}
+
+#[cfg(unix)]
+#[test]
+fn fifos_given_as_inputs_are_named_not_read() {
+    let d = scratch();
+    let p = d.path();
+    mkfifo(&p.join("pipe"));
+    let started = Instant::now();
+    for (arg, culprit) in [
+        ("--known-failures", "pipe"),
+        ("--baseline", "pipe"),
+        ("--tokenizer", "pipe"),
+    ] {
+        refused(&run(p, &["."], &[arg, "pipe"]), culprit, "FIFO");
+    }
+    refused(
+        &conform(&["report", "diff", "pipe", "pipe"], p),
+        "pipe",
+        "FIFO",
+    );
+    refused(
+        &conform(&["parse", "kimi_k2/y_ok.txt", "--tokenizer", "pipe"], p),
+        "pipe",
+        "FIFO",
+    );
+    // In a corpus: a FIFO sidecar or KNOWN_FAILURES is named, not silently skipped.
+    mkfifo(&p.join("kimi_k2/y_ok.deltas.json"));
+    refused(&run(p, &["."], &[]), "y_ok.deltas.json", "FIFO");
+    std::fs::remove_file(p.join("kimi_k2/y_ok.deltas.json")).unwrap();
+    mkfifo(&p.join("kimi_k2/KNOWN_FAILURES"));
+    refused(&run(p, &["kimi_k2"], &[]), "KNOWN_FAILURES", "FIFO");
+    assert!(started.elapsed() < Duration::from_secs(40));
+}
+
+#[test]
+fn a_tokenizer_file_is_checked_as_it_is_read() {
+    // A huge file is refused by its size; a bad line stops the reading there.
+    let d = scratch();
+    let p = d.path();
+    let f = std::fs::File::create(p.join("huge.tiktoken")).unwrap();
+    f.set_len(1 << 30).unwrap(); // sparse: no disk used
+    refused(
+        &run(p, &["."], &["--tokenizer", "huge.tiktoken"]),
+        "huge.tiktoken",
+        "larger than",
+    );
+    let mut bad = "not base64 at all\n".to_string();
+    bad.push_str(&"QQ== 0\n".repeat(1000));
+    std::fs::write(p.join("bad.tiktoken"), bad).unwrap();
+    refused(
+        &run(p, &["."], &["--tokenizer", "bad.tiktoken"]),
+        "bad.tiktoken",
+        "line 1",
+    );
+}
+
+#[test]
+fn a_schema_too_large_to_compile_is_refused_naming_its_tool() {
+    // A 100 000-long chain of $ref took 13 s to compile; 200 000 values are no tool's schema.
+    let n = 100_000;
+    let mut defs = serde_json::Map::new();
+    for i in 0..n {
+        defs.insert(
+            format!("d{i}"),
+            serde_json::json!({"$ref": format!("#/$defs/d{}", i + 1)}),
+        );
+    }
+    defs.insert(format!("d{n}"), serde_json::json!({"type": "string"}));
+    let chain = serde_json::json!([{"name": "chained", "parameters": {
+        "type": "object", "properties": {"a": {"$ref": "#/$defs/d0"}}, "$defs": defs}}]);
+    let wide: Vec<u32> = (0..200_000).collect();
+    let wide = serde_json::json!([{"name": "wide", "parameters": {
+        "type": "object", "properties": {"a": {"enum": wide}}}}]);
+    for (tools, name, what) in [(chain, "chained", "$ref"), (wide, "wide", "values")] {
+        let d = scratch();
+        std::fs::write(d.path().join("kimi_k2/tools.json"), tools.to_string()).unwrap();
+        let started = Instant::now();
+        let o = run(d.path(), &["."], &[]);
+        refused(&o, &format!("\"{name}\""), what);
+        assert!(started.elapsed() < Duration::from_secs(20));
+    }
 }

@@ -22,32 +22,87 @@ pub struct VocabularyRef {
 }
 
 /// A transcript cut into tokens, grouped into units (the smallest pieces a delta can hold).
+///
+/// Held for the whole replay of a case, so kept compact: 8 bytes a token (its id, and where
+/// its unit ends), where a transcript of short tokens costs 2 or 3 bytes of tokens a byte.
+/// Offsets are 32-bit: a turn over 4 GiB is not tokenized (see [`Tokenized::fits`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Tokenized {
     /// The vocabulary of the ids, when the tokenizer says.
     vocabulary: Option<Arc<VocabularyRef>>,
     /// The offset where each unit ends, ascending; the last is the transcript's length.
-    ends: Vec<usize>,
-    /// For each unit, the index in `ids` just past its last token.
-    id_ends: Vec<usize>,
-    /// Every token's id, in order.
-    ids: Vec<TokenId>,
+    ends: Vec<u32>,
+    /// For each unit, the index in `ids` just past its last token; `None` while every unit
+    /// is one token (unit `i` is token `i`), as for all but text that splits characters.
+    id_ends: Option<Vec<u32>>,
+    /// Every token's id, in order ([`NO_ID`] for none).
+    ids: Vec<u32>,
 }
 
+/// How `Tokenized` stores a token without an id.
+const NO_ID: u32 = u32::MAX;
+
 impl Tokenized {
+    /// Whether a turn of `len` bytes can be tokenized (its offsets fit 32 bits).
+    pub fn fits(len: usize) -> bool {
+        u32::try_from(len).is_ok()
+    }
+
     /// Ends the current unit at `end` if anything is pending and `end` moves forward; tokens
     /// without text of their own join the next unit.
     pub(crate) fn close(&mut self, end: usize) {
-        let pending = self.ids.len() > self.id_ends.last().copied().unwrap_or(0);
+        let Ok(end) = u32::try_from(end) else {
+            return;
+        };
+        let done = self.id_end(self.ends.len());
+        let pending = self.ids.len() > done;
         if pending && self.ends.last().is_none_or(|&e| e < end) {
+            let tokens = self.ids.len();
+            if self.id_ends.is_none() && tokens != self.ends.len() + 1 {
+                // The first unit of several tokens: the implicit map becomes a list.
+                self.id_ends = Some((1..=self.ends.len() as u32).collect());
+            }
             self.ends.push(end);
-            self.id_ends.push(self.ids.len());
+            if let Some(v) = self.id_ends.as_mut() {
+                v.push(tokens as u32);
+            }
         }
     }
 
     /// Appends the next token's id (it joins the unit the next [`Tokenized::close`] ends).
     pub(crate) fn push_id(&mut self, id: TokenId) {
-        self.ids.push(id);
+        self.ids.push(id.filter(|&i| i != NO_ID).unwrap_or(NO_ID));
+    }
+
+    /// Room for `n` more tokens.
+    pub(crate) fn reserve(&mut self, n: usize) {
+        self.ids.reserve(n);
+        self.ends.reserve(n);
+    }
+
+    /// Gives back the room growth left unused.
+    pub(crate) fn shrink(&mut self) {
+        self.ids.shrink_to_fit();
+        self.ends.shrink_to_fit();
+        if let Some(v) = self.id_ends.as_mut() {
+            v.shrink_to_fit();
+        }
+    }
+
+    /// The index in `ids` just past the tokens of the first `units` units.
+    fn id_end(&self, units: usize) -> usize {
+        match (&self.id_ends, units) {
+            (_, 0) => 0,
+            (Some(v), u) => v[u - 1] as usize,
+            (None, u) => u,
+        }
+    }
+
+    /// Bytes held on the heap.
+    pub fn heap_bytes(&self) -> usize {
+        4 * (self.ids.capacity()
+            + self.ends.capacity()
+            + self.id_ends.as_ref().map_or(0, Vec::capacity))
     }
 
     /// Records the vocabulary the ids belong to.
@@ -71,38 +126,65 @@ impl Tokenized {
     }
 
     /// Every token's id, in order.
-    pub fn ids(&self) -> &[TokenId] {
-        &self.ids
+    pub fn ids(&self) -> Vec<TokenId> {
+        self.id_range(0, self.ids.len())
+    }
+
+    fn id_range(&self, from: usize, to: usize) -> Vec<TokenId> {
+        self.ids[from..to]
+            .iter()
+            .map(|&i| (i != NO_ID).then_some(i))
+            .collect()
     }
 
     /// The offsets where a delta can end, strictly inside the transcript, ascending.
-    pub fn boundaries(&self) -> &[usize] {
+    pub fn boundaries(&self) -> Vec<usize> {
+        self.boundary_iter().collect()
+    }
+
+    /// [`Tokenized::boundaries`], without a list.
+    pub fn boundary_iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.inner_ends().iter().map(|&e| e as usize)
+    }
+
+    /// The `i`-th boundary.
+    pub fn boundary(&self, i: usize) -> Option<usize> {
+        self.inner_ends().get(i).map(|&e| e as usize)
+    }
+
+    /// How many boundaries.
+    pub fn boundary_count(&self) -> usize {
+        self.inner_ends().len()
+    }
+
+    fn inner_ends(&self) -> &[u32] {
         &self.ends[..self.ends.len().saturating_sub(1)]
     }
 
     /// The offset where unit `i` ends.
     #[cfg(test)]
     pub fn unit_end(&self, i: usize) -> usize {
-        self.ends[i]
+        self.ends[i] as usize
     }
 
     /// True when a delta can end at `offset`.
     pub fn is_boundary(&self, offset: usize) -> bool {
-        self.boundaries().binary_search(&offset).is_ok()
+        u32::try_from(offset).is_ok_and(|o| self.inner_ends().binary_search(&o).is_ok())
     }
 
     /// The token ids of each chunk that `cuts` (ascending offsets) make, or `None` when a cut is
     /// not a token boundary.
-    pub fn chunk_ids(&self, cuts: &[usize]) -> Option<Vec<&[TokenId]>> {
+    pub fn chunk_ids(&self, cuts: &[usize]) -> Option<Vec<Vec<TokenId>>> {
         let mut out = Vec::with_capacity(cuts.len() + 1);
         let mut from = 0;
         for &c in cuts {
-            let u = self.boundaries().binary_search(&c).ok()?;
-            let to = self.id_ends[u];
-            out.push(&self.ids[from..to]);
+            let c = u32::try_from(c).ok()?;
+            let u = self.inner_ends().binary_search(&c).ok()?;
+            let to = self.id_end(u + 1);
+            out.push(self.id_range(from, to));
             from = to;
         }
-        out.push(&self.ids[from..]);
+        out.push(self.id_range(from, self.ids.len()));
         Some(out)
     }
 }
@@ -222,15 +304,15 @@ impl Cuts {
                 }))
             }
             Cuts::Tokens(t) => match &t.grouping {
-                Grouping::EveryToken => Box::new(t.tokens.boundaries().iter().copied()),
+                Grouping::EveryToken => Box::new(t.tokens.boundary_iter()),
                 &Grouping::Bursts { seed, max_tokens } => {
                     let mut rng = SplitMix64::new(seed);
                     let k = max_tokens.max(1) as u64;
-                    let inner = t.tokens.boundaries();
+                    let tokens = &t.tokens;
                     let mut unit = 0usize;
                     Box::new(std::iter::from_fn(move || {
-                        unit += 1 + (rng.next_u64() % k) as usize;
-                        inner.get(unit - 1).copied()
+                        unit = unit.saturating_add(1 + (rng.next_u64() % k) as usize);
+                        tokens.boundary(unit - 1)
                     }))
                 }
                 Grouping::At(v) => Box::new(v.iter().copied()),
@@ -241,7 +323,7 @@ impl Cuts {
     /// For a token-aligned chunking, the token ids of each chunk in order (one entry per piece
     /// [`Cuts::pieces`] yields); `None` for chunkings that are not token-aligned. This is what
     /// an external parser receives as each delta's `token_ids`.
-    pub fn chunk_token_ids(&self) -> Option<Vec<&[TokenId]>> {
+    pub fn chunk_token_ids(&self) -> Option<Vec<Vec<TokenId>>> {
         match self {
             Cuts::Tokens(t) => {
                 let cuts: Vec<usize> = self.positions(&[]).collect();

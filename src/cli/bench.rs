@@ -18,10 +18,10 @@ use std::time::{Duration, Instant};
 #[derive(Args)]
 pub struct BenchArgs {
     /// Largest transcript size in bytes (sizes are 1 KB, 100 KB, 1 MB and 10 MB up to it).
-    #[arg(long, default_value_t = 10_000_000)]
+    #[arg(long, default_value_t = 10_000_000, value_parser = crate::cli::count(1, 1 << 28))]
     pub max_size: usize,
     /// Chunk size of the chunked feed, in bytes.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = crate::cli::count(1, 1 << 28))]
     pub chunk: usize,
     /// Only these formats (comma-separated) [default: all with a renderer].
     #[arg(long, value_delimiter = ',')]
@@ -30,7 +30,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub no_baseline: bool,
     /// Time spent per measurement, in milliseconds (the best batch is kept).
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub millis: u64,
 }
 
@@ -206,7 +206,7 @@ fn delivery_floor(budget: Duration, chunk: usize, size: usize) {
         let secs = time(budget, || {
             consume(&mut Forward::default(), data.chunks(chunk), how)
         });
-        println!(
+        out!(
             "Delivery floor, {name}: a parser that only passes each {chunk}-byte chunk on as an \
              argument fragment costs {:.1} ns per feed ({:.2} ns/byte, {} MB/s).",
             per_feed(secs, data.len(), chunk),
@@ -278,7 +278,7 @@ pub fn run(a: BenchArgs) -> u8 {
             let data = match transcript(f, &tools, size) {
                 Ok(d) => d,
                 Err(why) => {
-                    eprintln!("{}: skipped ({why})", f.id);
+                    err!("{}: skipped ({why})", f.id);
                     break;
                 }
             };
@@ -286,9 +286,10 @@ pub fn run(a: BenchArgs) -> u8 {
             let events = run_chunks(check.as_mut(), data.chunks(chunk));
             let r = conform::event::ParseResult::fold(&events);
             if !r.errors.is_empty() || r.calls.len() != 1 {
-                eprintln!(
+                err!(
                     "{}: the benchmark transcript does not parse: {:?}",
-                    f.id, r.errors
+                    f.id,
+                    r.errors
                 );
                 return 1;
             }
@@ -315,8 +316,8 @@ pub fn run(a: BenchArgs) -> u8 {
             ]);
         }
     }
-    println!("Parsers (one call whose arguments hold a file of code, rendered by each format):");
-    println!("{t}");
+    out!("Parsers (one call whose arguments hold a file of code, rendered by each format):");
+    out!("{t}");
     delivery_floor(budget, chunk, a.max_size);
     if a.formats
         .as_ref()
@@ -363,7 +364,7 @@ fn openai_deltas_section(budget: Duration, tools: &Tools) {
     let mut check = (f.new_parser)(tools);
     let r = conform::event::ParseResult::fold(&run_chunks(check.as_mut(), [stream.as_slice()]));
     if !r.errors.is_empty() || r.calls.len() != 1 {
-        eprintln!(
+        err!(
             "openai_sse: the delta stream does not parse: {:?}",
             r.errors
         );
@@ -393,12 +394,12 @@ fn openai_deltas_section(budget: Duration, tools: &Tools) {
             format!("{:.1} ms", secs * 1e3),
         ]);
     }
-    println!(
+    out!(
         "openai_sse: a {} argument in {} deltas of 4 bytes each:",
         human(args.len()),
         args.len().div_ceil(4)
     );
-    println!("{t}");
+    out!("{t}");
 }
 
 /// Cuts `s` into pieces of about `n` bytes at char boundaries.
@@ -491,8 +492,8 @@ fn json_section(budget: Duration, chunk: usize, no_baseline: bool) {
             format!("{:.2}×", bw / serde),
         ]);
     }
-    println!("Incremental JSON against serde_json on complete input:");
-    println!("{t}");
+    out!("Incremental JSON against serde_json on complete input:");
+    out!("{t}");
     if no_baseline {
         return;
     }
@@ -510,7 +511,7 @@ fn json_section(budget: Duration, chunk: usize, no_baseline: bool) {
     let ours_time = time(budget, || {
         black_box(ours(&pieces, &mut parser));
     });
-    println!(
+    out!(
         "{} KB of arguments in {chunk}-byte deltas: re-parsing the accumulated text per delta (serde_json) {:.2} s; conform's incremental parser {:.3} ms ({:.0}× faster)",
         doc.len() / 1000,
         reparse,

@@ -26,7 +26,7 @@ pub struct CostArgs {
     #[arg(long)]
     pub parser: String,
     /// Sizes of the string argument, in bytes, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "10000,100000")]
+    #[arg(long, value_delimiter = ',', default_value = "10000,100000", value_parser = crate::cli::count(1, 1 << 28))]
     pub sizes: Vec<usize>,
     /// Only these formats (comma-separated) [default: every format of the hello with a renderer].
     #[arg(long, value_delimiter = ',')]
@@ -76,7 +76,7 @@ pub fn run(a: CostArgs) -> u8 {
         let _ = measure(&backend, f, 1_000);
         for &size in &a.sizes {
             let row = measure(&backend, f, size);
-            eprintln!(
+            err!(
                 "{:<14} {:>8} B {:>7} deltas  engine {:>12}  conform {:>10}  {}",
                 row.format,
                 row.size,

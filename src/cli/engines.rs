@@ -53,7 +53,7 @@ pub(crate) fn run(dir: &Path, corpus_paths: &[String]) -> u8 {
             return usage_error(e);
         }
     }
-    eprintln!(
+    err!(
         "wrote {} and {}",
         dir.join("README.md").display(),
         dir.join("index.html").display()

@@ -2,7 +2,6 @@
 
 use super::EXIT_OK;
 use conform::formats;
-use std::io::Write;
 
 /// `conform formats`.
 pub(crate) fn run(options: bool) -> u8 {

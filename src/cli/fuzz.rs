@@ -71,7 +71,7 @@ pub fn run(cmd: FuzzCommand) -> u8 {
     match r {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e}");
+            err!("error: {e}");
             2
         }
     }
@@ -120,7 +120,7 @@ fn seeds(a: SeedArgs) -> Result<u8, String> {
     };
     let corpus = corpus::load(&paths, &LoadOptions::default());
     for e in &corpus.errors {
-        eprintln!("warning: skipped {e}");
+        err!("warning: skipped {e}");
     }
     let mut written: BTreeMap<&str, usize> = BTreeMap::new();
     let mut json_seen = BTreeSet::new();
@@ -219,9 +219,9 @@ fn seeds(a: SeedArgs) -> Result<u8, String> {
         .collect();
     write_dict(&a.dicts.join("sse.dict"), &sse)?;
     for (target, n) in &written {
-        println!("{n:>5} seed(s) in {}", a.out.join(target).display());
+        out!("{n:>5} seed(s) in {}", a.out.join(target).display());
     }
-    println!(
+    out!(
         "{:>5} dictionaries in {}",
         dict.len() + 3,
         a.dicts.display()
@@ -454,11 +454,11 @@ fn case(a: CaseArgs) -> Result<u8, String> {
     let fails = |d: &[u8], c: &[usize]| failure(d, c).is_some();
     let (data, cuts) = match failure(&transcript, &cuts) {
         None => {
-            println!("the artifact no longer fails: writing it as a regression case as is");
+            out!("the artifact no longer fails: writing it as a regression case as is");
             (transcript, cuts)
         }
         Some(why) => {
-            println!("reproduced: {why}");
+            out!("reproduced: {why}");
             // A rendering must stay whole: its expectation is the calls it was rendered from.
             shrink(&transcript, &cuts, expect.is_none(), &fails)
         }
@@ -466,7 +466,7 @@ fn case(a: CaseArgs) -> Result<u8, String> {
     let tools = tools_in(&a.out, format.id)?;
     // A parser that still panics on the case gets an `i_` case: the harness reports the panic.
     let whole = catching(|| checks::feed(format, &tools, [&data[..]]).0).unwrap_or_else(|_| {
-        println!("the parser panics on the whole input");
+        out!("the parser panics on the whole input");
         ParseResult::default()
     });
     let hash: String = Sha256::digest(&data)
@@ -481,7 +481,7 @@ fn case(a: CaseArgs) -> Result<u8, String> {
     let expect = expect.filter(|want| {
         let ok = whole == *want;
         if !ok {
-            println!(
+            out!(
                 "the whole parse gives {}, the rendered calls are {}: fix the renderer (refuse \
                  such calls) or the parser",
                 checks::summary(&whole),
@@ -503,21 +503,21 @@ fn case(a: CaseArgs) -> Result<u8, String> {
     };
     let txt = dir.join(format!("{stem}.txt"));
     write(&txt, &data)?;
-    println!("wrote {} ({} bytes)", txt.display(), data.len());
+    out!("wrote {} ({} bytes)", txt.display(), data.len());
     if let Some(v) = expect_json {
         let p = dir.join(format!("{stem}.expect.json"));
         let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
         write(&p, text.as_bytes())?;
-        println!("wrote {}", p.display());
+        out!("wrote {}", p.display());
     }
     let list: Vec<String> = cuts.iter().map(usize::to_string).collect();
-    println!("minimal cuts: [{}]", list.join(","));
+    out!("minimal cuts: [{}]", list.join(","));
     let cut_arg = if list.is_empty() {
         String::new()
     } else {
         format!(" --cuts {}", list.join(","))
     };
-    println!(
+    out!(
         "replay: conform parse --format {} {}{cut_arg}",
         format.id,
         txt.display()

@@ -15,7 +15,21 @@ use std::time::Duration;
 /// Prints to stdout; a failed write fails the command at exit instead of panicking.
 macro_rules! out {
     ($($arg:tt)*) => {{
-        let _ = writeln!($crate::cli::Stdout, $($arg)*);
+        let _ = std::io::Write::write_fmt(
+            &mut $crate::cli::Stdout,
+            format_args!("{}\n", format_args!($($arg)*)),
+        );
+    }};
+}
+
+/// Prints to stderr; a failed write fails the command at exit (exit 2) instead of panicking
+/// as `eprintln!` does.
+macro_rules! err {
+    ($($arg:tt)*) => {{
+        let _ = std::io::Write::write_fmt(
+            &mut $crate::cli::Stderr,
+            format_args!("{}\n", format_args!($($arg)*)),
+        );
     }};
 }
 
@@ -119,11 +133,11 @@ pub(crate) struct TokenArgs {
     /// (with the `hf-tokenizers` feature) [default: o200k_base, built in].
     #[arg(long, value_name = "FILE")]
     pub(crate) tokenizer: Option<PathBuf>,
-    /// Number of seeded `bursts` groupings per case.
-    #[arg(long, default_value_t = 4)]
+    /// Number of seeded `bursts` groupings per case (at most 1 048 576).
+    #[arg(long, default_value_t = 4, value_parser = count(0, MAX_GROUPINGS))]
     pub(crate) bursts: usize,
-    /// Most tokens per delta in `bursts`.
-    #[arg(long, default_value_t = 8)]
+    /// Most tokens per delta in `bursts` (1 to 1 048 576).
+    #[arg(long, default_value_t = 8, value_parser = count(1, MAX_GROUPINGS))]
     pub(crate) burst_max_tokens: usize,
 }
 
@@ -137,6 +151,29 @@ impl TokenArgs {
 
 /// The first error writing to stdout.
 pub(crate) static STDOUT_ERROR: std::sync::OnceLock<std::io::Error> = std::sync::OnceLock::new();
+
+/// The first error writing to stderr.
+pub(crate) static STDERR_ERROR: std::sync::OnceLock<std::io::Error> = std::sync::OnceLock::new();
+
+/// Stderr that remembers its first write error, so `main` can fail the command.
+pub(crate) struct Stderr;
+
+impl Write for Stderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let r = std::io::stderr().lock().write(buf);
+        if let Err(e) = &r {
+            let _ = STDERR_ERROR.set(std::io::Error::new(e.kind(), e.to_string()));
+        }
+        r
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        let r = std::io::stderr().lock().flush();
+        if let Err(e) = &r {
+            let _ = STDERR_ERROR.set(std::io::Error::new(e.kind(), e.to_string()));
+        }
+        r
+    }
+}
 
 /// Stdout that remembers its first write error, so `main` can fail the command.
 pub(crate) struct Stdout;
@@ -160,8 +197,17 @@ impl Write for Stdout {
 
 /// Prints `error: MSG` on stderr; the usage-error exit code.
 pub(crate) fn usage_error(msg: impl std::fmt::Display) -> u8 {
-    eprintln!("error: {msg}");
+    err!("error: {msg}");
     EXIT_USAGE
+}
+
+/// The most seeded groupings of one strategy per case (`--seeds`, `--bursts`).
+pub(crate) const MAX_GROUPINGS: u64 = 1 << 20;
+
+/// A count between `min` and `max`, as clap's value parser: a count out of range is a usage
+/// error naming the argument, never an allocation that cannot be made.
+pub(crate) fn count(min: u64, max: u64) -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(min..=max)
 }
 
 /// A number of seconds, as clap's value parser: positive, finite and at most a day (a deadline

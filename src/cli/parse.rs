@@ -1,6 +1,6 @@
 //! `conform parse`: one transcript under one chunking, its events and folded result as JSON.
 
-use super::{EXIT_FAIL, EXIT_OK, TokenArgs, adapter_options, seconds, usage_error};
+use super::{EXIT_FAIL, EXIT_OK, TokenArgs, adapter_options, count, seconds, usage_error};
 use clap::Args;
 use conform::backends::adapter;
 use conform::formats;
@@ -8,7 +8,6 @@ use conform::harness::chunking::{ChunkingParams, Strategy};
 use conform::harness::corpus::{self, LoadOptions};
 use conform::harness::select::{Choice, Selection, select_cuts};
 use conform::harness::session;
-use std::io::Write;
 use std::time::Duration;
 
 #[derive(Args)]
@@ -31,7 +30,7 @@ pub(crate) struct ParseArgs {
     #[arg(long)]
     strategy: Option<String>,
     /// Which chunking of --strategy, from 0.
-    #[arg(long, default_value_t = 0, requires = "strategy")]
+    #[arg(long, default_value_t = 0, requires = "strategy", value_parser = count(0, 1 << 24))]
     chunking: usize,
     /// Attach token ids to --cuts or --recorded (every cut must be a token boundary).
     #[arg(long)]
@@ -159,10 +158,12 @@ pub(crate) fn run(a: ParseArgs) -> u8 {
     let opts = adapter_options(None, a.timeout);
     match session::parse_one(case, &a.parser, &opts, &cuts, !a.result_only) {
         Ok((doc, ok)) => {
-            out!(
-                "{}",
-                serde_json::to_string_pretty(&doc).unwrap_or_else(|e| e.to_string())
-            );
+            // Written as it is serialized: the document of a recording of millions of deltas
+            // is never held whole as text.
+            let mut w = std::io::BufWriter::with_capacity(1 << 16, crate::cli::Stdout);
+            let _ = serde_json::to_writer_pretty(&mut w, &doc);
+            let _ = std::io::Write::write_all(&mut w, b"\n");
+            let _ = std::io::Write::flush(&mut w);
             if ok { EXIT_OK } else { EXIT_FAIL }
         }
         Err(e) => usage_error(e),

@@ -17,7 +17,8 @@ pub(crate) enum ReportCommand {
         /// The later report.json.
         new: PathBuf,
     },
-    /// Merge shard reports into the report an unsharded run would write.
+    /// Merge shard reports into the report an unsharded run would write (every parser kept;
+    /// a missing shard, a shard twice or a shard of another corpus is refused).
     Merge {
         /// The shard reports.
         #[arg(required = true)]
@@ -25,6 +26,9 @@ pub(crate) enum ReportCommand {
         /// Where to write the merged report.json.
         #[arg(short, long)]
         output: PathBuf,
+        /// Merge even when shards are missing: the report then says which it holds.
+        #[arg(long)]
+        partial: bool,
     },
     /// Write report.md and junit.xml (and report.json) for a saved report into a directory.
     Render {
@@ -67,7 +71,11 @@ pub(crate) fn run(c: ReportCommand) -> u8 {
                 EXIT_FAIL
             }
         }
-        ReportCommand::Merge { reports, output } => {
+        ReportCommand::Merge {
+            reports,
+            output,
+            partial,
+        } => {
             let mut parts = Vec::new();
             for p in &reports {
                 match report_dir::read(p) {
@@ -75,15 +83,23 @@ pub(crate) fn run(c: ReportCommand) -> u8 {
                     Err(e) => return usage_error(e),
                 }
             }
-            match report::merge(&parts) {
+            let names: Vec<String> = reports.iter().map(|p| p.display().to_string()).collect();
+            match report::merge(&parts, &names, partial) {
                 Ok(m) => match report_dir::write_atomic(&output, m.to_json().as_bytes()) {
                     Ok(()) => {
-                        eprintln!(
+                        err!(
                             "merged {} report(s) into {} ({} case(s))",
                             parts.len(),
                             output.display(),
                             m.corpus.cases
                         );
+                        if let Some(p) = &m.partial {
+                            err!(
+                                "warning: a partial merge of {}: the cases of the missing \
+                                 shards were not judged, and the report says so",
+                                p.describe()
+                            );
+                        }
                         EXIT_OK
                     }
                     Err(e) => usage_error(e),
@@ -95,7 +111,9 @@ pub(crate) fn run(c: ReportCommand) -> u8 {
             report: path,
             output,
         } => match report_dir::read(&path) {
-            Ok(r) => match report_dir::write_reports(&output, &r, None) {
+            Ok(r) => match report_dir::prepare(&output)
+                .and_then(|locked| report_dir::write_reports(&locked, &r, None))
+            {
                 Ok(()) => EXIT_OK,
                 Err(e) => usage_error(e),
             },
@@ -111,7 +129,7 @@ pub(crate) fn run(c: ReportCommand) -> u8 {
             });
             match written {
                 Ok(n) => {
-                    eprintln!(
+                    err!(
                         "wrote {} from {n} report(s)",
                         output.join("index.html").display()
                     );

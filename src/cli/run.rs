@@ -1,7 +1,9 @@
 //! `conform run`: replay corpora under every chunking through one or more parsers, print the
 //! tables and failures, write the report set and the baseline.
 
-use super::{Stdout, TokenArgs, adapter_options, last_lines, seconds, usage_error};
+use super::{
+    MAX_GROUPINGS, Stdout, TokenArgs, adapter_options, count, last_lines, seconds, usage_error,
+};
 use clap::Args;
 use conform::backends::adapter;
 use conform::formats;
@@ -32,13 +34,13 @@ pub(crate) struct RunArgs {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Number of random groupings per case.
-    #[arg(long, default_value_t = 8, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1 << 20))]
+    #[arg(long, default_value_t = 8, value_parser = count(0, MAX_GROUPINGS))]
     seeds: usize,
     /// Largest chunk size of random groupings, in bytes.
-    #[arg(long, default_value_t = 16, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 30))]
+    #[arg(long, default_value_t = 16, value_parser = count(1, 1 << 30))]
     max_chunk: usize,
     /// Most single-cut replays per transcript (sampled evenly beyond it).
-    #[arg(long, default_value_t = 512, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1 << 24))]
+    #[arg(long, default_value_t = 512, value_parser = count(0, 1 << 24))]
     two_cut_cap: usize,
     /// Comma-separated strategies [default: all]: whole, bytes, chars, two_cut, markers, random,
     /// tokens, bursts, recorded.
@@ -69,7 +71,7 @@ pub(crate) struct RunArgs {
     #[arg(long, short)]
     quiet: bool,
     /// Child processes per adapter [default: number of cores].
-    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
+    #[arg(long, value_parser = count(1, 1024))]
     jobs: Option<usize>,
     /// Seconds an adapter may take to answer one replay (up to a day).
     #[arg(long, default_value = "10", value_parser = seconds)]
@@ -97,6 +99,11 @@ pub(crate) fn run(a: RunArgs) -> u8 {
         Ok(p) => p,
         Err(e) => return usage_error(e),
     };
+    // Locked until the set is written: a second run into it fails here, before replaying.
+    let report_dir = match a.report_dir.as_deref().map(report_dir::prepare).transpose() {
+        Ok(d) => d,
+        Err(e) => return usage_error(e),
+    };
     let show_progress =
         !a.quiet && std::io::stderr().is_terminal() && std::env::var_os("CI").is_none();
     let progress = Progress::new(show_progress);
@@ -114,17 +121,15 @@ pub(crate) fn run(a: RunArgs) -> u8 {
         matrix::matrix(&pairs)
     });
     print_tables(&a, &plan, &run, matrix.as_ref());
-    if let Err(e) = write_outputs(&a, &run, matrix.as_ref()) {
+    if let Err(e) = write_outputs(&a, report_dir.as_ref(), &run, matrix.as_ref()) {
         return usage_error(e);
-    }
-    if let Some(why) = &run.judged_nothing {
-        eprintln!("error: {why}");
     }
     if !a.quiet {
         closing_note(&a, &run, started.elapsed());
     }
+    // Last, once: the line a CI log ends with says why the job judged nothing.
     if let Some(why) = &run.judged_nothing {
-        eprintln!("error: {why}");
+        err!("error: {why}");
     }
     run.exit_code()
 }
@@ -144,7 +149,8 @@ fn known_failures(a: &RunArgs, paths: &[String]) -> Result<KnownFailures, String
         paths
             .iter()
             .map(|p| Path::new(p).join(corpus::KNOWN_FAILURES_FILE))
-            .filter(|p| p.is_file())
+            // Whatever is there by that name is read (a FIFO or a directory is named).
+            .filter(|p| std::fs::symlink_metadata(p).is_ok())
             .collect()
     } else {
         a.known_failures.clone()
@@ -198,9 +204,6 @@ fn plan(a: &RunArgs) -> Result<RunPlan, String> {
     };
     let known = known_failures(a, &paths)?;
     let baseline = baseline(a)?;
-    if let Some(dir) = &a.report_dir {
-        report_dir::prepare(dir)?;
-    }
     let options = formats::registry::from_assignments(&a.options)?;
     Ok(RunPlan {
         paths,
@@ -260,7 +263,7 @@ fn print_tables(
             );
         }
         if !a.quiet && pr.stderr_bytes > 0 {
-            eprintln!(
+            err!(
                 "{}: {} byte(s) on stderr; the last lines:\n{}",
                 pr.name,
                 pr.stderr_bytes,
@@ -286,17 +289,18 @@ fn print_tables(
 /// The report directory's files and, with `--update-baseline`, the baseline.
 fn write_outputs(
     a: &RunArgs,
+    report_dir: Option<&report_dir::DirLock>,
     run: &session::RunOutput,
     matrix: Option<&matrix::Matrix>,
 ) -> Result<(), String> {
-    if let Some(dir) = &a.report_dir {
+    if let Some(dir) = report_dir {
         report_dir::write_reports(dir, &run.report, matrix)?;
     }
     if a.update_baseline
         && let Some(p) = &a.baseline
     {
         report_dir::write_atomic(p, run.report.stable().to_json().as_bytes())?;
-        eprintln!("baseline {} updated", p.display());
+        err!("baseline {} updated", p.display());
     }
     Ok(())
 }
@@ -305,7 +309,7 @@ fn write_outputs(
 /// (they change verdicts, so a run under them says so).
 fn closing_note(a: &RunArgs, run: &session::RunOutput, took: Duration) {
     let rep = &run.report;
-    eprintln!(
+    err!(
         "{} case(s), {} replay(s), seed {}, in {:.2?}",
         run.cases,
         rep.runs.iter().map(|r| r.totals.replays).sum::<usize>(),
@@ -329,7 +333,7 @@ fn closing_note(a: &RunArgs, run: &session::RunOutput, took: Duration) {
                     .map(|(n, v)| format!("{}.{n}={v}", c.format))
             })
             .collect();
-        eprintln!(
+        err!(
             "{with_options} case(s) judged under options other than the defaults: {}",
             set.into_iter().collect::<Vec<_>>().join(", ")
         );

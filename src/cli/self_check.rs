@@ -6,7 +6,6 @@ use conform::backends::builtin::capture_panics;
 use conform::formats;
 use conform::harness::corpus;
 use conform::harness::format_checks;
-use std::io::Write;
 use std::time::Duration;
 
 /// `conform self-check`.

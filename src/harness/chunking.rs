@@ -200,6 +200,9 @@ impl<'a> TurnSources<'a> {
     }
 }
 
+/// The chunkings a strategy makes of one turn, one at a time.
+pub type Chunkings<'a> = Box<dyn Iterator<Item = Cuts> + 'a>;
+
 /// The chunkings a strategy makes of one turn, including the token and recorded strategies.
 pub fn turn_chunkings(
     strategy: Strategy,
@@ -208,48 +211,61 @@ pub fn turn_chunkings(
     salt: u64,
     sources: &TurnSources,
 ) -> Vec<Cuts> {
+    turn_chunkings_iter(strategy, markers, params, salt, sources).collect()
+}
+
+/// [`turn_chunkings`], made as they are taken: a run asking for millions of seeded chunkings
+/// holds one at a time, never a list of them.
+pub fn turn_chunkings_iter<'a>(
+    strategy: Strategy,
+    markers: &'a [String],
+    params: &'a ChunkingParams,
+    salt: u64,
+    sources: &'a TurnSources<'a>,
+) -> Chunkings<'a> {
     let data = sources.data;
     match strategy {
         Strategy::Tokens => {
             let tokens = sources.tokens();
-            if tokens.boundaries().is_empty() {
-                return vec![];
+            if tokens.boundary_count() == 0 {
+                return Box::new(std::iter::empty());
             }
-            vec![Cuts::Tokens(TokenCuts {
+            Box::new(std::iter::once(Cuts::Tokens(TokenCuts {
                 tokens,
                 grouping: Grouping::EveryToken,
-            })]
+            })))
         }
         Strategy::Bursts => {
-            let tokens = sources.tokens();
-            if tokens.boundaries().is_empty() {
-                return vec![];
+            if params.bursts == 0 {
+                return Box::new(std::iter::empty());
             }
-            (0..params.bursts)
-                .map(|g| {
-                    Cuts::Tokens(TokenCuts {
-                        tokens: tokens.clone(),
-                        grouping: Grouping::Bursts {
-                            seed: params.seed
-                                ^ salt
-                                ^ (g as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
-                            max_tokens: params.burst_max_tokens,
-                        },
-                    })
+            let tokens = sources.tokens();
+            if tokens.boundary_count() == 0 {
+                return Box::new(std::iter::empty());
+            }
+            Box::new((0..params.bursts).map(move |g| {
+                Cuts::Tokens(TokenCuts {
+                    tokens: tokens.clone(),
+                    grouping: Grouping::Bursts {
+                        seed: params.seed
+                            ^ salt
+                            ^ (g as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
+                        max_tokens: params.burst_max_tokens,
+                    },
                 })
-                .collect()
+            }))
         }
         // A recording whose every cut is a token boundary carries its ids, as a server's would.
-        Strategy::Recorded => match sources.recorded {
-            Some(cuts) => {
-                vec![
+        Strategy::Recorded => Box::new(
+            sources
+                .recorded
+                .map(|cuts| {
                     TokenCuts::aligned(&sources.tokens(), cuts.to_vec())
-                        .unwrap_or(Cuts::At(cuts.to_vec())),
-                ]
-            }
-            None => vec![],
-        },
-        _ => chunkings(strategy, data, markers, params, salt),
+                        .unwrap_or(Cuts::At(cuts.to_vec()))
+                })
+                .into_iter(),
+        ),
+        _ => chunkings_iter(strategy, data, markers, params, salt),
     }
 }
 
@@ -264,43 +280,56 @@ pub fn chunkings(
     params: &ChunkingParams,
     salt: u64,
 ) -> Vec<Cuts> {
+    chunkings_iter(strategy, data, markers, params, salt).collect()
+}
+
+/// [`chunkings`], made as they are taken.
+pub fn chunkings_iter<'a>(
+    strategy: Strategy,
+    data: &'a [u8],
+    markers: &[String],
+    params: &ChunkingParams,
+    salt: u64,
+) -> Chunkings<'a> {
     let n = data.len();
     match strategy {
-        Strategy::Whole => vec![Cuts::At(Vec::new())],
-        Strategy::Bytes if n > 1 => vec![Cuts::EveryByte],
-        Strategy::Bytes => vec![],
+        Strategy::Whole => Box::new(std::iter::once(Cuts::At(Vec::new()))),
+        Strategy::Bytes if n > 1 => Box::new(std::iter::once(Cuts::EveryByte)),
+        Strategy::Bytes => Box::new(std::iter::empty()),
         Strategy::Chars => {
             let every = Cuts::EveryChar;
             let any = every.positions(data).next().is_some();
-            if any { vec![every] } else { vec![] }
+            Box::new(any.then_some(every).into_iter())
         }
         Strategy::TwoCut => {
             if n < 2 {
-                return vec![];
+                return Box::new(std::iter::empty());
             }
             let positions = n - 1;
             let take = positions.min(params.two_cut_cap.max(1));
-            (0..take)
-                .map(|i| {
-                    // Evenly spread over 1..n, always including both ends.
-                    let p = if take == 1 {
-                        1
-                    } else {
-                        1 + i * (positions - 1) / (take - 1)
-                    };
-                    Cuts::At(vec![p])
-                })
-                .collect()
+            Box::new((0..take).map(move |i| {
+                // Evenly spread over 1..n, always including both ends.
+                let p = if take == 1 {
+                    1
+                } else {
+                    1 + (i as u128 * (positions - 1) as u128 / (take - 1) as u128) as usize
+                };
+                Cuts::At(vec![p])
+            }))
         }
-        Strategy::Markers => marker_chunkings(data, markers),
-        Strategy::Random => (0..params.random_groupings)
-            .map(|g| Cuts::Random {
-                seed: params.seed ^ salt ^ (g as u64).wrapping_mul(0x9E37),
-                max_chunk: params.random_max_chunk,
-            })
-            .filter(|c| c.positions(data).next().is_some())
-            .collect(),
-        Strategy::Tokens | Strategy::Bursts | Strategy::Recorded => vec![],
+        Strategy::Markers => Box::new(marker_chunkings(data, markers).into_iter()),
+        Strategy::Random => {
+            let (seed, max_chunk) = (params.seed, params.random_max_chunk);
+            Box::new(
+                (0..params.random_groupings)
+                    .map(move |g| Cuts::Random {
+                        seed: seed ^ salt ^ (g as u64).wrapping_mul(0x9E37),
+                        max_chunk,
+                    })
+                    .filter(move |c| c.positions(data).next().is_some()),
+            )
+        }
+        Strategy::Tokens | Strategy::Bursts | Strategy::Recorded => Box::new(std::iter::empty()),
     }
 }
 
@@ -701,6 +730,27 @@ mod tests {
             proptest::prop_assert_eq!(&bursts, &again);
             proptest::prop_assert_eq!(bursts.len(), if all.is_empty() { 0 } else { 4 });
         }
+    }
+
+    #[test]
+    fn tokens_are_held_in_eight_bytes_each() {
+        // Held for a case's whole replay: 24 bytes a token made a 10 MB transcript's tokens
+        // five times its size.
+        let d = "let x = a.b(c, d); // the quick brown fox\n".repeat(20_000);
+        let t = sources(d.as_bytes(), &[], None).tokens();
+        assert!(t.tokens() > 100_000);
+        assert!(
+            t.heap_bytes() <= 8 * t.tokens() + 64,
+            "{} for {}",
+            t.heap_bytes(),
+            t.tokens()
+        );
+        // Units of several tokens (a character split across tokens) keep their ids apart.
+        let e = "x😀y".repeat(1000);
+        let t = sources(e.as_bytes(), &[], None).tokens();
+        let ids = t.chunk_ids(&t.boundaries()).unwrap();
+        assert_eq!(ids.concat(), t.ids());
+        assert_eq!(ids.len(), t.units());
     }
 
     #[test]

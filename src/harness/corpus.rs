@@ -4,6 +4,7 @@
 //! id (or `--format`, or a JSONL line's `format`); tools come from the nearest `tools.json`;
 //! `y_`/`n_`/`i_` prefixes label a case, anything else is unlabelled.
 
+use super::files::{not_regular, read_regular};
 use crate::event::{ErrorKind, ToolCall};
 use crate::formats::{self, OptionValues, OptionsByFormat};
 use crate::tools::Tools;
@@ -187,8 +188,8 @@ impl Recorded {
             path: path.display().to_string(),
             message,
         };
-        let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
-        let r: Recorded = serde_json::from_str(&text)
+        let text = super::files::read_regular(path).map_err(err)?;
+        let r: Recorded = serde_json::from_slice(&text)
             .map_err(|e| err(format!("invalid recorded deltas: {e}")))?;
         r.check(len).map_err(err)?;
         Ok(r)
@@ -480,32 +481,6 @@ fn dir_key(path: &Path, _meta: &std::fs::Metadata) -> DirKey {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
-/// What a file's type makes it, for a file whose name says it is a corpus file: only regular
-/// files are read (a FIFO would block the run, a device never end).
-fn not_regular(meta: &std::fs::Metadata) -> Option<&'static str> {
-    let t = meta.file_type();
-    if t.is_file() {
-        return None;
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        if t.is_fifo() {
-            return Some("a FIFO (named pipe)");
-        }
-        if t.is_socket() {
-            return Some("a socket");
-        }
-        if t.is_char_device() || t.is_block_device() {
-            return Some("a device");
-        }
-    }
-    if t.is_dir() {
-        return Some("a directory");
-    }
-    Some("not a regular file")
-}
-
 impl Walk {
     /// Takes one path (given, or met in a walked directory) whose metadata follows links.
     fn entry(
@@ -623,15 +598,6 @@ impl Walk {
             }
         }
     }
-}
-
-/// Reads a file only if it is a regular file (a FIFO given by name would block the run).
-fn read_regular(file: &Path) -> Result<Vec<u8>, String> {
-    let meta = std::fs::metadata(file).map_err(|e| format!("cannot read: {e}"))?;
-    if let Some(what) = not_regular(&meta) {
-        return Err(format!("{what}, not a regular file: not read"));
-    }
-    std::fs::read(file).map_err(|e| format!("cannot read: {e}"))
 }
 
 /// Names every `.expect.json` with no transcript (`.txt`) beside it: an expectation that
@@ -820,7 +786,9 @@ fn load_file(
         None
     };
     let deltas_path = file.with_file_name(format!("{stem}.deltas.json"));
-    let recorded = if deltas_path.is_file() {
+    // Any file by that name is the sidecar: one that is not a regular file is named, not
+    // skipped as if there were none.
+    let recorded = if std::fs::symlink_metadata(&deltas_path).is_ok() {
         match Recorded::load(&deltas_path, bytes.len()) {
             Ok(r) => Some(Arc::new(r)),
             Err(e) => return corpus.errors.push(e),

@@ -11,8 +11,11 @@ use super::chunking::Cuts;
 use super::invariants::{Compare, result_difference};
 use crate::backends::TurnOutcome;
 use crate::backends::builtin::catching;
-use crate::event::{COMPLETION_TOOL, Event, Folder, ParseResult, Sink, ToolCall, excerpt};
+use crate::event::{
+    COMPLETION_TOOL, Event, FOLD_MAX_DEPTH, Folder, ParseResult, Sink, ToolCall, excerpt,
+};
 use crate::formats::{Format, OptionValues};
+use crate::lexers::json::{JsonConfig, JsonErrorKind, JsonParser};
 use crate::tools::Tools;
 use serde_json::Value;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -23,10 +26,19 @@ pub const LARGE_CASE_BYTES: usize = 4 << 20;
 /// One call, reduced to what comparing it needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CallDigest {
-    /// Equal for calls that are `==` (what `split_invariance` compares).
+    /// Equal for calls that are `==` (what `split_invariance` compares); 0 when `streamed`.
     pub exact: u64,
-    /// Equal for calls whose arguments are `json_eq` (what `roundtrip` compares).
+    /// Equal for calls whose arguments are `json_eq` (what `roundtrip` compares); 0 when
+    /// `streamed`.
     pub loose: u64,
+    /// The call's name, id and server with the text of its arguments: the fragments as the
+    /// parser delivered them, or, for a call made from its folded value, the compact JSON of
+    /// that value. Equal texts are equal arguments, so equal `text` means equal calls however
+    /// they are compared (see [`CallDigest::same`]).
+    pub text: u64,
+    /// Only `text` is known: the arguments were hashed as they streamed by, never built into
+    /// a value (a lean replay keeps no argument text, whatever its size).
+    pub streamed: bool,
 }
 
 impl CallDigest {
@@ -40,10 +52,93 @@ impl CallDigest {
             hash_value(&c.arguments, loose, &mut h);
             h.finish()
         };
+        let mut text = ArgsText::new(&c.name, c.id.as_deref(), c.server.as_deref());
+        match &c.arguments {
+            // What a parser that delivers this compact JSON would have streamed.
+            args @ Value::Object(_) => {
+                let _ = serde_json::to_writer(&mut text, args);
+            }
+            // Fragments that did not form an object: their text, apart from any object's.
+            other => {
+                text.domain = b'S';
+                let _ = serde_json::to_writer(&mut text, other);
+            }
+        }
         CallDigest {
             exact: digest(false),
             loose: digest(true),
+            text: text.finish(),
+            streamed: false,
         }
+    }
+
+    /// Whether the two calls are the same as `==` compares (`loose`: as `json_eq` does);
+    /// `None` when that cannot be told without the streamed call's arguments.
+    pub fn same(&self, other: &CallDigest, loose: bool) -> Option<bool> {
+        if self.text == other.text {
+            return Some(true);
+        }
+        if self.streamed || other.streamed {
+            return None;
+        }
+        Some(if loose {
+            self.loose == other.loose
+        } else {
+            self.exact == other.exact
+        })
+    }
+}
+
+/// The hash of a call's name, id, server and argument text, fed in pieces. Bytes are hashed
+/// in blocks of a fixed size, so the result does not depend on how the text was cut.
+struct ArgsText {
+    hasher: DefaultHasher,
+    block: [u8; 64],
+    filled: usize,
+    /// `J` for argument text as it came (or an object's compact JSON), `S` for the JSON of a
+    /// folded value that is not an object: the two never compare equal.
+    domain: u8,
+}
+
+impl ArgsText {
+    fn new(name: &str, id: Option<&str>, server: Option<&str>) -> ArgsText {
+        let mut hasher = DefaultHasher::new();
+        (name, id, server).hash(&mut hasher);
+        ArgsText {
+            hasher,
+            block: [0; 64],
+            filled: 0,
+            domain: b'J',
+        }
+    }
+
+    fn push(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let n = (64 - self.filled).min(bytes.len());
+            self.block[self.filled..self.filled + n].copy_from_slice(&bytes[..n]);
+            self.filled += n;
+            bytes = &bytes[n..];
+            if self.filled == 64 {
+                self.hasher.write(&self.block);
+                self.filled = 0;
+            }
+        }
+    }
+
+    fn finish(mut self) -> u64 {
+        self.hasher.write(&self.block[..self.filled]);
+        self.hasher.write_u8(self.domain);
+        self.hasher.finish()
+    }
+}
+
+impl std::io::Write for ArgsText {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.push(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -99,6 +194,9 @@ pub struct LeanTurn {
     pub outcome: TurnOutcome,
     /// Every call of the result, in order.
     pub calls: Vec<CallDigest>,
+    /// The length of the biggest single piece of the turn: its text, its reasoning, or one
+    /// call's argument text (as delivered; 0 for calls known only by value).
+    pub biggest_piece: usize,
 }
 
 impl LeanTurn {
@@ -119,23 +217,42 @@ impl LeanTurn {
             events_hash: t.events_hash,
             events_seen: t.events_seen,
         };
+        let biggest_piece = r
+            .text
+            .len()
+            .max(r.reasoning.as_ref().map_or(0, String::len));
         LeanTurn {
             outcome,
             calls: r.calls.iter().map(CallDigest::of).collect(),
+            biggest_piece,
         }
     }
 
     /// Why `other` differs from this (the whole input's) turn, as `result_difference` says
-    /// it: text, calls, error kinds, then warnings.
+    /// it: text, calls, error kinds, then warnings. Calls that cannot be told apart without
+    /// their arguments count as different: [`LeanTurn::comparable`] says when to replay
+    /// with values instead.
     pub fn difference(&self, other: &LeanTurn) -> Option<String> {
         let (w, o) = (&self.outcome.result, &other.outcome.result);
         if w.text != o.text {
             return result_difference(w, o, Compare::ALL);
         }
-        if let Some(m) = calls_difference(&self.calls, &other.calls, |c| c.exact) {
+        if let Some(m) = calls_difference(&self.calls, &other.calls, false) {
             return Some(m);
         }
         result_difference(w, o, Compare::ALL)
+    }
+
+    /// Whether every call of `other` can be compared with this turn's by digest (`loose`:
+    /// as `json_eq` compares): false when a streamed call's text differs from its
+    /// counterpart's, so only its value can tell.
+    pub fn comparable(&self, other: &LeanTurn, loose: bool) -> bool {
+        self.calls.len() != other.calls.len()
+            || self
+                .calls
+                .iter()
+                .zip(&other.calls)
+                .all(|(a, b)| a.same(b, loose).is_some())
     }
 
     /// Why a rendering parsed back (`got`) does not give this turn back, as
@@ -155,16 +272,12 @@ impl LeanTurn {
                 excerpt(&g.text)
             ));
         }
-        calls_difference(&self.calls, &got.calls, |c| c.loose)
+        calls_difference(&self.calls, &got.calls, true)
             .map(|m| format!("{m} (after rendering and parsing back)"))
     }
 }
 
-fn calls_difference(
-    whole: &[CallDigest],
-    other: &[CallDigest],
-    key: impl Fn(&CallDigest) -> u64,
-) -> Option<String> {
+fn calls_difference(whole: &[CallDigest], other: &[CallDigest], loose: bool) -> Option<String> {
     if whole.len() != other.len() {
         return Some(format!(
             "whole gives {} call(s), this chunking {}",
@@ -175,7 +288,7 @@ fn calls_difference(
     whole
         .iter()
         .zip(other)
-        .position(|(a, b)| key(a) != key(b))
+        .position(|(a, b)| a.same(b, loose) != Some(true))
         .map(|i| format!("call {i} differs from the whole input's call {i}"))
 }
 
@@ -281,9 +394,64 @@ pub enum LeanOutcome {
     Panicked(String),
 }
 
+/// One open call's arguments as they stream by: their text hashed, and (when the call is not
+/// kept) checked by a JSON reader that builds nothing, so that no replay holds the text.
+struct OpenArgs {
+    text: ArgsText,
+    /// Bytes of argument text so far.
+    len: usize,
+    /// The reader, when the call's value is not built (a lean replay).
+    check: Option<JsonParser>,
+    /// The first byte that is not whitespace, to tell an object from other JSON.
+    first: Option<u8>,
+    /// The first characters, for the message when the fragments are not an object.
+    head: String,
+}
+
+/// Characters of the arguments an anomaly quotes (`excerpt` shows 80 and marks more).
+const HEAD_CHARS: usize = 81;
+
+impl OpenArgs {
+    fn new(name: &str, id: Option<&str>, server: Option<&str>, check: bool) -> OpenArgs {
+        OpenArgs {
+            text: ArgsText::new(name, id, server),
+            len: 0,
+            check: check.then(|| {
+                JsonParser::new(JsonConfig {
+                    max_depth: FOLD_MAX_DEPTH,
+                    stop_byte: None,
+                    build_value: false,
+                })
+            }),
+            first: None,
+            head: String::new(),
+        }
+    }
+
+    fn push(&mut self, json: &str) {
+        self.len += json.len();
+        self.text.push(json.as_bytes());
+        if let Some(p) = self.check.as_mut() {
+            if self.first.is_none() {
+                self.first = json.bytes().find(|b| !b.is_ascii_whitespace());
+            }
+            let room = HEAD_CHARS - self.head.chars().count().min(HEAD_CHARS);
+            self.head.extend(json.chars().take(room));
+            // Errors are sticky: the verdict is read at the end.
+            let _ = p.feed(json);
+        }
+    }
+}
+
 /// Folds events as the parser emits them, with no event list in between: a single feed of a
 /// million-call transcript would otherwise hold all its events at once. Text is merged exactly
 /// as a `Vec<Event>` sink merges it within one feed, so the events hash equals a full replay's.
+///
+/// Each call's arguments are hashed as they stream by. A kept call (`keep_calls`) is also
+/// folded into its value; any other is only checked, by a JSON reader that builds nothing, and
+/// digested by its text alone (`CallDigest::streamed`), so a replay of a 10 MB argument holds
+/// none of it. The contract's checks of a streamed call are the fold's: the same anomalies,
+/// in the same order.
 struct FoldSink {
     folder: Folder,
     hasher: DefaultHasher,
@@ -293,27 +461,128 @@ struct FoldSink {
     calls: Vec<CallDigest>,
     kept: Option<Vec<ToolCall>>,
     completion: Option<String>,
+    /// The open calls' arguments, by index.
+    open: std::collections::BTreeMap<usize, OpenArgs>,
+    /// Ended calls' text digests (and whether streamed) by index, until they settle.
+    ended: std::collections::BTreeMap<usize, (u64, bool)>,
+    /// Calls are streamed through rather than folded into values.
+    stream: bool,
+    /// The longest argument text of a call so far.
+    longest_args: usize,
+}
+
+/// What a lean replay keeps of its calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Every call, folded into its value (the whole input, for the roundtrip's rendering).
+    Keep,
+    /// Each call's value, digested and dropped once settled.
+    Value,
+    /// Each call's text, hashed as it streams by; no value is built.
+    Stream,
 }
 
 impl FoldSink {
-    fn new(keep_calls: bool) -> FoldSink {
+    fn new(mode: Mode) -> FoldSink {
         FoldSink {
             folder: Folder::default(),
             hasher: DefaultHasher::new(),
             pending: None,
             calls: Vec::new(),
-            kept: keep_calls.then(Vec::new),
+            kept: (mode == Mode::Keep).then(Vec::new),
+            stream: mode == Mode::Stream,
+            longest_args: 0,
             completion: None,
+            open: Default::default(),
+            ended: Default::default(),
+        }
+    }
+
+    /// An `ArgsDelta`, given by reference: a 10 MB fragment is hashed and checked where it
+    /// lies, never copied into an event.
+    fn args(&mut self, index: usize, json: &str) {
+        if !self.folder.is_open(index) {
+            return self.folder.push_args(index, json);
+        }
+        let args = self.open.get_mut(&index);
+        let streamed = args.as_ref().is_some_and(|a| a.check.is_some());
+        if let Some(a) = args {
+            a.push(json);
+        }
+        if !streamed {
+            self.folder.push_args(index, json);
         }
     }
 
     fn take(&mut self, ev: Event) {
         ev.hash(&mut self.hasher);
-        self.folder.push(&ev);
-        if matches!(ev, Event::CallEnd { .. }) {
-            let settled = self.folder.take_settled();
-            self.settle(settled);
+        match &ev {
+            Event::CallStart {
+                index,
+                id,
+                name,
+                server,
+            } => {
+                // A completion's result is read from its value: always built.
+                let check = self.stream && name != COMPLETION_TOOL;
+                self.folder.push(&ev);
+                self.open.insert(
+                    *index,
+                    OpenArgs::new(name, id.as_deref(), server.as_deref(), check),
+                );
+            }
+            Event::ArgsDelta { index, json } => self.args(*index, json),
+            Event::CallEnd { index } if self.folder.is_open(*index) => {
+                if let Some(a) = self.open.get(index) {
+                    self.longest_args = self.longest_args.max(a.len);
+                }
+                match self.open.remove(index) {
+                    Some(a) if a.check.is_some() => self.end_streamed(*index, a),
+                    Some(a) => {
+                        self.ended.insert(*index, (a.text.finish(), false));
+                        self.folder.push(&ev);
+                    }
+                    None => self.folder.push(&ev),
+                }
+                let settled = self.folder.take_settled_indexed();
+                self.settle(settled);
+            }
+            _ => self.folder.push(&ev),
         }
+    }
+
+    /// Ends a streamed call as the fold would end it, without its text: the fold gets an
+    /// empty object, and the anomaly it would have noted is noted in its place.
+    fn end_streamed(&mut self, index: usize, a: OpenArgs) {
+        let OpenArgs {
+            text,
+            check,
+            first,
+            head,
+            ..
+        } = a;
+        let verdict = check.map(|mut p| p.finish().map(drop));
+        let object = first == Some(b'{');
+        match verdict {
+            Some(Ok(())) if object => {}
+            // Deeper than the fold reads: its text stays, without a breach (as `Folder`).
+            Some(Err(e)) if e.kind == JsonErrorKind::DepthLimit => {}
+            _ => {
+                if let Some(name) = self.folder.open_name(index) {
+                    let msg = format!(
+                        "call {index} ({name}) ended but its fragments do not form a JSON object: {}",
+                        excerpt(&head)
+                    );
+                    self.folder.anomalies.push(msg);
+                }
+            }
+        }
+        self.ended.insert(index, (text.finish(), true));
+        self.folder.push(&Event::ArgsDelta {
+            index,
+            json: "{}".into(),
+        });
+        self.folder.push(&Event::CallEnd { index });
     }
 
     /// Ends a feed: the pending text is an event of its own from here on.
@@ -323,8 +592,9 @@ impl FoldSink {
         }
     }
 
-    fn settle(&mut self, settled: Vec<ToolCall>) {
-        for call in settled {
+    fn settle(&mut self, settled: Vec<(usize, ToolCall)>) {
+        for (index, call) in settled {
+            let (text, streamed) = self.ended.remove(&index).unwrap_or_default();
             if call.name == COMPLETION_TOOL {
                 // As `completion_of`: the last completion call decides, with or without a
                 // result.
@@ -334,7 +604,19 @@ impl FoldSink {
                     .and_then(Value::as_str)
                     .map(str::to_string);
             }
-            self.calls.push(CallDigest::of(&call));
+            self.calls.push(if streamed {
+                CallDigest {
+                    exact: 0,
+                    loose: 0,
+                    text,
+                    streamed: true,
+                }
+            } else {
+                CallDigest {
+                    text,
+                    ..CallDigest::of(&call)
+                }
+            });
             if let Some(k) = self.kept.as_mut() {
                 k.push(call);
             }
@@ -343,13 +625,17 @@ impl FoldSink {
 
     fn finish(mut self) -> (LeanTurn, Option<Vec<ToolCall>>) {
         self.flush();
-        let (mut result, anomalies) = self.folder.finish_with_anomalies();
+        let rest = self.folder.take_ended_indexed();
+        self.settle(rest);
+        let folder = std::mem::take(&mut self.folder);
+        let (mut result, anomalies) = folder.finish_with_anomalies();
         // As for every built-in replay: no reasoning is empty reasoning.
         result.reasoning.get_or_insert_with(String::new);
-        let rest = std::mem::take(&mut result.calls);
-        self.folder = Folder::default();
-        self.settle(rest);
         result.completion = self.completion;
+        let biggest_piece = self
+            .longest_args
+            .max(result.text.len())
+            .max(result.reasoning.as_ref().map_or(0, String::len));
         let turn = LeanTurn {
             outcome: TurnOutcome {
                 result,
@@ -358,6 +644,7 @@ impl FoldSink {
                 events_seen: true,
             },
             calls: self.calls,
+            biggest_piece,
         };
         (turn, self.kept)
     }
@@ -372,6 +659,15 @@ impl Sink for FoldSink {
         }
     }
 
+    fn args_delta(&mut self, index: usize, json: &str) {
+        self.flush();
+        // Hashed as `Event::ArgsDelta { index, json }` hashes (a test checks it).
+        args_delta_discriminant().hash(&mut self.hasher);
+        index.hash(&mut self.hasher);
+        json.hash(&mut self.hasher);
+        self.args(index, json);
+    }
+
     fn text(&mut self, text: &str) {
         if text.is_empty() {
             return;
@@ -383,20 +679,32 @@ impl Sink for FoldSink {
     }
 }
 
+/// The discriminant of `Event::ArgsDelta`, which its derived `Hash` hashes first.
+fn args_delta_discriminant() -> std::mem::Discriminant<Event> {
+    static D: std::sync::OnceLock<std::mem::Discriminant<Event>> = std::sync::OnceLock::new();
+    *D.get_or_init(|| {
+        std::mem::discriminant(&Event::ArgsDelta {
+            index: 0,
+            json: Default::default(),
+        })
+    })
+}
+
 /// A lean turn, with its calls when they were kept.
 pub type KeptTurn = (LeanTurn, Option<Vec<ToolCall>>);
 
 /// Feeds every turn, cut as given (a missing entry means whole), to one built-in parser and
 /// folds each event as it comes. Calls are digested as they settle; with `keep_calls` they are
-/// also kept, in the order of the result (for the rendering of the roundtrip). The events hash
-/// is the one a full replay computes, so the two compare for the determinism check.
+/// also kept, in the order of the result (for the rendering of the roundtrip), and otherwise
+/// streamed through (`CallDigest::streamed`). The events hash is the one a full replay
+/// computes, so the two compare for the determinism check.
 pub fn replay_keeping(
     format: &Format,
     tools: &Tools,
     options: &OptionValues,
     turns: &[Vec<u8>],
     cuts: &[Cuts],
-    keep_calls: bool,
+    mode: Mode,
 ) -> Result<Vec<KeptTurn>, String> {
     let run = || {
         let mut parser = match format.parser(tools, options) {
@@ -408,7 +716,7 @@ pub fn replay_keeping(
             .iter()
             .enumerate()
             .map(|(t, data)| {
-                let mut sink = FoldSink::new(keep_calls);
+                let mut sink = FoldSink::new(mode);
                 for piece in cuts.get(t).unwrap_or(&whole).pieces(data) {
                     parser.feed(piece, &mut sink);
                     sink.flush();
@@ -421,7 +729,7 @@ pub fn replay_keeping(
     catching(run)
 }
 
-/// A lean replay: [`replay_keeping`] without the calls.
+/// A lean replay: [`replay_keeping`] without the calls, their arguments streamed through.
 pub fn replay(
     format: &Format,
     tools: &Tools,
@@ -429,28 +737,47 @@ pub fn replay(
     turns: &[Vec<u8>],
     cuts: &[Cuts],
 ) -> LeanOutcome {
-    match replay_keeping(format, tools, options, turns, cuts, false) {
+    match replay_keeping(format, tools, options, turns, cuts, Mode::Stream) {
         Ok(turns) => LeanOutcome::Done(turns.into_iter().map(|(t, _)| t).collect()),
         Err(msg) => LeanOutcome::Panicked(msg),
     }
 }
 
-/// A full replay of a large case that holds no event list: the turns with their calls.
+/// A lean replay whose calls are folded into values and digested by them: for a replay whose
+/// streamed calls cannot be compared by text alone ([`LeanTurn::comparable`]). It holds one
+/// call's arguments at a time.
+pub fn replay_valued(
+    format: &Format,
+    tools: &Tools,
+    options: &OptionValues,
+    turns: &[Vec<u8>],
+    cuts: &[Cuts],
+) -> LeanOutcome {
+    match replay_keeping(format, tools, options, turns, cuts, Mode::Value) {
+        Ok(turns) => LeanOutcome::Done(turns.into_iter().map(|(t, _)| t).collect()),
+        Err(msg) => LeanOutcome::Panicked(msg),
+    }
+}
+
+/// A full replay of a large case that holds no event list: the turns with their calls, and
+/// their digests by the text the parser delivered (the baseline lean replays compare with).
 pub fn replay_full(
     format: &Format,
     tools: &Tools,
     options: &OptionValues,
     turns: &[Vec<u8>],
     cuts: &[Cuts],
-) -> Result<Vec<TurnOutcome>, String> {
-    Ok(replay_keeping(format, tools, options, turns, cuts, true)?
-        .into_iter()
-        .map(|(t, calls)| {
-            let mut outcome = t.outcome;
-            outcome.result.calls = calls.unwrap_or_default();
-            outcome
-        })
-        .collect())
+) -> Result<(Vec<TurnOutcome>, Vec<LeanTurn>), String> {
+    Ok(
+        replay_keeping(format, tools, options, turns, cuts, Mode::Keep)?
+            .into_iter()
+            .map(|(t, calls)| {
+                let mut outcome = t.outcome.clone();
+                outcome.result.calls = calls.unwrap_or_default();
+                (outcome, t)
+            })
+            .unzip(),
+    )
 }
 
 #[cfg(test)]
@@ -471,10 +798,12 @@ mod tests {
     #[test]
     fn digests_follow_equality_and_json_eq() {
         let d = |v| CallDigest::of(&call(v));
-        assert_eq!(
+        let (x, y) = (
             d(json!({"a": 1, "b": [true]})),
-            d(json!({"b": [true], "a": 1}))
+            d(json!({"b": [true], "a": 1})),
         );
+        assert_eq!((x.exact, x.loose), (y.exact, y.loose));
+        assert_eq!(x.same(&y, false), Some(true));
         let (int, float) = (d(json!({"a": 1})), d(json!({"a": 1.0})));
         assert_ne!(int.exact, float.exact, "1 != 1.0 for ==");
         assert_eq!(int.loose, float.loose, "1 json_eq 1.0");
@@ -516,11 +845,29 @@ mod tests {
             };
             let want = LeanTurn::of(&full[0]);
             assert_eq!(lean[0].calls.len(), 50);
-            assert_eq!(lean[0].calls, want.calls);
+            assert!(lean[0].calls.iter().all(|c| c.streamed));
+            assert!(want.comparable(&lean[0], false));
             assert_eq!(lean[0].outcome.events_hash, full[0].events_hash);
             assert_eq!(lean[0].outcome.result, want.outcome.result);
+            assert_eq!(lean[0].outcome.anomalies, full[0].anomalies);
             assert_eq!(want.difference(&lean[0]), None);
-            let kept = replay_full(
+            let LeanOutcome::Done(valued) = replay_valued(
+                f,
+                &tools,
+                &OptionValues::new(),
+                &turns,
+                std::slice::from_ref(&cuts),
+            ) else {
+                unreachable!()
+            };
+            let values = |t: &LeanTurn| {
+                t.calls
+                    .iter()
+                    .map(|c| (c.exact, c.loose))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(values(&valued[0]), values(&want));
+            let (kept, digested) = replay_full(
                 f,
                 &tools,
                 &OptionValues::new(),
@@ -530,6 +877,7 @@ mod tests {
             .unwrap();
             assert_eq!(kept[0].result, full[0].result);
             assert_eq!(kept[0].events_hash, full[0].events_hash);
+            assert_eq!(digested[0].difference(&lean[0]), None);
         }
         // A changed call is found by its index.
         let mut other = match builtin_replay(f, &tools, &OptionValues::new(), &turns, &[]) {
@@ -543,5 +891,107 @@ mod tests {
         other[0].result.calls.pop();
         let m = base.difference(&LeanTurn::of(&other[0])).unwrap();
         assert!(m.contains("50 call(s), this chunking 49"), "{m}");
+    }
+
+    /// Folds `events` in `mode`: the turn, as a lean replay would give it.
+    fn fold(mode: Mode, events: &[Event]) -> LeanTurn {
+        let mut sink = FoldSink::new(mode);
+        for e in events {
+            sink.push(e.clone());
+        }
+        sink.finish().0
+    }
+
+    fn call_events(args: &[&str]) -> Vec<Event> {
+        let mut v = vec![Event::CallStart {
+            index: 0,
+            id: Some("7".into()),
+            name: "f".into(),
+            server: None,
+        }];
+        v.extend(args.iter().map(|a| Event::ArgsDelta {
+            index: 0,
+            json: (*a).into(),
+        }));
+        v.push(Event::CallEnd { index: 0 });
+        v
+    }
+
+    #[test]
+    fn streamed_calls_note_what_the_fold_notes_and_compare_by_their_text() {
+        let deep = format!("{}1{}", "[".repeat(600), "]".repeat(600));
+        let deep_object = format!("{{\"a\":{deep}}}");
+        let long_bad = format!("{{\"a\": \"{}", "x".repeat(200));
+        for args in [
+            vec!["{\"a\":", " [1, 2]}"],
+            vec!["{\"a\":"],
+            vec!["[1]"],
+            vec![""],
+            vec![long_bad.as_str(), "\" x"],
+            vec![deep_object.as_str()],
+        ] {
+            let events = call_events(&args);
+            let mut folder = Folder::default();
+            for e in &events {
+                folder.push(e);
+            }
+            let (result, anomalies) = folder.finish_with_anomalies();
+            let streamed = fold(Mode::Stream, &events);
+            let kept = fold(Mode::Keep, &events);
+            assert_eq!(streamed.outcome.anomalies, anomalies, "{args:?}");
+            assert_eq!(kept.outcome.anomalies, anomalies, "{args:?}");
+            assert!(streamed.calls[0].streamed);
+            // The whole input's digest (kept) and a streamed replay's agree by text alone.
+            assert_eq!(kept.calls[0].same(&streamed.calls[0], false), Some(true));
+            assert_eq!(kept.difference(&streamed), None);
+            let _ = result;
+        }
+        // Other fragments of the same value: text differs, only the value can tell.
+        let a = fold(Mode::Keep, &call_events(&["{\"a\": 1}"]));
+        let b = fold(Mode::Stream, &call_events(&["{\"a\":1}"]));
+        assert!(!a.comparable(&b, false));
+        let c = fold(Mode::Value, &call_events(&["{\"a\":1}"]));
+        assert!(a.comparable(&c, false));
+        assert_eq!(a.difference(&c), None);
+        // A different value whose text differs is different once valued.
+        let d = fold(Mode::Value, &call_events(&["{\"a\":2}"]));
+        assert!(a.difference(&d).is_some());
+    }
+
+    #[test]
+    fn argument_text_hashes_alike_however_it_is_cut() {
+        let text: String = (0..1000)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect();
+        let whole = fold(Mode::Stream, &call_events(&[&text]));
+        for n in [1, 3, 63, 64, 65, 200] {
+            let pieces: Vec<&str> = text
+                .as_bytes()
+                .chunks(n)
+                .map(|c| std::str::from_utf8(c).unwrap())
+                .collect();
+            let cut = fold(Mode::Stream, &call_events(&pieces));
+            assert_eq!(cut.calls[0].text, whole.calls[0].text, "{n}");
+        }
+        // A value that is not an object (the fold's string of bad fragments) never matches
+        // the text of an object.
+        let bad = CallDigest::of(&call(Value::String("{}".into())));
+        let good = CallDigest::of(&call(json!({})));
+        assert_ne!(bad.text, good.text);
+    }
+
+    #[test]
+    fn a_fragment_given_by_reference_hashes_as_its_event() {
+        for json in ["", "{\"a\":", &"x".repeat(100)] {
+            let mut by_event = FoldSink::new(Mode::Stream);
+            by_event.push(Event::ArgsDelta {
+                index: 3,
+                json: json.into(),
+            });
+            let mut by_ref = FoldSink::new(Mode::Stream);
+            by_ref.args_delta(3, json);
+            assert_eq!(by_event.hasher.finish(), by_ref.hasher.finish());
+            assert_eq!(by_event.folder.anomalies, by_ref.folder.anomalies);
+        }
     }
 }

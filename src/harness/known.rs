@@ -54,8 +54,8 @@ impl KnownFailures {
 
     /// Reads a known-failures file, naming it in errors.
     pub fn load(path: &Path) -> Result<KnownFailures, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let text = super::files::read_regular_to_string(path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
         Self::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
 

@@ -7,6 +7,7 @@ pub mod chunking;
 pub mod classify;
 pub mod corpus;
 pub mod digest;
+pub mod files;
 pub mod format_checks;
 pub mod invariants;
 pub mod judged;

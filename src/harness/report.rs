@@ -34,6 +34,14 @@ pub struct Report {
     /// The shard this report covers, if the corpus was split.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<Shard>,
+    /// For a report of part of a corpus (a shard, or a merge of some shards): the whole
+    /// corpus it was cut from, so that shards of another corpus are not merged with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub whole: Option<WholeCorpus>,
+    /// For a merge of some shards only (`conform report merge --partial`): which ones. The
+    /// cases of the others were not judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<Partial>,
     /// What was loaded.
     pub corpus: CorpusInfo,
     /// One entry per parser judged.
@@ -166,6 +174,46 @@ impl Shard {
     pub fn contains(&self, case_id: &str) -> bool {
         crate::harness::chunking::stable_hash(case_id) % u64::from(self.count)
             == u64::from(self.index - 1)
+    }
+}
+
+/// The corpus a shard was cut from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WholeCorpus {
+    /// Its digest (as `corpus.digest` of an unsharded run).
+    pub digest: String,
+    /// Its cases.
+    pub cases: usize,
+}
+
+/// The shards a partial merge holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Partial {
+    /// How many shards the corpus was split into.
+    pub count: u32,
+    /// The shards merged, ascending (1-based); the others are missing.
+    pub shards: Vec<u32>,
+}
+
+impl Partial {
+    /// The shards missing, ascending.
+    pub fn missing(&self) -> Vec<u32> {
+        (1..=self.count)
+            .filter(|k| !self.shards.contains(k))
+            .collect()
+    }
+
+    /// `shards 1, 3 of 4 (2, 4 missing)`.
+    pub fn describe(&self) -> String {
+        let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+        format!(
+            "shards {} of {} ({} missing)",
+            list(&self.shards),
+            self.count,
+            list(&self.missing())
+        )
     }
 }
 
@@ -643,6 +691,40 @@ pub fn corpus_info(digests: &BTreeMap<String, String>, errors: &[CorpusError]) -
 }
 
 impl Report {
+    /// Why the run judged nothing (no parser run, or one that judged no case), or `None`:
+    /// such a run is never green, and no rendering of it says that everything held.
+    pub fn judged_nothing(&self) -> Option<String> {
+        let empty: Vec<&str> = self
+            .runs
+            .iter()
+            .filter(|r| r.cases.is_empty())
+            .map(|r| r.parser.as_str())
+            .collect();
+        if !self.runs.is_empty() && empty.is_empty() {
+            return None;
+        }
+        let why = if self.corpus.cases == 0 && !self.corpus.errors.is_empty() {
+            format!(
+                "every case was refused ({} corpus error(s))",
+                self.corpus.errors.len()
+            )
+        } else if self.corpus.cases == 0 {
+            match self.shard {
+                Some(s) => format!("shard {}/{} holds no case", s.index, s.count),
+                None => "the corpus holds no case".into(),
+            }
+        } else if self.runs.is_empty() {
+            "no parser ran".into()
+        } else {
+            format!(
+                "{} judged none of the {} case(s)",
+                empty.join(", "),
+                self.corpus.cases
+            )
+        };
+        Some(format!("nothing was judged: {why}"))
+    }
+
     /// True when the run must exit 1: failures, unexpected passes or regressions.
     pub fn has_failures(&self) -> bool {
         self.runs.iter().any(|r| r.totals.failed > 0)
@@ -682,7 +764,87 @@ impl Report {
                 r.schema_version
             ));
         }
+        r.check()
+            .map_err(|e| format!("{}: not a report conform wrote: {e}", path.display()))?;
         Ok(r)
+    }
+
+    /// Checks what conform's reports always hold, so that a tampered or hand-edited report is
+    /// refused rather than believed: each run's cases sorted by id, each id once; a passing
+    /// case without violations; replay counts that fit; totals (overall and per format) that
+    /// are the sums of the cases; no run over more cases than the corpus holds.
+    pub fn check(&self) -> Result<(), String> {
+        for run in &self.runs {
+            let p = &run.parser;
+            for w in run.cases.windows(2) {
+                if w[0].id == w[1].id {
+                    return Err(format!("case {} appears twice in the run of {p}", w[0].id));
+                }
+                if w[0].id > w[1].id {
+                    return Err(format!(
+                        "the cases of {p} are not sorted by id ({} before {})",
+                        w[0].id, w[1].id
+                    ));
+                }
+            }
+            for c in &run.cases {
+                if matches!(c.status, CaseStatus::Pass | CaseStatus::Xpass)
+                    && !c.violations.is_empty()
+                {
+                    return Err(format!(
+                        "case {} of {p} is {} but has {} violation(s)",
+                        c.id,
+                        c.status,
+                        c.violations.len()
+                    ));
+                }
+                if c.error_free > c.replays || c.matched > c.replays {
+                    return Err(format!(
+                        "case {} of {p} counts more good replays than its {} replay(s)",
+                        c.id, c.replays
+                    ));
+                }
+            }
+            // conform's own parsers judge every case loaded; an adapter those of its formats.
+            let over = if run.parser == "builtin" {
+                run.cases.len() != self.corpus.cases
+            } else {
+                run.cases.len() > self.corpus.cases
+            };
+            if over {
+                return Err(format!(
+                    "the run of {p} judged {} case(s), but corpus.cases is {}",
+                    run.cases.len(),
+                    self.corpus.cases
+                ));
+            }
+            let want = finish_run(run.parser.clone(), run.cases.clone());
+            if want.totals != run.totals {
+                return Err(format!(
+                    "the totals of {p} are not the sums of its cases ({} case(s), {} passed, {} replay(s) \
+                     listed; {} case(s), {} passed, {} replay(s) in totals)",
+                    want.totals.cases,
+                    want.totals.passed,
+                    want.totals.replays,
+                    run.totals.cases,
+                    run.totals.passed,
+                    run.totals.replays
+                ));
+            }
+            if want.formats != run.formats {
+                let bad = want
+                    .formats
+                    .keys()
+                    .chain(run.formats.keys())
+                    .find(|f| want.formats.get(*f) != run.formats.get(*f))
+                    .cloned()
+                    .unwrap_or_default();
+                return Err(format!(
+                    "the totals of {p} for format {bad} are not the sums of its cases"
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -755,9 +917,61 @@ pub fn compare(base: &Report, new: &Report) -> Comparison {
     c
 }
 
-/// Merges shard reports into the report an unsharded run would have written.
-pub fn merge(parts: &[Report]) -> Result<Report, String> {
+/// Which part of which corpus a report covers: `count` shards, of which it holds `shards`,
+/// of the corpus with `whole`'s digest.
+struct Coverage {
+    count: u32,
+    shards: Vec<u32>,
+    whole: WholeCorpus,
+}
+
+fn coverage(r: &Report, name: &str) -> Result<Coverage, String> {
+    let whole = |r: &Report| {
+        r.whole.clone().ok_or_else(|| {
+            format!(
+                "{name}: a shard report that does not say which corpus it was cut from (written \
+                 by an older conform); rerun the shards"
+            )
+        })
+    };
+    if let Some(p) = &r.partial {
+        return Ok(Coverage {
+            count: p.count,
+            shards: p.shards.clone(),
+            whole: whole(r)?,
+        });
+    }
+    if let Some(s) = r.shard {
+        return Ok(Coverage {
+            count: s.count,
+            shards: vec![s.index],
+            whole: whole(r)?,
+        });
+    }
+    Ok(Coverage {
+        count: 1,
+        shards: vec![1],
+        whole: WholeCorpus {
+            digest: r.corpus.digest.clone(),
+            cases: r.corpus.cases,
+        },
+    })
+}
+
+/// Merges reports of shards of one corpus (`names` name them in errors) into the report an
+/// unsharded run would have written: every parser of every report kept, each shard of each
+/// parser once. Refused: reports of other seeds, strategies, chunkings or versions, of other
+/// corpora or other splits, a shard (of a parser) given twice, and, unless `partial`, a
+/// missing shard. A partial merge says which shards it holds (`partial`), and every parser
+/// must hold the same ones.
+pub fn merge(parts: &[Report], names: &[String], partial: bool) -> Result<Report, String> {
     let first = parts.first().ok_or("nothing to merge")?;
+    let name = |k: usize| {
+        names
+            .get(k)
+            .cloned()
+            .unwrap_or_else(|| format!("report #{}", k + 1))
+    };
     for p in parts {
         if p.seed != first.seed
             || p.strategies != first.strategies
@@ -766,6 +980,89 @@ pub fn merge(parts: &[Report]) -> Result<Report, String> {
         {
             return Err("the reports were made with different seeds, strategies, chunkings or conform versions".into());
         }
+    }
+    let covers: Vec<Coverage> = parts
+        .iter()
+        .enumerate()
+        .map(|(k, p)| coverage(p, &name(k)))
+        .collect::<Result<_, _>>()?;
+    let base = &covers[0];
+    for (k, c) in covers.iter().enumerate().skip(1) {
+        if c.whole.digest != base.whole.digest || c.whole.cases != base.whole.cases {
+            return Err(format!(
+                "{}: a report of another corpus ({} case(s), digest {}) than {} ({} case(s), \
+                 digest {}); shards merge only with shards of the corpus they were cut from",
+                name(k),
+                c.whole.cases,
+                short(&c.whole.digest),
+                name(0),
+                base.whole.cases,
+                short(&base.whole.digest)
+            ));
+        }
+        if c.count != base.count {
+            return Err(format!(
+                "{}: a split into {} shard(s), {} is of a split into {}",
+                name(k),
+                c.count,
+                name(0),
+                base.count
+            ));
+        }
+    }
+    // Each parser's shards, each once.
+    let mut by_parser: BTreeMap<String, BTreeMap<u32, usize>> = BTreeMap::new();
+    let mut order: Vec<String> = Vec::new();
+    for (k, (p, c)) in parts.iter().zip(&covers).enumerate() {
+        for run in &p.runs {
+            if !order.contains(&run.parser) {
+                order.push(run.parser.clone());
+            }
+            let held = by_parser.entry(run.parser.clone()).or_default();
+            for &shard in &c.shards {
+                if let Some(other) = held.insert(shard, k) {
+                    return Err(format!(
+                        "shard {shard} of {} of the parser {} is in both {} and {}",
+                        base.count,
+                        run.parser,
+                        name(other),
+                        name(k)
+                    ));
+                }
+            }
+        }
+    }
+    let all: Vec<u32> = (1..=base.count).collect();
+    let mut held: Option<Vec<u32>> = None;
+    for (parser, shards) in &by_parser {
+        let have: Vec<u32> = shards.keys().copied().collect();
+        match &held {
+            Some(h) if *h != have => {
+                return Err(format!(
+                    "the parsers hold different shards ({parser}: {}); merge each parser's \
+                     shards alike",
+                    Partial {
+                        count: base.count,
+                        shards: have.clone()
+                    }
+                    .describe()
+                ));
+            }
+            _ => held = Some(have),
+        }
+    }
+    let held = held.unwrap_or_default();
+    let missing = Partial {
+        count: base.count,
+        shards: held.clone(),
+    };
+    let complete = held == all;
+    if !complete && !partial {
+        return Err(format!(
+            "a merge of {}: the cases of the missing shards would look judged; add the missing \
+             reports, or pass --partial for a report that says it is partial",
+            missing.describe()
+        ));
     }
     // Each shard names the tokenizers of the formats it ran; they must agree where they meet.
     let mut chunking = first.chunking.clone();
@@ -782,10 +1079,10 @@ pub fn merge(parts: &[Report]) -> Result<Report, String> {
         }
     }
     let mut runs: Vec<Run> = Vec::new();
-    for parser in first.runs.iter().map(|r| r.parser.clone()) {
+    for parser in &order {
         let mut cases: BTreeMap<String, CaseOut> = BTreeMap::new();
         for p in parts {
-            for r in p.runs.iter().filter(|r| r.parser == parser) {
+            for r in p.runs.iter().filter(|r| &r.parser == parser) {
                 for c in &r.cases {
                     if cases.insert(c.id.clone(), c.clone()).is_some() {
                         return Err(format!("case {} appears in more than one report", c.id));
@@ -793,16 +1090,36 @@ pub fn merge(parts: &[Report]) -> Result<Report, String> {
                 }
             }
         }
-        runs.push(finish_run(parser, cases.into_values().collect()));
+        runs.push(finish_run(parser.clone(), cases.into_values().collect()));
     }
-    let all_digests: Vec<String> = runs
-        .first()
-        .map(|r| r.cases.iter().map(|c| c.digest.clone()).collect())
-        .unwrap_or_default();
     let mut errors: Vec<CorpusErrorOut> =
         parts.iter().flat_map(|p| p.corpus.errors.clone()).collect();
     errors.sort();
     errors.dedup();
+    let corpus = if complete {
+        // The corpus the shards were cut from, as an unsharded run reports it.
+        CorpusInfo {
+            digest: base.whole.digest.clone(),
+            cases: base.whole.cases,
+            errors,
+        }
+    } else {
+        // Loaded cases of the shards held (a shard given for several parsers counts once).
+        let loaded: BTreeMap<&[u32], usize> = parts
+            .iter()
+            .zip(&covers)
+            .map(|(p, c)| (&c.shards[..], p.corpus.cases))
+            .collect();
+        let digests: BTreeSet<&str> = runs
+            .iter()
+            .flat_map(|r| r.cases.iter().map(|c| c.digest.as_str()))
+            .collect();
+        CorpusInfo {
+            digest: corpus_digest(digests),
+            cases: loaded.values().sum(),
+            errors,
+        }
+    };
     let timings =
         parts
             .iter()
@@ -831,12 +1148,14 @@ pub fn merge(parts: &[Report]) -> Result<Report, String> {
                 adapters.insert(parser.clone(), a.clone());
             }
             Some(m) => {
-                m.stats.requests += a.stats.requests;
-                m.stats.started += a.stats.started;
-                m.stats.crashes += a.stats.crashes;
-                m.stats.timeouts += a.stats.timeouts;
-                m.stats.protocol_errors += a.stats.protocol_errors;
-                m.stderr_bytes += a.stderr_bytes;
+                // Counters saturate: a tampered or absurd shard cannot wrap them.
+                let add = |x: &mut u64, y: u64| *x = x.saturating_add(y);
+                add(&mut m.stats.requests, a.stats.requests);
+                add(&mut m.stats.started, a.stats.started);
+                add(&mut m.stats.crashes, a.stats.crashes);
+                add(&mut m.stats.timeouts, a.stats.timeouts);
+                add(&mut m.stats.protocol_errors, a.stats.protocol_errors);
+                add(&mut m.stderr_bytes, a.stderr_bytes);
                 for (f, t) in &a.engine_ns {
                     m.engine_ns.entry(f.clone()).or_default().merge(t);
                 }
@@ -850,16 +1169,19 @@ pub fn merge(parts: &[Report]) -> Result<Report, String> {
         strategies: first.strategies.clone(),
         chunking,
         shard: None,
-        corpus: CorpusInfo {
-            digest: corpus_digest(all_digests.iter().map(String::as_str)),
-            cases: all_digests.len(),
-            errors,
-        },
+        whole: (!complete).then(|| base.whole.clone()),
+        partial: (!complete).then_some(missing),
+        corpus,
         runs,
         comparison: None,
         adapters: (!adapters.is_empty()).then_some(adapters),
         timings,
     })
+}
+
+/// The first 12 characters of a digest, for messages.
+fn short(digest: &str) -> &str {
+    digest.get(..12).unwrap_or(digest)
 }
 
 /// Current UTC time as RFC 3339, without a date library.
@@ -929,6 +1251,8 @@ mod tests {
                 tokenizers: BTreeMap::new(),
             },
             shard: None,
+            whole: None,
+            partial: None,
             corpus: CorpusInfo {
                 digest: String::new(),
                 cases: cases.len(),
@@ -1006,5 +1330,47 @@ mod tests {
         let t = now_rfc3339();
         assert_eq!(t.len(), 20);
         assert!(t.starts_with("20") && t.ends_with('Z'));
+    }
+
+    #[test]
+    fn merged_adapter_counters_saturate() {
+        use crate::backends::adapter::{AdapterStats, EngineTime};
+        let with = |id: &str, k: u32, n: u64| {
+            let mut r = report(vec![case(id, "pass", "y")]);
+            r.shard = Some(Shard { index: k, count: 2 });
+            r.whole = Some(WholeCorpus {
+                digest: "w".into(),
+                cases: 2,
+            });
+            let huge = EngineTime {
+                responses: n,
+                total_ns: n,
+                max_ns: n,
+            };
+            r.adapters = Some(BTreeMap::from([(
+                "builtin".to_string(),
+                AdapterOut {
+                    name: "x".into(),
+                    formats: vec!["kimi_k2".into()],
+                    stats: AdapterStats {
+                        requests: n,
+                        started: n,
+                        crashes: n,
+                        timeouts: n,
+                        protocol_errors: n,
+                    },
+                    stderr_bytes: n,
+                    stderr_tail: String::new(),
+                    engine_ns: BTreeMap::from([("kimi_k2".to_string(), huge)]),
+                },
+            )]));
+            r
+        };
+        let m = merge(&[with("a", 1, u64::MAX - 1), with("b", 2, 5)], &[], false).unwrap();
+        let a = &m.adapters.unwrap()["builtin"];
+        assert_eq!(a.stats.requests, u64::MAX);
+        assert_eq!(a.stats.protocol_errors, u64::MAX);
+        assert_eq!(a.stderr_bytes, u64::MAX);
+        assert_eq!(a.engine_ns["kimi_k2"].responses, u64::MAX);
     }
 }

@@ -2,7 +2,7 @@
 
 use super::chunking::{
     ChunkingParams, CutClass, Cuts, Strategy, TokenCuts, TurnSources, marker_occurrences,
-    turn_chunkings, turn_salt,
+    turn_chunkings_iter, turn_salt,
 };
 use super::corpus::{Case, Label};
 use super::digest::{self, Baseline, Judged, LeanOutcome, LeanTurn};
@@ -261,8 +261,7 @@ pub fn run_case_with(
         return report;
     };
     let whole = run.check_whole(&mut report, whole);
-    let verdicts = run.replay_chunkings(&mut report, &whole);
-    let (failures, token_failures) = run.judge_chunkings(&mut report, verdicts);
+    let (failures, token_failures) = run.replay_chunkings(&mut report, &whole);
     report
         .violations
         .extend(run.shrink_all(&whole, failures, cfg.minimize_budget));
@@ -305,6 +304,12 @@ struct CaseRun<'a> {
     /// needs the whole input's full result, so there it goes first and the result is then
     /// kept as digests; no replay holds an event list.
     lean: bool,
+    /// A lean case's whole input, digested by the argument text its parser delivered: the
+    /// baseline its replays are compared with once the roundtrip is done.
+    lean_whole: std::sync::Mutex<Option<Vec<LeanTurn>>>,
+    /// The biggest single piece of the whole input's result (an argument's text, the text or
+    /// the reasoning of a turn), for a lean case.
+    biggest_piece: std::sync::Mutex<usize>,
     started: Instant,
 }
 
@@ -344,6 +349,8 @@ impl<'a> CaseRun<'a> {
             special,
             tokens,
             lean,
+            lean_whole: std::sync::Mutex::new(None),
+            biggest_piece: std::sync::Mutex::new(0),
             started,
         }
     }
@@ -414,7 +421,12 @@ impl<'a> CaseRun<'a> {
                 &c.turns,
                 &self.whole_cuts(),
             )
-            .map_or_else(Outcome::Panicked, Outcome::Done)
+            .map_or_else(Outcome::Panicked, |(full, lean)| {
+                let biggest = lean.iter().map(|t| t.biggest_piece).max().unwrap_or(0);
+                *self.biggest_piece.lock().unwrap_or_else(|e| e.into_inner()) = biggest;
+                *self.lean_whole.lock().unwrap_or_else(|e| e.into_inner()) = Some(lean);
+                Outcome::Done(full)
+            })
         } else {
             self.replay(&self.whole_cuts())
         };
@@ -458,7 +470,18 @@ impl<'a> CaseRun<'a> {
         // Lean, the roundtrip goes first: the full result is dropped after it.
         let whole = if self.lean {
             self.roundtrip(&whole, report);
-            Baseline::Full(whole).into_lean()
+            let digested = self
+                .lean_whole
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            match digested {
+                Some(lean) => {
+                    drop(whole);
+                    Baseline::Lean(lean)
+                }
+                None => Baseline::Full(whole).into_lean(),
+            }
         } else {
             Baseline::Full(whole)
         };
@@ -539,24 +562,44 @@ impl<'a> CaseRun<'a> {
         }
     }
 
-    /// Every planned chunking, replayed in parallel and judged against the whole input;
-    /// replays past the case budget are listed, not run.
-    fn replay_chunkings(&self, report: &mut CaseReport, whole: &Baseline) -> Vec<Verdict> {
-        let plan = plan_replays(self.case, self.format, &self.markers, self.cfg);
-        let verdicts: Vec<Result<Verdict, Strategy>> = plan
-            .into_par_iter()
-            .map(|(strategy, cuts)| {
-                if self.over_budget() {
-                    return Err(strategy);
-                }
-                Ok(self.replay_judged(whole, strategy, cuts))
-            })
-            .collect();
+    /// Every planned chunking, replayed in parallel and judged against the whole input as the
+    /// verdicts come (in plan order, so the outcome never depends on the threads): the first
+    /// failing replay of each invariant kept for shrinking (the most innocent one,
+    /// token-aligned where one fails), later ones counted; replays that split a special token
+    /// apart; the first breakdown made the case's status. Replays past the case budget are
+    /// listed, not run. The plan is made as it is replayed, a batch at a time, so neither the
+    /// chunkings nor their verdicts are ever all held at once.
+    fn replay_chunkings(
+        &self,
+        report: &mut CaseReport,
+        whole: &Baseline,
+    ) -> (Vec<FirstFailure>, Vec<FirstFailure>) {
+        let sources = TurnSources::of_case(self.case, self.format, self.cfg.tokenizer.as_deref());
+        let mut plan = plan_replays(self.case, &self.markers, self.cfg, &sources);
+        let mut judging = Judging::new(self);
         let mut not_replayed: BTreeMap<Strategy, usize> = BTreeMap::new();
-        let verdicts: Vec<Verdict> = verdicts
-            .into_iter()
-            .filter_map(|v| v.map_err(|s| *not_replayed.entry(s).or_default() += 1).ok())
-            .collect();
+        let batch = self.replays_in_flight();
+        loop {
+            let next: Vec<(Strategy, Vec<Cuts>)> = plan.by_ref().take(batch).collect();
+            if next.is_empty() {
+                break;
+            }
+            let verdicts: Vec<Result<Verdict, Strategy>> = next
+                .into_par_iter()
+                .map(|(strategy, cuts)| {
+                    if self.over_budget() {
+                        return Err(strategy);
+                    }
+                    Ok(self.replay_judged(whole, strategy, cuts))
+                })
+                .collect();
+            for v in verdicts {
+                match v {
+                    Ok(v) => judging.add(report, v),
+                    Err(s) => *not_replayed.entry(s).or_default() += 1,
+                }
+            }
+        }
         if !not_replayed.is_empty() {
             let list: Vec<String> = not_replayed
                 .iter()
@@ -568,83 +611,21 @@ impl<'a> CaseRun<'a> {
                 list.join(", ")
             ));
         }
-        verdicts
+        judging.finish(report)
     }
 
-    /// The verdicts counted into the report: the first failing replay of each invariant kept
-    /// for shrinking (the most innocent one, token-aligned where one fails), later ones
-    /// counted; replays that split a special token apart; the first breakdown made the case's
-    /// status.
-    fn judge_chunkings(
-        &self,
-        report: &mut CaseReport,
-        verdicts: Vec<Verdict>,
-    ) -> (Vec<FirstFailure>, Vec<FirstFailure>) {
-        let mut first_failures: Vec<FirstFailure> = Vec::new();
-        let mut token_failures: Vec<FirstFailure> = Vec::new();
-        let mut breakdown: Option<(Breakdown, String, Strategy, Vec<Cuts>)> = None;
-        let classes = CutClasses::new(self);
-        for v in verdicts {
-            let apart = self.splits_token(&v.cuts);
-            let class = if v.broken.is_empty() {
-                CutClass::TokenAligned
-            } else {
-                classes.of(&v.cuts)
-            };
-            if apart {
-                report.token_split_replays += 1;
-            } else {
-                report.replays += 1;
-                tally(report, &v);
-                if let (None, Some((why, msg))) = (&breakdown, &v.breakdown) {
-                    breakdown = Some((*why, msg.clone(), v.strategy, v.cuts.clone()));
-                }
-            }
-            let firsts = if apart {
-                &mut token_failures
-            } else {
-                &mut first_failures
-            };
-            for (inv, msg) in v.broken {
-                if !apart
-                    && let Some(existing) =
-                        report.violations.iter_mut().find(|x| x.invariant == inv)
-                {
-                    existing.failing_replays += 1;
-                } else if let Some(f) = firsts.iter_mut().find(|f| f.invariant == inv) {
-                    f.count += 1;
-                    if class < f.class {
-                        f.class = class;
-                        f.strategy = v.strategy;
-                        f.cuts = v.cuts.clone();
-                        f.message = msg;
-                    }
-                } else {
-                    firsts.push(FirstFailure {
-                        invariant: inv,
-                        strategy: v.strategy,
-                        cuts: v.cuts.clone(),
-                        count: 1,
-                        message: msg,
-                        class,
-                    });
-                }
-            }
+    /// How many chunkings are replayed at once. A large case whose single biggest piece (an
+    /// argument, its text or reasoning) is a fair part of it replays one chunking at a time:
+    /// every replay in flight holds that piece (and what its parser builds of it), so its peak
+    /// is one replay's, not one per core. Any other case replays as many as there are threads,
+    /// a few batches' worth at once.
+    fn replays_in_flight(&self) -> usize {
+        let biggest = *self.biggest_piece.lock().unwrap_or_else(|e| e.into_inner());
+        if self.lean && biggest.saturating_mul(LARGE_PIECE_SHARE) >= self.case.len() {
+            1
+        } else {
+            (rayon::current_num_threads() * 16).max(64)
         }
-        if let Some((why, msg, strategy, cuts)) = breakdown {
-            let cuts: Vec<Vec<usize>> = cuts
-                .iter()
-                .zip(&self.case.turns)
-                .map(|(c, t)| c.to_vec(t))
-                .collect();
-            report.status = why.into();
-            report.not_applicable.push(format!(
-                "{} under {strategy}: {msg}; replay: {}",
-                report.status.as_str(),
-                replay_command(self.case, &self.backend.name(), &cuts)
-            ));
-        }
-        (first_failures, token_failures)
     }
 
     /// The failures as violations, each with its cuts shrunk (unless the case budget is
@@ -691,8 +672,16 @@ impl<'a> CaseRun<'a> {
     /// input is kept lean, is replayed lean too.
     fn replay_judged(&self, whole: &Baseline, strategy: Strategy, cuts: Vec<Cuts>) -> Verdict {
         let (case, markers, cmp) = (self.case, &self.markers[..], self.cmp);
-        let outcome = if matches!(whole, Baseline::Lean(_)) {
-            match digest::replay(self.format, &case.tools, &case.options, &case.turns, &cuts) {
+        let outcome = if let Baseline::Lean(w) = whole {
+            let (tools, options) = (&case.tools, &case.options);
+            let mut lean = digest::replay(self.format, tools, options, &case.turns, &cuts);
+            if let LeanOutcome::Done(turns) = &lean
+                && !turns.iter().zip(w).all(|(t, w)| w.comparable(t, false))
+            {
+                // A call whose text differs from the whole input's: its value tells.
+                lean = digest::replay_valued(self.format, tools, options, &case.turns, &cuts);
+            }
+            match lean {
                 LeanOutcome::Done(turns) => {
                     return judge((case, markers, cmp), whole, &turns, strategy, cuts);
                 }
@@ -800,10 +789,18 @@ impl<'a> CaseRun<'a> {
             for cuts in [Cuts::At(Vec::new()), Cuts::EveryByte] {
                 let (turns, cut) = (std::slice::from_ref(&rendered), std::slice::from_ref(&cuts));
                 let outcome = if lean {
-                    match digest::replay(format, &case.tools, &case.options, turns, cut) {
-                        LeanOutcome::Done(back) => {
-                            Err(LeanTurn::of(out).roundtrip_difference(&back[0]))
-                        }
+                    let rendered_as = LeanTurn::of(out);
+                    let (tools, options) = (&case.tools, &case.options);
+                    let mut back = digest::replay(format, tools, options, turns, cut);
+                    if let LeanOutcome::Done(b) = &back
+                        && !b.first().is_some_and(|b| rendered_as.comparable(b, true))
+                    {
+                        back = digest::replay_valued(format, tools, options, turns, cut);
+                    }
+                    match back {
+                        LeanOutcome::Done(back) => Err(back
+                            .first()
+                            .and_then(|b| rendered_as.roundtrip_difference(b))),
                         LeanOutcome::Panicked(m) => Ok(Outcome::Panicked(m)),
                     }
                 } else {
@@ -863,6 +860,99 @@ impl<'a> CaseRun<'a> {
     }
 }
 
+/// The verdicts of one case's chunkings, taken in plan order (see
+/// [`CaseRun::replay_chunkings`]).
+struct Judging<'r, 'a> {
+    run: &'r CaseRun<'a>,
+    classes: CutClasses<'r, 'a>,
+    first_failures: Vec<FirstFailure>,
+    token_failures: Vec<FirstFailure>,
+    breakdown: Option<(Breakdown, String, Strategy, Vec<Cuts>)>,
+}
+
+impl<'r, 'a> Judging<'r, 'a> {
+    fn new(run: &'r CaseRun<'a>) -> Self {
+        Judging {
+            run,
+            classes: CutClasses::new(run),
+            first_failures: Vec::new(),
+            token_failures: Vec::new(),
+            breakdown: None,
+        }
+    }
+
+    /// Counts one verdict into the report.
+    fn add(&mut self, report: &mut CaseReport, v: Verdict) {
+        let apart = self.run.splits_token(&v.cuts);
+        let class = if v.broken.is_empty() {
+            CutClass::TokenAligned
+        } else {
+            self.classes.of(&v.cuts)
+        };
+        if apart {
+            report.token_split_replays += 1;
+        } else {
+            report.replays += 1;
+            tally(report, &v);
+            if let (None, Some((why, msg))) = (&self.breakdown, &v.breakdown) {
+                self.breakdown = Some((*why, msg.clone(), v.strategy, v.cuts.clone()));
+            }
+        }
+        let firsts = if apart {
+            &mut self.token_failures
+        } else {
+            &mut self.first_failures
+        };
+        for (inv, msg) in v.broken {
+            if !apart
+                && let Some(existing) = report.violations.iter_mut().find(|x| x.invariant == inv)
+            {
+                existing.failing_replays += 1;
+            } else if let Some(f) = firsts.iter_mut().find(|f| f.invariant == inv) {
+                f.count += 1;
+                if class < f.class {
+                    f.class = class;
+                    f.strategy = v.strategy;
+                    f.cuts = v.cuts.clone();
+                    f.message = msg;
+                }
+            } else {
+                firsts.push(FirstFailure {
+                    invariant: inv,
+                    strategy: v.strategy,
+                    cuts: v.cuts.clone(),
+                    count: 1,
+                    message: msg,
+                    class,
+                });
+            }
+        }
+    }
+
+    /// The first failures (and those only on split special tokens), the breakdown noted.
+    fn finish(self, report: &mut CaseReport) -> (Vec<FirstFailure>, Vec<FirstFailure>) {
+        if let Some((why, msg, strategy, cuts)) = self.breakdown {
+            let case = self.run.case;
+            let cuts: Vec<Vec<usize>> = cuts
+                .iter()
+                .zip(&case.turns)
+                .map(|(c, t)| c.to_vec(t))
+                .collect();
+            report.status = why.into();
+            report.not_applicable.push(format!(
+                "{} under {strategy}: {msg}; replay: {}",
+                report.status.as_str(),
+                replay_command(case, &self.run.backend.name(), &cuts)
+            ));
+        }
+        (self.first_failures, self.token_failures)
+    }
+}
+
+/// A large case whose biggest piece is at least this fraction of it replays one chunking at a
+/// time (see [`CaseRun::replays_in_flight`]).
+const LARGE_PIECE_SHARE: usize = 8;
+
 /// The cut classes of failing replays, computed on tokens made at the first failure only.
 struct CutClasses<'r, 'a> {
     run: &'r CaseRun<'a>,
@@ -911,34 +1001,41 @@ fn tally(report: &mut CaseReport, v: &Verdict) {
     }
 }
 
-/// The chunkings to replay besides the whole input: per strategy, one cut list per turn.
-fn plan_replays(
-    case: &Case,
-    format: &Format,
-    markers: &[String],
-    cfg: &RunConfig,
-) -> Vec<(Strategy, Vec<Cuts>)> {
-    let mut plan = Vec::new();
-    let sources = TurnSources::of_case(case, format, cfg.tokenizer.as_deref());
-    for &s in &cfg.strategies {
-        if s == Strategy::Whole {
-            continue;
-        }
-        let per_turn: Vec<Vec<Cuts>> = sources
-            .iter()
-            .enumerate()
-            .map(|(t, src)| turn_chunkings(s, markers, &cfg.params, turn_salt(&case.id, t), src))
-            .collect();
-        let n = per_turn.iter().map(Vec::len).max().unwrap_or(0);
-        for g in 0..n {
-            let cuts = per_turn
+/// The chunkings to replay besides the whole input: per strategy, one cut list per turn (a
+/// turn with fewer chunkings than another is replayed whole in the rest), made as they are
+/// taken.
+fn plan_replays<'a>(
+    case: &'a Case,
+    markers: &'a [String],
+    cfg: &'a RunConfig,
+    sources: &'a [TurnSources<'a>],
+) -> impl Iterator<Item = (Strategy, Vec<Cuts>)> + 'a {
+    cfg.strategies
+        .iter()
+        .filter(|s| **s != Strategy::Whole)
+        .flat_map(move |&s| {
+            let mut per_turn: Vec<_> = sources
                 .iter()
-                .map(|c| c.get(g).cloned().unwrap_or(Cuts::At(Vec::new())))
+                .enumerate()
+                .map(|(t, src)| {
+                    turn_chunkings_iter(s, markers, &cfg.params, turn_salt(&case.id, t), src)
+                })
                 .collect();
-            plan.push((s, cuts));
-        }
-    }
-    plan
+            std::iter::from_fn(move || {
+                let mut any = false;
+                let cuts: Vec<Cuts> = per_turn
+                    .iter_mut()
+                    .map(|it| match it.next() {
+                        Some(c) => {
+                            any = true;
+                            c
+                        }
+                        None => Cuts::At(Vec::new()),
+                    })
+                    .collect();
+                any.then_some((s, cuts))
+            })
+        })
 }
 
 /// The delimiters reasoning must not contain: the reasoning tags of a format that declares
@@ -1362,6 +1459,43 @@ mod tests {
             }
             Builtin.replay(f, tools, options, turns, cuts)
         }
+    }
+
+    #[test]
+    fn chunkings_are_planned_as_they_are_taken() {
+        // usize::MAX bursts and random groupings: a list of them could not even be allocated
+        // ("capacity overflow"); made one at a time, the first come at once.
+        let c = case("some text to cut into tokens", None);
+        let cfg = RunConfig {
+            strategies: vec![Strategy::Bursts, Strategy::Random],
+            params: ChunkingParams {
+                bursts: usize::MAX,
+                random_groupings: usize::MAX,
+                ..ChunkingParams::default()
+            },
+            ..RunConfig::default()
+        };
+        let sources = TurnSources::of_case(&c, &FLAKY, None);
+        let mut plan = plan_replays(&c, &[], &cfg, &sources);
+        let first: Vec<_> = plan.by_ref().take(3).collect();
+        assert_eq!(first.len(), 3);
+        assert!(
+            first
+                .iter()
+                .all(|(s, cuts)| *s == Strategy::Bursts && cuts.len() == 1)
+        );
+        // A session: a turn with fewer chunkings is replayed whole in the rest.
+        let mut two = case("ab", None);
+        two.turns.push(b"a longer second turn".to_vec());
+        let cfg = RunConfig {
+            strategies: vec![Strategy::TwoCut],
+            ..RunConfig::default()
+        };
+        let sources = TurnSources::of_case(&two, &FLAKY, None);
+        let all: Vec<_> = plan_replays(&two, &[], &cfg, &sources).collect();
+        assert_eq!(all.len(), 19);
+        assert_eq!(all[0].1[0], Cuts::At(vec![1]));
+        assert_eq!(all[1].1[0], Cuts::At(vec![]));
     }
 
     #[test]

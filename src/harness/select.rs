@@ -2,7 +2,7 @@
 //! one chunking of a strategy made exactly as `conform run` makes it.
 
 use super::chunking::{
-    ChunkingParams, Cuts, Strategy, TokenCuts, TurnSources, turn_chunkings, turn_salt,
+    ChunkingParams, Cuts, Strategy, TokenCuts, TurnSources, turn_chunkings_iter, turn_salt,
 };
 use super::corpus::Case;
 use super::tokens::Tokenizer;
@@ -44,16 +44,30 @@ pub fn select_cuts(case: &Case, format: &Format, sel: &Selection) -> Result<Vec<
     let sources = TurnSources::of_case(case, format, sel.tokenizer.as_deref());
     let lists: Vec<Vec<usize>> = match &sel.choice {
         Choice::Strategy { strategy, index } => {
-            let per_turn: Vec<Vec<Cuts>> = sources
-                .iter()
-                .enumerate()
-                .map(|(t, s)| {
-                    turn_chunkings(*strategy, &markers, &sel.params, turn_salt(&case.id, t), s)
-                })
-                .collect();
-            let made = per_turn.iter().map(Vec::len).max().unwrap_or(0);
             if *strategy == Strategy::Whole {
                 return Ok(case.turns.iter().map(|_| Cuts::At(Vec::new())).collect());
+            }
+            // Made one at a time: only the chosen chunking is kept.
+            let mut made = 0;
+            let mut chosen = Vec::new();
+            for (t, s) in sources.iter().enumerate() {
+                let mut it = turn_chunkings_iter(
+                    *strategy,
+                    &markers,
+                    &sel.params,
+                    turn_salt(&case.id, t),
+                    s,
+                );
+                let pick = it.by_ref().take(index.saturating_add(1)).enumerate().last();
+                let n = match &pick {
+                    Some((i, _)) => i + 1 + it.count(),
+                    None => 0,
+                };
+                made = made.max(n);
+                chosen.push(match pick {
+                    Some((i, c)) if i == *index => c,
+                    _ => Cuts::At(Vec::new()),
+                });
             }
             if *index >= made {
                 return Err(format!(
@@ -61,16 +75,7 @@ pub fn select_cuts(case: &Case, format: &Format, sel: &Selection) -> Result<Vec<
                     case.id
                 ));
             }
-            return Ok(per_turn
-                .into_iter()
-                .map(|mut c| {
-                    if *index < c.len() {
-                        c.swap_remove(*index)
-                    } else {
-                        Cuts::At(Vec::new())
-                    }
-                })
-                .collect());
+            return Ok(chosen);
         }
         Choice::Recorded => match &case.recorded {
             Some(r) => vec![r.cuts.clone()],
@@ -130,6 +135,7 @@ pub fn select_cuts(case: &Case, format: &Format, sel: &Selection) -> Result<Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::harness::chunking::turn_chunkings;
     use crate::harness::corpus::{Label, Recorded};
     use crate::tools::Tools;
     use std::path::PathBuf;

@@ -97,9 +97,8 @@ pub fn execute(plan: &RunPlan, progress: &dyn Progress) -> Result<RunOutput, Str
     // decided before sharding so that shards split them like cases.
     let formats_seen: BTreeSet<&str> = corpus.cases.iter().map(|c| c.format).collect();
     let loaded = corpus.cases.len();
-    if let Some(s) = plan.shard {
-        corpus.cases.retain(|c| s.contains(&c.id));
-    }
+    // A shard is cut after the vocabularies have been checked and its whole corpus digested
+    // (below), so that its `whole` is the corpus an unsharded run would report.
     // The first parser starts (and answers its hello) before the vocabularies load: an adapter
     // that cannot start fails the run at once.
     let mut first = match plan.parsers.first() {
@@ -124,7 +123,7 @@ pub fn execute(plan: &RunPlan, progress: &dyn Progress) -> Result<RunOutput, Str
     } else {
         BTreeMap::new()
     };
-    let checked: Vec<(&'static Format, String, String)> = formats::REGISTRY
+    let mut checked: Vec<(&'static Format, String, String)> = formats::REGISTRY
         .iter()
         .filter(|f| formats_seen.contains(f.id))
         .flat_map(|f| {
@@ -132,12 +131,22 @@ pub fn execute(plan: &RunPlan, progress: &dyn Progress) -> Result<RunOutput, Str
                 .into_iter()
                 .map(move |(id, m)| (*f, id, m))
         })
-        .filter(|(_, id, _)| plan.shard.is_none_or(|s| s.contains(id)))
         .collect();
-    let digests = report::case_digests(
+    let mut digests = report::case_digests(
         &corpus.cases,
         checked.iter().map(|(_, id, m)| (id.as_str(), m.as_str())),
     );
+    // A shard says which corpus it was cut from, so that only its siblings merge with it.
+    let whole = plan.shard.map(|s| {
+        let whole = report::WholeCorpus {
+            digest: report::corpus_digest(digests.values().map(String::as_str)),
+            cases: digests.len(),
+        };
+        corpus.cases.retain(|c| s.contains(&c.id));
+        checked.retain(|(_, id, _)| s.contains(id));
+        digests.retain(|id, _| s.contains(id));
+        whole
+    });
     capture_panics();
     let mut runs = Vec::new();
     let mut per_case_seconds = BTreeMap::new();
@@ -207,6 +216,8 @@ pub fn execute(plan: &RunPlan, progress: &dyn Progress) -> Result<RunOutput, Str
             ..report::Chunking::new(&plan.cfg.params, &plan.cfg.tokenizer_name())
         },
         shard: plan.shard,
+        whole,
+        partial: None,
         corpus: report::corpus_info(&digests, &corpus.errors),
         runs,
         comparison: None,
@@ -220,7 +231,13 @@ pub fn execute(plan: &RunPlan, progress: &dyn Progress) -> Result<RunOutput, Str
         per_case_seconds,
     });
     let shard = plan.shard.map(|s| format!("{}/{}", s.index, s.count));
-    let judged_nothing = nothing_judged(&plan.paths, loaded, shard.as_deref(), &judged);
+    let judged_nothing = nothing_judged(
+        &plan.paths,
+        loaded,
+        corpus.errors.len(),
+        shard.as_deref(),
+        &judged,
+    );
     Ok(RunOutput {
         report: rep,
         parser_runs,
@@ -241,18 +258,20 @@ pub fn parse_one(
     opts: &AdapterOptions,
     cuts: &[Cuts],
     with_events: bool,
-) -> Result<(Value, bool), String> {
+) -> Result<(ParseDoc, bool), String> {
     let format =
         formats::by_id(case.format).ok_or_else(|| format!("unknown format {}", case.format))?;
     let whole = Cuts::At(Vec::new());
     let cuts_of = |t: usize| cuts.get(t).unwrap_or(&whole);
+    // The cuts and token ids stay lists of integers (a tree of values would cost four times
+    // as much for a recording of millions of deltas); the rest of a turn is a small object.
     let describe = |t: usize| {
         let c = cuts_of(t);
-        let mut v = json!({"cuts": c.to_vec(&case.turns[t])});
-        if let Some(ids) = c.chunk_token_ids() {
-            v["token_ids"] = json!(ids);
+        TurnDoc {
+            cuts: Some(c.to_vec(&case.turns[t])),
+            token_ids: c.chunk_token_ids(),
+            rest: json!({}),
         }
-        v
     };
     let backend = AnyBackend::start(parser, opts)?;
     let (mut turns, ok) = if backend.adapter().is_none() {
@@ -265,9 +284,9 @@ pub fn parse_one(
             .map(|(t, data)| {
                 let events = events_of(p.as_mut(), data, cuts_of(t));
                 let mut v = describe(t);
-                v["result"] = json!(ParseResult::fold(&events));
+                v.rest["result"] = json!(ParseResult::fold(&events));
                 if with_events {
-                    v["events"] = serde_json::to_value(&events).unwrap_or_default();
+                    v.rest["events"] = serde_json::to_value(&events).unwrap_or_default();
                 }
                 v
             })
@@ -284,35 +303,114 @@ pub fn parse_one(
                     .enumerate()
                     .map(|(t, o)| {
                         let mut v = describe(t);
-                        v["result"] = json!(o.result);
+                        v.rest["result"] = json!(o.result);
                         if !o.anomalies.is_empty() {
-                            v["delta_contract"] = json!(o.anomalies);
+                            v.rest["delta_contract"] = json!(o.anomalies);
                         }
                         v
                     })
                     .collect(),
                 true,
             ),
-            Outcome::Broke(why, msg) => (vec![json!({"breakdown": why, "message": msg})], false),
-            Outcome::Panicked(msg) => (vec![json!({"panic": msg})], false),
+            Outcome::Broke(why, msg) => (
+                vec![TurnDoc::other(json!({"breakdown": why, "message": msg}))],
+                false,
+            ),
+            Outcome::Panicked(msg) => (vec![TurnDoc::other(json!({"panic": msg}))], false),
         }
     };
-    let mut doc = if turns.len() == 1 {
-        turns.pop().unwrap_or_default()
-    } else {
-        json!({"turns": turns})
-    };
+    let mut tail = json!({});
     if let Some(t) = backend
         .adapter()
         .and_then(|a| a.engine_time().get(format.id).copied())
     {
         // The engine's own parse time for this one request (specs/adapter.md §2.6).
-        doc["engine_ns"] = json!(t.total_ns);
+        tail["engine_ns"] = json!(t.total_ns);
     }
-    doc["format"] = json!(case.format);
-    doc["case"] = json!(case.id);
+    tail["format"] = json!(case.format);
+    tail["case"] = json!(case.id);
     if parser != "builtin" {
-        doc["parser"] = json!(parser);
+        tail["parser"] = json!(parser);
     }
-    Ok((doc, ok))
+    let single = turns.len() == 1;
+    turns.shrink_to_fit();
+    Ok((
+        ParseDoc {
+            turns,
+            single,
+            tail,
+        },
+        ok,
+    ))
+}
+
+/// What `conform parse` prints: the turn itself when there is one (`cuts`, `token_ids`, its
+/// result…), else `{"turns": [...]}`, followed by the case's keys (`engine_ns`, `format`,
+/// `case`, `parser`). Serialized as it is written, its cuts straight from their list.
+#[derive(Debug)]
+pub struct ParseDoc {
+    turns: Vec<TurnDoc>,
+    single: bool,
+    tail: Value,
+}
+
+/// One turn of a [`ParseDoc`].
+#[derive(Debug)]
+struct TurnDoc {
+    cuts: Option<Vec<usize>>,
+    token_ids: Option<Vec<Vec<crate::backends::cuts::TokenId>>>,
+    /// The other keys, in order.
+    rest: Value,
+}
+
+impl TurnDoc {
+    /// A turn that is only `rest` (a breakdown or a panic).
+    fn other(rest: Value) -> TurnDoc {
+        TurnDoc {
+            cuts: None,
+            token_ids: None,
+            rest,
+        }
+    }
+
+    fn entries<M: serde::ser::SerializeMap>(&self, m: &mut M) -> Result<(), M::Error> {
+        if let Some(c) = &self.cuts {
+            m.serialize_entry("cuts", c)?;
+        }
+        if let Some(ids) = &self.token_ids {
+            m.serialize_entry("token_ids", ids)?;
+        }
+        if let Value::Object(rest) = &self.rest {
+            for (k, v) in rest {
+                m.serialize_entry(k, v)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl serde::Serialize for TurnDoc {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        self.entries(&mut m)?;
+        m.end()
+    }
+}
+
+impl serde::Serialize for ParseDoc {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        match (&self.turns[..], self.single) {
+            ([turn], true) => turn.entries(&mut m)?,
+            (turns, _) => m.serialize_entry("turns", turns)?,
+        }
+        if let Value::Object(tail) = &self.tail {
+            for (k, v) in tail {
+                m.serialize_entry(k, v)?;
+            }
+        }
+        m.end()
+    }
 }

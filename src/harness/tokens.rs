@@ -142,13 +142,38 @@ impl Tokenizer {
     /// Loads a vocabulary file with what its declaration adds (`spec`); every error names the
     /// file.
     pub fn load_with(path: &Path, spec: &FileSpec) -> Result<Tokenizer, String> {
+        use std::io::{BufRead, Read};
         let shown = path.display();
-        let bytes =
-            std::fs::read(path).map_err(|e| format!("tokenizer {shown}: cannot read: {e}"))?;
+        // A regular file (a FIFO would block), of a tokenizer's size, checked as it is read.
+        let (file, meta) =
+            super::files::open_regular(path).map_err(|e| format!("tokenizer {shown}: {e}"))?;
+        if meta.len() > MAX_TOKENIZER_BYTES {
+            return Err(format!(
+                "tokenizer {shown}: {} bytes, larger than any tokenizer (at most {MAX_TOKENIZER_BYTES})",
+                meta.len()
+            ));
+        }
+        let mut r = std::io::BufReader::new(file.take(MAX_TOKENIZER_BYTES));
         let name = spec
             .name
             .map_or_else(|| path.display().to_string(), str::to_string);
-        let mut tok = if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+        let first = loop {
+            let buf = r
+                .fill_buf()
+                .map_err(|e| format!("tokenizer {shown}: cannot read: {e}"))?;
+            match buf.iter().position(|b| !b.is_ascii_whitespace()) {
+                Some(i) => break Some(buf[i]),
+                None if buf.is_empty() => break None,
+                None => {
+                    let n = buf.len();
+                    r.consume(n);
+                }
+            }
+        };
+        let mut tok = if first == Some(b'{') {
+            let mut bytes = Vec::new();
+            r.read_to_end(&mut bytes)
+                .map_err(|e| format!("tokenizer {shown}: cannot read: {e}"))?;
             let doc: serde_json::Value = serde_json::from_slice(&bytes)
                 .map_err(|e| format!("tokenizer {shown}: not valid JSON: {e}"))?;
             if doc.get("vocab").is_some() && doc.get("config").is_some() {
@@ -158,9 +183,7 @@ impl Tokenizer {
             }
             .map_err(|e| format!("tokenizer {shown}: {e}"))?
         } else {
-            let text = std::str::from_utf8(&bytes)
-                .map_err(|e| format!("tokenizer {shown}: not a tiktoken ranks file: {e}"))?;
-            let ranks = parse_ranks(text).map_err(|e| format!("tokenizer {shown}: {e}"))?;
+            let ranks = parse_ranks(r).map_err(|e| format!("tokenizer {shown}: {e}"))?;
             let n = u32::try_from(ranks.len()).unwrap_or(u32::MAX);
             let pattern = spec.pattern.unwrap_or(tiktoken_rs::O200K_BASE_PAT_STR);
             let bpe = tiktoken_rs::CoreBPE::new(ranks, Default::default(), pattern)
@@ -380,6 +403,10 @@ impl Tokenizer {
     /// are not UTF-8 are one token each.
     pub fn tokenize(&self, data: &[u8], special: &[SpecialToken]) -> Tokenized {
         let mut out = Tokenized::default();
+        if !Tokenized::fits(data.len()) {
+            // Offsets are 32-bit: a turn over 4 GiB has no token-aligned chunkings.
+            return out;
+        }
         let mut pos = 0;
         for (start, len, id) in self.spans(data, special) {
             self.encode_text(&data[pos..start], pos, &mut out);
@@ -389,6 +416,7 @@ impl Tokenizer {
         }
         self.encode_text(&data[pos..], pos, &mut out);
         out.set_vocabulary(Some(self.reference.clone()));
+        out.shrink();
         out
     }
 
@@ -492,6 +520,7 @@ impl Tokenizer {
                 let encoded = crate::backends::builtin::catching(|| bpe.encode_ordinary(s));
                 match encoded {
                     Ok(ranks) => {
+                        out.reserve(ranks.len());
                         let mut end = 0;
                         for r in ranks {
                             end += bpe.decode_bytes(&[r]).map_or(0, |b| b.len());
@@ -574,13 +603,31 @@ pub fn special_spans<'a>(
     out
 }
 
-/// Parses a tiktoken ranks file into the map `CoreBPE` takes, refusing what would make it panic
-/// (duplicate ranks, a byte without a rank).
-fn parse_ranks(text: &str) -> Result<rustc_hash::FxHashMap<Vec<u8>, u32>, String> {
+/// The largest tokenizer file read (a vocabulary's file is a few MB; o200k_base's ranks are
+/// 3.6 MB).
+pub const MAX_TOKENIZER_BYTES: u64 = 256 << 20;
+
+/// Parses a tiktoken ranks file into the map `CoreBPE` takes, line by line as it is read (the
+/// first bad line ends the reading), refusing what would make it panic (duplicate ranks, a
+/// byte without a rank).
+fn parse_ranks(
+    mut r: impl std::io::BufRead,
+) -> Result<rustc_hash::FxHashMap<Vec<u8>, u32>, String> {
     use base64::Engine as _;
     let mut ranks = rustc_hash::FxHashMap::default();
     let mut seen = rustc_hash::FxHashSet::default();
-    for (n, line) in text.lines().enumerate() {
+    let mut raw = Vec::new();
+    for n in 0.. {
+        raw.clear();
+        let got = r
+            .read_until(b'\n', &mut raw)
+            .map_err(|e| format!("cannot read: {e}"))?;
+        if got == 0 {
+            break;
+        }
+        let line = std::str::from_utf8(&raw)
+            .map_err(|e| format!("line {}: not a tiktoken ranks file: {e}", n + 1))?;
+        let line = line.trim_end_matches(['\n', '\r']);
         if line.trim().is_empty() {
             continue;
         }
@@ -667,7 +714,7 @@ mod tests {
         }
         assert!(k.is_boundary(2) && k.is_boundary(8) && k.is_boundary(14));
         assert_eq!(k.unit_end(k.units() - 1), d.len());
-        let chunks = k.chunk_ids(k.boundaries()).unwrap();
+        let chunks = k.chunk_ids(&k.boundaries()).unwrap();
         assert_eq!(chunks.len(), k.units());
         assert_eq!(chunks[1], &[None], "<|a|>x is longer and has no id");
         assert_eq!(chunks[chunks.len() - 2], &[Some(901)]);
@@ -836,7 +883,7 @@ mod tests {
                 proptest::prop_assert!(k.is_boundary(st) || st == 0);
                 proptest::prop_assert!(!k.boundaries().iter().any(|&c| st < c && c < st + tok.text.len()));
             }
-            let chunks = k.chunk_ids(k.boundaries()).unwrap();
+            let chunks = k.chunk_ids(&k.boundaries()).unwrap();
             proptest::prop_assert_eq!(chunks.iter().map(|c| c.len()).sum::<usize>(), k.tokens());
             proptest::prop_assert!(s.is_empty() || chunks.iter().all(|c| !c.is_empty()));
         }

@@ -68,6 +68,9 @@ pub const MAX_TOKEN: usize = 1024;
 #[derive(Debug, Clone, PartialEq)]
 enum Tok {
     Ident(String),
+    /// An identifier longer than [`MAX_TOKEN`] met before the list is committed: not kept,
+    /// only told apart (a call name over the limit, or a long word in bracketed prose).
+    LongIdent,
     /// A string literal's value, or why it is not a plain string (bytes, f-string, bad escape).
     Str(Result<String, &'static str>),
     /// A number as JSON text, or why it cannot be one.
@@ -104,6 +107,9 @@ enum Lex {
     Idle,
     Comment,
     Ident(String),
+    /// The rest of an identifier past [`MAX_TOKEN`], before the list is committed: counted
+    /// by the list's byte limit, not stored.
+    LongIdent,
     Num(String),
     /// `.`: a digit next makes it a number.
     Dot,
@@ -142,6 +148,9 @@ enum Top {
     ListItem,
     /// A name; `true` while an identifier must follow a dot.
     Name(String, bool),
+    /// A name with a part over [`MAX_TOKEN`], before the list is committed; `true` while an
+    /// identifier must follow a dot. A `(` next makes it a call over the limit.
+    LongName(bool),
     /// Inside the call's parentheses.
     ArgStart,
     ArgIdent(String),
@@ -363,7 +372,12 @@ impl PyListReader {
             Lex::Ident(id) => {
                 if c == '_' || c.is_alphanumeric() {
                     if id.len() >= MAX_TOKEN {
-                        return (Some(self.too_long()), true);
+                        if self.committed {
+                            return (Some(self.too_long()), true);
+                        }
+                        // Whether it is a call's name shows only after it: keep reading.
+                        self.lex = Lex::LongIdent;
+                        return (None, true);
                     }
                     id.push(c);
                     return (None, true);
@@ -392,6 +406,13 @@ impl PyListReader {
                 let id = std::mem::take(id);
                 self.lex = Lex::Idle;
                 (self.token(Tok::Ident(id)), false)
+            }
+            Lex::LongIdent => {
+                if c == '_' || c.is_alphanumeric() {
+                    return (None, true);
+                }
+                self.lex = Lex::Idle;
+                (self.token(Tok::LongIdent), false)
             }
             Lex::Num(n) => {
                 let prev = n.chars().last().unwrap_or('0');
@@ -509,6 +530,10 @@ impl PyListReader {
                     self.top = Top::Name(n, false);
                     None
                 }
+                Tok::LongIdent => {
+                    self.top = Top::LongName(false);
+                    None
+                }
                 Tok::P(']') if self.committed => Some(Stop::Done),
                 _ if self.committed => Some(self.syntax("a call")),
                 _ => Some(Stop::NotAList),
@@ -524,6 +549,10 @@ impl PyListReader {
                     self.top = Top::Name(n, true);
                     None
                 }
+                Tok::LongIdent if dot => {
+                    self.top = Top::LongName(false);
+                    None
+                }
                 Tok::P('(') if !dot => {
                     self.committed = true;
                     self.raw = String::new();
@@ -535,6 +564,21 @@ impl PyListReader {
                     None
                 }
                 _ if self.committed => Some(self.syntax("`(` after a call name")),
+                _ => Some(Stop::NotAList),
+            },
+            // Only reached before the list is committed (after, a long name is a limit at once).
+            Top::LongName(dot) => match t {
+                Tok::Ident(_) | Tok::LongIdent if dot => {
+                    self.top = Top::LongName(false);
+                    None
+                }
+                Tok::P('.') if !dot => {
+                    self.top = Top::LongName(true);
+                    None
+                }
+                Tok::P('(') if !dot => Some(Stop::Limit(format!(
+                    "a call name longer than {MAX_TOKEN} bytes in the call list"
+                ))),
                 _ => Some(Stop::NotAList),
             },
             Top::ArgStart => match t {

@@ -79,29 +79,110 @@ pub fn collect(paths: &[PathBuf]) -> Result<Vec<Report>, String> {
     }
 }
 
-/// Every `report.json` below `dir`, sorted by path; walked with a stack, not recursion.
+/// Every `report.json` below `dir`, sorted by path, walked as the corpus is: each directory
+/// once by its identity, so a symbolic link back to an ancestor (a loop) or to a directory
+/// already walked is named instead of followed; a link to nothing is named. What is named
+/// `report.json` is read as a report, and a FIFO or device by that name is named, not read
+/// (see `report_dir::read`).
 fn report_files(dir: &Path, errors: &mut Vec<String>) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let entries = match std::fs::read_dir(&d) {
+    let mut w = HistoryWalk::default();
+    if let Ok(meta) = std::fs::metadata(dir) {
+        w.dir(dir, &meta, false, errors);
+    }
+    w.found.sort();
+    w.found
+}
+
+/// Deeper directories than this are not walked (and named).
+const MAX_HISTORY_DEPTH: usize = 64;
+
+#[derive(Default)]
+struct HistoryWalk {
+    found: Vec<PathBuf>,
+    /// Directories entered, by identity, with the path first used.
+    seen: std::collections::BTreeMap<DirId, PathBuf>,
+    /// The directories being walked, outermost first.
+    stack: Vec<DirId>,
+}
+
+#[cfg(unix)]
+type DirId = (u64, u64);
+#[cfg(not(unix))]
+type DirId = PathBuf;
+
+#[cfg(unix)]
+fn dir_id(_: &Path, meta: &std::fs::Metadata) -> DirId {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino())
+}
+
+#[cfg(not(unix))]
+fn dir_id(path: &Path, _: &std::fs::Metadata) -> DirId {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+impl HistoryWalk {
+    fn dir(
+        &mut self,
+        dir: &Path,
+        meta: &std::fs::Metadata,
+        via_link: bool,
+        errors: &mut Vec<String>,
+    ) {
+        let id = dir_id(dir, meta);
+        if let Some(first) = self.seen.get(&id) {
+            if self.stack.contains(&id) {
+                errors.push(format!(
+                    "{}: a directory loop: the same directory as its ancestor {}; not followed",
+                    dir.display(),
+                    first.display()
+                ));
+            } else if via_link {
+                errors.push(format!(
+                    "{}: a symbolic link to a directory already walked as {}; not followed",
+                    dir.display(),
+                    first.display()
+                ));
+            }
+            return;
+        }
+        if self.stack.len() >= MAX_HISTORY_DEPTH {
+            errors.push(format!(
+                "{}: more than {MAX_HISTORY_DEPTH} directories deep; not walked",
+                dir.display()
+            ));
+            return;
+        }
+        // DirId is Copy on unix, a PathBuf elsewhere.
+        #[allow(clippy::clone_on_copy)]
+        self.seen.insert(id.clone(), dir.to_path_buf());
+        self.stack.push(id);
+        let entries = match std::fs::read_dir(dir) {
             Ok(e) => e,
             Err(e) => {
-                errors.push(format!("{}: cannot read: {e}", d.display()));
-                continue;
+                errors.push(format!("{}: cannot read: {e}", dir.display()));
+                self.stack.pop();
+                return;
             }
         };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.file_name().is_some_and(|n| n == "report.json") {
-                found.push(path);
+        let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+        paths.sort();
+        for path in paths {
+            let link = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
+            match std::fs::metadata(&path) {
+                Ok(m) if m.is_dir() => self.dir(&path, &m, link, errors),
+                Ok(_) if path.file_name().is_some_and(|n| n == "report.json") => {
+                    self.found.push(path)
+                }
+                Ok(_) => {}
+                Err(_) if link && path.file_name().is_some_and(|n| n == "report.json") => {
+                    errors.push(format!("{}: a symbolic link to nothing", path.display()))
+                }
+                Err(_) => {}
             }
         }
+        self.stack.pop();
     }
-    found.sort();
-    found
 }
 
 /// Renders the page for a history of reports; the latest (last in chart order) is detailed.
@@ -202,7 +283,11 @@ fn rate_class(r: Option<f64>, failed: usize) -> &'static str {
 fn header(out: &mut String, r: &Report, count: usize) {
     let failed = failing_count(r);
     let regressions = r.comparison.as_ref().map_or(0, |c| c.regressions.len());
-    let (verdict, class) = if failed == 0 && regressions == 0 && r.corpus.errors.is_empty() {
+    let (verdict, class) = if r.judged_nothing().is_some() {
+        ("nothing was judged", "bad")
+    } else if r.partial.is_some() {
+        ("partial merge", "bad")
+    } else if failed == 0 && regressions == 0 && r.corpus.errors.is_empty() {
         ("all invariants hold", "ok")
     } else if failed == 0 && regressions == 0 {
         ("corpus errors", "bad")
@@ -217,6 +302,13 @@ fn header(out: &mut String, r: &Report, count: usize) {
         escape(&human_time(generated_at(r))),
         count
     );
+    if let Some(p) = &r.partial {
+        let _ = writeln!(
+            out,
+            "<p class=\"bad\">A partial merge of {}: the cases of the missing shards were not judged.</p>",
+            escape(&p.describe())
+        );
+    }
     for run in &r.runs {
         let t = &run.totals;
         let _ = writeln!(
@@ -1207,6 +1299,8 @@ mod tests {
                 tokenizers: Default::default(),
             },
             shard: None,
+            whole: None,
+            partial: None,
             corpus: CorpusInfo {
                 digest: "ab".repeat(32),
                 cases,

@@ -59,6 +59,17 @@ pub fn render(r: &Report) -> Result<String, String> {
             report.add_test_suite(suite);
         }
     }
+    if let Some(why) = r.judged_nothing() {
+        // A CI view of a run that judged nothing must not be green: one error says why.
+        let mut suite = TestSuite::new("conform");
+        let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
+        s.set_type("nothing_judged");
+        s.set_message(why);
+        let mut tc = TestCase::new("nothing was judged", s);
+        tc.set_classname("conform.run");
+        suite.add_test_case(tc);
+        report.add_test_suite(suite);
+    }
     if !r.corpus.errors.is_empty() {
         let mut suite = TestSuite::new("corpus");
         for e in &r.corpus.errors {

@@ -7,8 +7,53 @@ use std::fmt::Write;
 /// Failing cases listed in full before the rest are only counted (comments have size limits).
 const MAX_LISTED: usize = 50;
 
-fn esc(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
+/// Text a report quotes (messages that quote transcripts, adapters' error text, paths), made
+/// inert for GitHub's Markdown: HTML is escaped as entities (no `<img>` or `<a href>` renders),
+/// every punctuation mark that could make markup inside a line (emphasis, strikethrough,
+/// links, images, code, table cells) is backslash-escaped, and line breaks become spaces, so
+/// quoted text never starts a line (no heading or list can begin in it).
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '\n' | '\r' => out.push(' '),
+            '\\' | '`' | '*' | '_' | '[' | ']' | '(' | ')' | '|' | '~' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `s` as one inline code span that nothing in it can end: fenced by one backtick more than
+/// its longest run of backticks (padded with a space where it starts or ends with one, which
+/// Markdown strips), its line breaks made spaces. Inside a code span HTML is text.
+pub fn code(s: &str) -> String {
+    let s = s.replace(['\n', '\r'], " ");
+    let mut longest = 0;
+    let mut run = 0;
+    for c in s.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat(longest + 1);
+    let pad = if s.starts_with('`') || s.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{s}{pad}{fence}")
+}
+
+/// [`code`] for a table cell, where a `|` would end the cell even inside a code span: GitHub
+/// reads `\|` there as `|`.
+pub fn code_cell(s: &str) -> String {
+    code(s).replace('|', "\\|")
 }
 
 fn changes(out: &mut String, title: &str, list: &[Change]) {
@@ -17,7 +62,13 @@ fn changes(out: &mut String, title: &str, list: &[Change]) {
     }
     let _ = writeln!(out, "### {title} ({})\n", list.len());
     for c in list.iter().take(MAX_LISTED) {
-        let _ = writeln!(out, "- `{}` ({}): {}", c.subject, c.parser, c.change);
+        let _ = writeln!(
+            out,
+            "- {} ({}): {}",
+            code(&c.subject),
+            esc(&c.parser),
+            esc(&c.change)
+        );
     }
     if list.len() > MAX_LISTED {
         let _ = writeln!(out, "- … and {} more", list.len() - MAX_LISTED);
@@ -31,10 +82,12 @@ fn run_table(out: &mut String, run: &Run) {
         "| format | cases | failed | xfail | replays | parse success | match | violations |"
     );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---|");
-    let mut rows: Vec<(&str, &crate::harness::report::TotalsOut)> =
+    let rows: Vec<(&str, &crate::harness::report::TotalsOut)> =
         run.formats.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let mut rows: Vec<(String, &crate::harness::report::TotalsOut)> =
+        rows.into_iter().map(|(k, v)| (esc(k), v)).collect();
     if rows.len() > 1 {
-        rows.push(("**all**", &run.totals));
+        rows.push(("**all**".into(), &run.totals));
     }
     for (name, t) in rows {
         let v = if t.violations.is_empty() {
@@ -68,17 +121,34 @@ pub fn render(r: &Report, matrix: Option<&str>) -> String {
     let mut out = String::new();
     let failed: usize = r.runs.iter().map(|x| x.totals.failed).sum();
     let regressions = r.comparison.as_ref().map_or(0, |c| c.regressions.len());
-    let verdict = if failed == 0 && regressions == 0 {
+    let nothing = r.judged_nothing();
+    let verdict = if nothing.is_some() {
+        "❌ nothing was judged"
+    } else if failed == 0 && regressions == 0 {
         "✅ all invariants hold"
     } else {
         "❌ failures"
     };
     let _ = writeln!(out, "## conform: {verdict}\n");
+    if let Some(why) = &nothing {
+        let _ = writeln!(
+            out,
+            "**{}**: a run that judged no case is not green.\n",
+            esc(why)
+        );
+    }
+    if let Some(p) = &r.partial {
+        let _ = writeln!(
+            out,
+            "**⚠ partial: a merge of {}.** The cases of the missing shards were not judged.\n",
+            esc(&p.describe())
+        );
+    }
     for run in &r.runs {
         let _ = writeln!(
             out,
             "**{}**: parse success **{}**, match **{}** over {} case(s) and {} replay(s); {} failing.",
-            run.parser,
+            esc(&run.parser),
             percent(run.totals.parse_success_rate),
             percent(run.totals.match_rate),
             run.totals.cases,
@@ -88,11 +158,11 @@ pub fn render(r: &Report, matrix: Option<&str>) -> String {
     }
     let _ = writeln!(
         out,
-        "\nseed {} · strategies {} · corpus `{}` · conform {}\n",
+        "\nseed {} · strategies {} · corpus {} · conform {}\n",
         r.seed,
-        r.strategies.join(", "),
-        &r.corpus.digest[..r.corpus.digest.len().min(12)],
-        r.tool.version
+        esc(&r.strategies.join(", ")),
+        code(r.corpus.digest.get(..12).unwrap_or(&r.corpus.digest)),
+        esc(&r.tool.version)
     );
     if let Some(c) = &r.comparison {
         changes(&mut out, "Regressions", &c.regressions);
@@ -100,13 +170,13 @@ pub fn render(r: &Report, matrix: Option<&str>) -> String {
     if !r.corpus.errors.is_empty() {
         let _ = writeln!(out, "### Corpus errors ({})\n", r.corpus.errors.len());
         for e in &r.corpus.errors {
-            let _ = writeln!(out, "- `{}`: {}", e.path, esc(&e.message));
+            let _ = writeln!(out, "- {}: {}", code(&e.path), esc(&e.message));
         }
         out.push('\n');
     }
     for run in &r.runs {
         if r.runs.len() > 1 {
-            let _ = writeln!(out, "### Parser `{}`\n", run.parser);
+            let _ = writeln!(out, "### Parser {}\n", code(&run.parser));
         }
         run_table(&mut out, run);
     }
@@ -118,19 +188,19 @@ pub fn render(r: &Report, matrix: Option<&str>) -> String {
         if !split.is_empty() {
             let _ = writeln!(
                 out,
-                "### `{}`: {} case(s) break only when a special token is cut\n\nReported apart and \
+                "### {}: {} case(s) break only when a special token is cut\n\nReported apart and \
                  not failed: a server decodes special tokens whole, so its parser never sees one \
                  split. Minimal cuts and replay commands are in report.json.\n",
-                run.parser,
+                code(&run.parser),
                 split.len()
             );
             for c in split.iter().take(MAX_LISTED) {
                 let _ = writeln!(
                     out,
-                    "- `{}` [{}]: {}",
-                    c.id,
-                    c.format,
-                    c.token_split_invariants()
+                    "- {} \\[{}\\]: {}",
+                    code(&c.id),
+                    esc(&c.format),
+                    esc(&c.token_split_invariants())
                 );
             }
             if split.len() > MAX_LISTED {
@@ -144,18 +214,24 @@ pub fn render(r: &Report, matrix: Option<&str>) -> String {
         }
         let _ = writeln!(
             out,
-            "### Failures of `{}` ({})\n",
-            run.parser,
+            "### Failures of {} ({})\n",
+            code(&run.parser),
             failing.len()
         );
         for c in failing.iter().take(MAX_LISTED) {
-            let _ = writeln!(out, "- **{}** `{}` [{}]", c.status, c.id, c.format);
+            let _ = writeln!(
+                out,
+                "- **{}** {} \\[{}\\]",
+                c.status,
+                code(&c.id),
+                esc(&c.format)
+            );
             if c.status == CaseStatus::Xpass {
                 let _ = writeln!(out, "  - passes now: remove its known-failure mark");
             }
             for v in &c.violations {
                 let _ = writeln!(out, "  - {}: {}", v.invariant, esc(&v.message));
-                let _ = writeln!(out, "    `{}`", v.replay);
+                let _ = writeln!(out, "    {}", code(&v.replay));
             }
             for n in &c.notes {
                 let _ = writeln!(out, "  - {}", esc(n));

@@ -198,7 +198,7 @@ pub fn markdown(m: &Matrix) -> String {
     let mut out = String::new();
     out.push_str("| case |");
     for p in &m.parsers {
-        out.push_str(&format!(" `{}` |", p.replace('|', "\\|")));
+        out.push_str(&format!(" {} |", super::markdown::code_cell(p)));
     }
     out.push_str("\n|---|");
     out.push_str(&"---|".repeat(m.parsers.len()));
@@ -210,7 +210,7 @@ pub fn markdown(m: &Matrix) -> String {
             if listed > MARKDOWN_ROWS {
                 continue;
             }
-            out.push_str(&format!("| `{}` |", r.id));
+            out.push_str(&format!("| {} |", super::markdown::code_cell(&r.id)));
             for c in &r.cells {
                 out.push_str(&format!(" {} |", c.label()));
             }

@@ -31,10 +31,61 @@ pub struct Manifest {
     pub files: BTreeMap<String, String>,
 }
 
-/// Creates `dir` (with parents) and proves it writable by creating and removing a file in it,
-/// so that a run whose report could not be saved fails before its first replay; stale
-/// temporaries of killed writers are removed.
-pub fn prepare(dir: &Path) -> Result<(), String> {
+/// A report directory locked for one writer (an exclusive `flock` on the directory itself,
+/// released when this is dropped or the process ends, however it ends).
+#[derive(Debug)]
+pub struct DirLock {
+    dir: PathBuf,
+    #[cfg(unix)]
+    _fd: std::fs::File,
+}
+
+impl DirLock {
+    /// The locked directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+/// Locks `dir` for this process, or says that another writer holds it: two runs writing one
+/// report set at once would leave it torn, each exiting as if its set were whole.
+fn lock(dir: &Path) -> Result<DirLock, String> {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        let fd = std::fs::File::open(dir)
+            .map_err(|e| format!("{}: cannot lock the report directory: {e}", dir.display()))?;
+        // SAFETY: flock on a descriptor this function owns; it only takes an advisory lock.
+        let r = unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if r != 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                format!(
+                    "{}: another conform is writing its reports into this directory; \
+                     give each run its own --report-dir",
+                    dir.display()
+                )
+            } else {
+                format!("{}: cannot lock the report directory: {e}", dir.display())
+            });
+        }
+        Ok(DirLock {
+            dir: dir.to_path_buf(),
+            _fd: fd,
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(DirLock {
+            dir: dir.to_path_buf(),
+        })
+    }
+}
+
+/// Creates `dir` (with parents), locks it for this process ([`DirLock`]) and proves it
+/// writable by creating and removing a file in it, so that a run whose report could not be
+/// saved fails before its first replay; stale temporaries of killed writers are removed.
+pub fn prepare(dir: &Path) -> Result<DirLock, String> {
     if dir.exists() && !dir.is_dir() {
         return Err(format!(
             "{}: the report directory is not a directory",
@@ -43,6 +94,7 @@ pub fn prepare(dir: &Path) -> Result<(), String> {
     }
     std::fs::create_dir_all(dir)
         .map_err(|e| format!("{}: cannot create the report directory: {e}", dir.display()))?;
+    let locked = lock(dir)?;
     let probe = temp_in(dir).map_err(|e| {
         format!(
             "{}: the report directory is not writable: {e}",
@@ -50,8 +102,11 @@ pub fn prepare(dir: &Path) -> Result<(), String> {
         )
     })?;
     drop(probe);
+    for name in SET_FILES.iter().chain([&MANIFEST_FILE]) {
+        set_member(dir, name)?;
+    }
     clean_stale(dir);
-    Ok(())
+    Ok(locked)
 }
 
 /// A new temporary file in `dir`, named so that [`clean_stale`] knows its writer.
@@ -111,13 +166,130 @@ fn process_alive(pid: u32) -> bool {
     }
 }
 
-/// Writes `contents` to `path` atomically: a synced temporary renamed over it.
-pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), String> {
-    let tmp = stage(path, contents)?;
-    tmp.persist(path)
-        .map_err(|e| format!("{}: cannot write: {}", path.display(), e.error))?;
-    Ok(())
+/// Where an output named by the user really goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A regular file, or none yet, at this path (a symbolic link's resolved target): written
+    /// atomically beside it and renamed over it.
+    File(PathBuf),
+    /// A FIFO or a character device (`/dev/null`, `/dev/stdout`, a process substitution):
+    /// written into directly, as `cp` does, never replaced.
+    Stream,
 }
+
+/// The most symbolic links followed to find an output's target.
+const MAX_LINKS: usize = 40;
+
+/// Where writing `path` goes: through symbolic links to their target, never replacing a
+/// link, a device node or a FIFO with a regular file. A link to nothing, a directory, a
+/// socket or a block device is refused, naming the path.
+pub fn target(path: &Path) -> Result<Target, String> {
+    let shown = path.display();
+    let mut at = path.to_path_buf();
+    for _ in 0..MAX_LINKS {
+        let meta = match std::fs::symlink_metadata(&at) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if at == path {
+                    return Ok(Target::File(at));
+                }
+                return Err(format!(
+                    "{shown}: a symbolic link to nothing ({}): not written through",
+                    at.display()
+                ));
+            }
+            Err(e) => return Err(format!("{shown}: cannot write: {e}")),
+        };
+        let t = meta.file_type();
+        if t.is_symlink() {
+            let link =
+                std::fs::read_link(&at).map_err(|e| format!("{shown}: cannot write: {e}"))?;
+            // A link into /proc (/dev/stdout, /dev/fd/N) names an open file: write into it.
+            if link.starts_with("/proc/") {
+                return match std::fs::metadata(path) {
+                    Ok(m) if m.is_dir() => Err(format!("{shown}: a directory, not written")),
+                    _ => Ok(Target::Stream),
+                };
+            }
+            at = match at.parent() {
+                Some(dir) => dir.join(link),
+                None => link,
+            };
+            continue;
+        }
+        if t.is_file() {
+            return Ok(Target::File(at));
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::FileTypeExt;
+            if t.is_fifo() || t.is_char_device() {
+                return Ok(Target::Stream);
+            }
+            if t.is_socket() {
+                return Err(format!("{shown}: a socket, not a file: not written"));
+            }
+            if t.is_block_device() {
+                return Err(format!("{shown}: a block device, not a file: not written"));
+            }
+        }
+        if t.is_dir() {
+            return Err(format!("{shown}: a directory, not written"));
+        }
+        return Err(format!("{shown}: not a regular file: not written"));
+    }
+    Err(format!(
+        "{shown}: more than {MAX_LINKS} symbolic links deep: not written through"
+    ))
+}
+
+/// Writes `contents` to `path`: atomically (a synced temporary renamed over it) for a regular
+/// file, through a symbolic link to its target (the link kept), and directly into a FIFO or
+/// a character device; see [`target`].
+pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), String> {
+    match target(path)? {
+        Target::File(real) => {
+            let tmp = stage(&real, contents)?;
+            tmp.persist(&real)
+                .map_err(|e| format!("{}: cannot write: {}", path.display(), e.error))?;
+            Ok(())
+        }
+        Target::Stream => {
+            use std::io::Write;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .and_then(|mut f| f.write_all(contents).and_then(|()| f.flush()))
+                .map_err(|e| format!("{}: cannot write: {e}", path.display()))
+        }
+    }
+}
+
+/// The regular file a member of a report set in `dir` is written to: the set is replaced as
+/// one unit by renames, so a member that is a FIFO or a device is refused, naming it.
+fn set_member(dir: &Path, name: &str) -> Result<PathBuf, String> {
+    let path = dir.join(name);
+    match target(&path)? {
+        Target::File(real) => Ok(real),
+        Target::Stream => {
+            let what = match std::fs::metadata(&path) {
+                #[cfg(unix)]
+                Ok(m) if std::os::unix::fs::FileTypeExt::is_fifo(&m.file_type()) => {
+                    "a FIFO (named pipe)"
+                }
+                _ => "a device",
+            };
+            Err(format!(
+                "{}: {what}, not a regular file: a report set is written as files, replaced as \
+                 one unit; remove it or choose another --report-dir",
+                path.display()
+            ))
+        }
+    }
+}
+
+/// The files of a run's report set.
+pub const SET_FILES: [&str; 3] = ["report.json", "report.md", "junit.xml"];
 
 /// A synced temporary beside `path` holding `contents`.
 fn stage(path: &Path, contents: &[u8]) -> Result<tempfile::NamedTempFile, String> {
@@ -147,16 +319,19 @@ fn sha256_hex(bytes: &[u8]) -> String {
     crate::harness::corpus::hex(&Sha256::digest(bytes))
 }
 
-/// Replaces the files of a report set in `dir` as one unit (see the module comment); `run`
-/// names the run in the manifest.
-pub fn write_set(dir: &Path, run: &str, files: &[(&str, Vec<u8>)]) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
+/// Replaces the files of a report set in the locked directory as one unit (see the module
+/// comment); `run` names the run in the manifest.
+pub fn write_set(locked: &DirLock, run: &str, files: &[(&str, Vec<u8>)]) -> Result<(), String> {
+    let dir = locked.dir();
+    set_member(dir, MANIFEST_FILE)?;
     // Everything is staged first, so a full disk fails before any file is replaced.
     let mut staged = Vec::with_capacity(files.len());
     for (name, contents) in files {
+        let real = set_member(dir, name)?;
         staged.push((
             *name,
-            stage(&dir.join(name), contents)?,
+            real.clone(),
+            stage(&real, contents)?,
             sha256_hex(contents),
         ));
     }
@@ -171,10 +346,9 @@ pub fn write_set(dir: &Path, run: &str, files: &[(&str, Vec<u8>)]) -> Result<(),
     };
     write_manifest(&manifest("writing", BTreeMap::new()))?;
     let mut digests = BTreeMap::new();
-    for (name, tmp, digest) in staged {
-        let path = dir.join(name);
-        tmp.persist(&path)
-            .map_err(|e| format!("{}: cannot write: {}", path.display(), e.error))?;
+    for (name, real, tmp, digest) in staged {
+        tmp.persist(&real)
+            .map_err(|e| format!("{}: cannot write: {}", dir.join(name).display(), e.error))?;
         digests.insert(name.to_string(), digest);
     }
     write_manifest(&manifest("complete", digests))?;
@@ -182,9 +356,9 @@ pub fn write_set(dir: &Path, run: &str, files: &[(&str, Vec<u8>)]) -> Result<(),
     Ok(())
 }
 
-/// Writes report.json, report.md and junit.xml of `rep` into `dir` as one set.
+/// Writes report.json, report.md and junit.xml of `rep` into the locked directory as one set.
 pub fn write_reports(
-    dir: &Path,
+    dir: &DirLock,
     rep: &Report,
     matrix: Option<&super::matrix::Matrix>,
 ) -> Result<(), String> {
@@ -207,8 +381,8 @@ pub fn write_reports(
 
 /// Reads a report.json, naming the file in errors, and refuses one whose set is torn.
 pub fn read(path: &Path) -> Result<Report, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let text = crate::harness::files::read_regular_to_string(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     check_set_member(path, text.as_bytes())?;
     Report::from_json(&text, path)
 }
@@ -220,9 +394,11 @@ pub fn check_set_member(file: &Path, contents: &[u8]) -> Result<(), String> {
         return Ok(());
     };
     let manifest_path: PathBuf = file.with_file_name(MANIFEST_FILE);
-    let Ok(text) = std::fs::read_to_string(&manifest_path) else {
+    if std::fs::symlink_metadata(&manifest_path).is_err() {
         return Ok(());
-    };
+    }
+    let text = crate::harness::files::read_regular_to_string(&manifest_path)
+        .map_err(|e| format!("{}: {e}", manifest_path.display()))?;
     let m: Manifest = serde_json::from_str(&text)
         .map_err(|e| format!("{}: not a conform manifest: {e}", manifest_path.display()))?;
     if m.state != "complete" {
@@ -256,7 +432,7 @@ mod tests {
     #[test]
     fn prepare_creates_and_refuses_a_file() {
         let d = tmpdir("prep");
-        prepare(&d.join("a/b")).unwrap();
+        drop(prepare(&d.join("a/b")).unwrap());
         assert!(d.join("a/b").is_dir());
         std::fs::write(d.join("f"), "x").unwrap();
         let e = prepare(&d.join("f")).unwrap_err();
@@ -268,8 +444,9 @@ mod tests {
     #[test]
     fn a_set_is_checked_against_its_manifest_and_stale_temporaries_go() {
         let d = tmpdir("set");
+        let locked = prepare(&d).unwrap();
         write_set(
-            &d,
+            &locked,
             "r1",
             &[("a.json", b"1".to_vec()), ("b.md", b"one".to_vec())],
         )
@@ -287,7 +464,7 @@ mod tests {
         .unwrap();
         let e = check_set_member(&d.join("b.md"), b"one").unwrap_err();
         assert!(e.contains("not completely written"), "{e}");
-        write_set(&d, "r3", &[("a.json", b"3".to_vec())]).unwrap();
+        write_set(&locked, "r3", &[("a.json", b"3".to_vec())]).unwrap();
         check_set_member(&d.join("a.json"), b"3").unwrap();
 
         // A temporary of a dead writer is removed; this process's are kept.
@@ -304,5 +481,16 @@ mod tests {
             .filter(|n| n.ends_with(TEMP_SUFFIX))
             .collect();
         assert_eq!(left.len(), 1, "{left:?}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn one_writer_at_a_time() {
+        let d = tmpdir("lock");
+        let first = prepare(&d).unwrap();
+        let e = prepare(&d).unwrap_err();
+        assert!(e.contains("another conform is writing"), "{e}");
+        drop(first);
+        prepare(&d).unwrap();
     }
 }

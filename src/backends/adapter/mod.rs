@@ -96,14 +96,14 @@ pub struct EngineTime {
 impl EngineTime {
     /// Adds one response's `engine_ns`.
     pub fn add(&mut self, ns: u64) {
-        self.responses += 1;
+        self.responses = self.responses.saturating_add(1);
         self.total_ns = self.total_ns.saturating_add(ns);
         self.max_ns = self.max_ns.max(ns);
     }
 
     /// Adds another tally (shards of one run).
     pub fn merge(&mut self, o: &EngineTime) {
-        self.responses += o.responses;
+        self.responses = self.responses.saturating_add(o.responses);
         self.total_ns = self.total_ns.saturating_add(o.total_ns);
         self.max_ns = self.max_ns.max(o.max_ns);
     }
@@ -384,9 +384,13 @@ impl Backend for Adapter {
         };
         self.requests.fetch_add(1, Ordering::Relaxed);
         let deadline = Instant::now() + self.opts.timeout;
-        let answer = w
-            .exchange(request, deadline)
-            .and_then(|line| read_timed_response(&line, id, turns.len()));
+        let answer = w.exchange(request, deadline).and_then(|line| {
+            let limits: Vec<usize> = turns
+                .iter()
+                .map(|t| protocol::max_events(t.len()))
+                .collect();
+            read_timed_response(&line, id, &limits)
+        });
         match answer {
             Ok(Ok((turns, engine_ns))) => {
                 self.release(w, true);

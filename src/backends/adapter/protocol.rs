@@ -285,17 +285,34 @@ pub(super) fn read_response(
     id: u64,
     n: usize,
 ) -> Result<Result<Vec<TurnOutcome>, String>, (Breakdown, String)> {
-    read_timed_response(line, id, n).map(|r| r.map(|(turns, _)| turns))
+    read_timed_response(line, id, &vec![usize::MAX; n]).map(|r| r.map(|(turns, _)| turns))
 }
 
 /// [`read_response`], with the response's optional `engine_ns` (§2.6): the nanoseconds the
 /// engine's own parser spent on the request, as the adapter measured them.
+///
+/// `limits` holds, per turn of the request, the most events its answer may carry
+/// ([`max_events`]). An `events` answer is read as it is parsed, one event at a time, so that
+/// it costs about its line, not a tree of values (a 135 MB line of 5 M events took 4 GB);
+/// anything that reading does not take (a `result`, an `error`, a breach) is read whole as
+/// before, for its message.
 #[allow(clippy::type_complexity)]
 pub(super) fn read_timed_response(
     line: &[u8],
     id: u64,
-    n: usize,
+    limits: &[usize],
 ) -> Result<Result<(Vec<TurnOutcome>, Option<u64>), String>, (Breakdown, String)> {
+    stream_events(line, id, limits).unwrap_or_else(|| read_whole(line, id, limits))
+}
+
+/// [`read_timed_response`] on the line read whole into a tree of values.
+#[allow(clippy::type_complexity)]
+fn read_whole(
+    line: &[u8],
+    id: u64,
+    limits: &[usize],
+) -> Result<Result<(Vec<TurnOutcome>, Option<u64>), String>, (Breakdown, String)> {
+    let n = limits.len();
     let mut v = read_line_json(line).map_err(|m| breach(format!("the response is {m}")))?;
     // Optional and advisory: a value that is not a non-negative integer is ignored, not a
     // breach, since the verdict does not depend on it.
@@ -351,6 +368,9 @@ pub(super) fn read_timed_response(
             if kind == "events" {
                 let evs: Vec<WireEvent> = serde_json::from_value(turn)
                     .map_err(|e| breach(format!("{at}bad event list: {e}")))?;
+                if evs.len() > limits[t] {
+                    return Err(breach(too_many_events(&at, limits[t])));
+                }
                 Ok(fold_events(evs.into_iter().map(Event::from)))
             } else {
                 let r: WireResult = serde_json::from_value(turn)
@@ -363,19 +383,206 @@ pub(super) fn read_timed_response(
 }
 
 fn fold_events(events: impl Iterator<Item = Event>) -> TurnOutcome {
-    let mut folder = Folder::default();
-    let mut hasher = DefaultHasher::new();
+    let mut fold = TurnFold::default();
     for ev in events {
-        ev.hash(&mut hasher);
-        folder.push(&ev);
+        fold.push(&ev);
     }
-    let (result, anomalies) = folder.finish_with_anomalies();
-    TurnOutcome {
-        result,
-        anomalies,
-        events_hash: hasher.finish(),
-        events_seen: true,
+    fold.finish()
+}
+
+/// A turn's events folded as they come, and hashed (two answers with the same events are
+/// the same answer).
+#[derive(Default)]
+struct TurnFold {
+    folder: Folder,
+    hasher: DefaultHasher,
+    events: usize,
+}
+
+impl TurnFold {
+    fn push(&mut self, ev: &Event) {
+        ev.hash(&mut self.hasher);
+        self.folder.push(ev);
+        self.events += 1;
     }
+
+    fn finish(self) -> TurnOutcome {
+        let (result, anomalies) = self.folder.finish_with_anomalies();
+        TurnOutcome {
+            result,
+            anomalies,
+            events_hash: self.hasher.finish(),
+            events_seen: true,
+        }
+    }
+}
+
+/// The most events an answer may carry for a turn of `bytes` bytes: a parser emits a few per
+/// chunk it is fed and no turn has more chunks than bytes, so more than four per byte (and a
+/// margin) is an adapter run wild, not a parse.
+pub(super) fn max_events(bytes: usize) -> usize {
+    bytes.saturating_mul(4).saturating_add(1024)
+}
+
+fn too_many_events(at: &str, limit: usize) -> String {
+    format!(
+        "{at}more than {limit} events for the turn (at most 4 per byte of the turn, and 1024 \
+         more): not read further"
+    )
+}
+
+/// Reads an `events` answer for request `id` as it is parsed (see [`read_timed_response`]):
+/// `None` when the line is anything else, or anything the whole reading must look at to name
+/// (an `error` or `result` answer, another id or turn count, a bad event, JSON serde_json's
+/// reader refuses); then the caller reads it whole.
+#[allow(clippy::type_complexity)]
+fn stream_events(
+    line: &[u8],
+    id: u64,
+    limits: &[usize],
+) -> Option<Result<Result<(Vec<TurnOutcome>, Option<u64>), String>, (Breakdown, String)>> {
+    use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+    use std::cell::RefCell;
+
+    // First pass: the head, with the turns counted and skipped (nothing is built).
+    struct Count(usize);
+    impl<'de> Deserialize<'de> for Count {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Count, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Count;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("an array")
+                }
+                fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Count, A::Error> {
+                    let mut n = 0;
+                    while a.next_element::<IgnoredAny>()?.is_some() {
+                        n += 1;
+                    }
+                    Ok(Count(n))
+                }
+            }
+            d.deserialize_seq(V)
+        }
+    }
+    #[derive(Deserialize)]
+    struct Head {
+        #[serde(rename = "type")]
+        kind: String,
+        id: u64,
+        #[serde(default)]
+        engine_ns: Option<Value>,
+        turns: Count,
+    }
+    let head: Head = serde_json::from_slice(line).ok()?;
+    if head.kind != "events" || head.id != id || head.turns.0 != limits.len() {
+        return None;
+    }
+    let engine_ns = head.engine_ns.as_ref().and_then(Value::as_u64);
+
+    // Second pass: each turn's events folded one by one.
+    struct Line<'a> {
+        limits: &'a [usize],
+        over: &'a RefCell<Option<String>>,
+    }
+    struct Turns<'a>(&'a Line<'a>);
+    struct Turn<'a> {
+        at: String,
+        limit: usize,
+        over: &'a RefCell<Option<String>>,
+    }
+    impl<'de> DeserializeSeed<'de> for &Line<'_> {
+        type Value = Vec<TurnOutcome>;
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+    impl<'de> Visitor<'de> for &Line<'_> {
+        type Value = Vec<TurnOutcome>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a response object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+            let mut turns = Vec::new();
+            while let Some(key) = a.next_key::<std::borrow::Cow<'de, str>>()? {
+                if key == "turns" {
+                    turns = a.next_value_seed(Turns(self))?;
+                } else {
+                    a.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(turns)
+        }
+    }
+    impl<'de> DeserializeSeed<'de> for Turns<'_> {
+        type Value = Vec<TurnOutcome>;
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_seq(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Turns<'_> {
+        type Value = Vec<TurnOutcome>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an array of turns")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+            let n = self.0.limits.len();
+            let mut out = Vec::with_capacity(n);
+            for (t, &limit) in self.0.limits.iter().enumerate() {
+                let at = if n > 1 {
+                    format!("turn {}: ", t + 1)
+                } else {
+                    String::new()
+                };
+                let seed = Turn {
+                    at,
+                    limit,
+                    over: self.0.over,
+                };
+                match a.next_element_seed(seed)? {
+                    Some(turn) => out.push(turn),
+                    None => return Err(serde::de::Error::custom("fewer turns")),
+                }
+            }
+            Ok(out)
+        }
+    }
+    impl<'de> DeserializeSeed<'de> for Turn<'_> {
+        type Value = TurnOutcome;
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_seq(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Turn<'_> {
+        type Value = TurnOutcome;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an array of events")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+            let mut fold = TurnFold::default();
+            while let Some(ev) = a.next_element::<WireEvent>()? {
+                if fold.events == self.limit {
+                    *self.over.borrow_mut() = Some(too_many_events(&self.at, self.limit));
+                    return Err(serde::de::Error::custom("too many events"));
+                }
+                fold.push(&Event::from(ev));
+            }
+            Ok(fold.finish())
+        }
+    }
+    let over = RefCell::new(None);
+    let seed = Line {
+        limits,
+        over: &over,
+    };
+    let mut de = serde_json::Deserializer::from_slice(line);
+    let read = (&seed)
+        .deserialize(&mut de)
+        .and_then(|t| de.end().map(|()| t));
+    if let Some(msg) = over.into_inner() {
+        return Some(Err(breach(msg)));
+    }
+    read.ok().map(|turns| Ok(Ok((turns, engine_ns))))
 }
 
 fn result_outcome(r: WireResult) -> TurnOutcome {
@@ -585,14 +792,83 @@ mod tests {
     }
 
     #[test]
+    fn events_past_the_bound_are_a_breach_whichever_way_they_are_read() {
+        let ev = r#"{"type":"text","text":"x"}"#;
+        let line = |k: usize| {
+            let evs = vec![ev; k].join(",");
+            format!(r#"{{"type":"events","id":7,"turns":[[{evs}],[]]}}"#)
+        };
+        let ok = read_timed_response(line(3).as_bytes(), 7, &[3, 0])
+            .unwrap()
+            .unwrap();
+        assert_eq!(ok.0[0].result.text, "xxx");
+        for read in [read_timed_response, read_whole] {
+            let e = read(line(4).as_bytes(), 7, &[3, 0]).unwrap_err();
+            assert_eq!(e.0, Breakdown::ProtocolError);
+            assert!(e.1.contains("turn 1: more than 3 events"), "{}", e.1);
+        }
+        assert_eq!(max_events(10), 1064);
+    }
+
+    #[test]
+    fn an_events_answer_read_as_it_is_parsed_is_the_answer_read_whole() {
+        let lines = [
+            r#"{"type":"events","id":3,"turns":[[{"type":"text","text":"hi"},{"type":"call_start","index":0,"name":"f"},{"type":"args_delta","index":0,"json":"{\"a\":"},{"type":"args_delta","index":0,"json":"[1]}"},{"type":"call_end","index":0}]]}"#,
+            r#"{"engine_ns":9,"turns":[[{"type":"reasoning","text":"r"},{"type":"warning","kind":"w"}],[{"type":"error","kind":"invalid_json","message":"m"},{"type":"text","text":"t"}]],"id":3,"extra":{"a":[1,2]},"type":"events"}"#,
+            r#"{"type":"events","id":3,"turns":[[{"type":"call_start","index":1,"id":"c","name":"g","server":"s"},{"type":"call_end","index":1}],[]]}"#,
+        ];
+        for line in lines {
+            let n = if line.contains("],[") { 2 } else { 1 };
+            let limits = vec![usize::MAX; n];
+            let streamed = stream_events(line.as_bytes(), 3, &limits)
+                .expect("read as it is parsed")
+                .unwrap()
+                .unwrap();
+            let whole = read_whole(line.as_bytes(), 3, &limits).unwrap().unwrap();
+            assert_eq!(streamed.1, whole.1, "{line}");
+            for (a, b) in streamed.0.iter().zip(&whole.0) {
+                assert_eq!(a.result, b.result, "{line}");
+                assert_eq!(a.anomalies, b.anomalies, "{line}");
+                assert_eq!(a.events_hash, b.events_hash, "{line}");
+            }
+        }
+        // What it does not take is read whole, for its message.
+        for other in [
+            r#"{"type":"result","id":3,"turns":[{"text":"","calls":[],"errors":[]}]}"#,
+            r#"{"type":"events","id":4,"turns":[[]]}"#,
+            r#"{"type":"events","id":3,"turns":[[],[]]}"#,
+            r#"{"type":"events","id":3,"turns":[[{"type":"error","kind":"nope"}]]}"#,
+        ] {
+            assert!(
+                stream_events(other.as_bytes(), 3, &[usize::MAX]).is_none(),
+                "{other}"
+            );
+        }
+    }
+
+    #[test]
     fn engine_time_is_read_when_present_and_ignored_when_odd() {
         let timed = br#"{"type":"result","id":5,"engine_ns":12345,"turns":[{"text":"","calls":[],"errors":[]}]}"#;
-        let (turns, ns) = read_timed_response(timed, 5, 1).unwrap().unwrap();
+        let (turns, ns) = read_timed_response(timed, 5, &[usize::MAX])
+            .unwrap()
+            .unwrap();
         assert_eq!((turns.len(), ns), (1, Some(12345)));
         let plain = br#"{"type":"events","id":5,"turns":[[]]}"#;
-        assert_eq!(read_timed_response(plain, 5, 1).unwrap().unwrap().1, None);
+        assert_eq!(
+            read_timed_response(plain, 5, &[usize::MAX])
+                .unwrap()
+                .unwrap()
+                .1,
+            None
+        );
         let odd = br#"{"type":"events","id":5,"engine_ns":-3,"turns":[[]]}"#;
-        assert_eq!(read_timed_response(odd, 5, 1).unwrap().unwrap().1, None);
+        assert_eq!(
+            read_timed_response(odd, 5, &[usize::MAX])
+                .unwrap()
+                .unwrap()
+                .1,
+            None
+        );
     }
 
     #[test]

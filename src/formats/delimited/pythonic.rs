@@ -371,6 +371,33 @@ mod tests {
     }
 
     #[test]
+    fn a_call_name_over_the_token_limit_is_limit_exceeded_and_a_long_word_text() {
+        let long = "a".repeat(crate::lexers::python::MAX_TOKEN + 500);
+        for s in [
+            format!("[{long}(x=1)]"),
+            format!("[{long} (x=1)] more"),
+            format!("[tools.{long}(x=1)]"),
+            format!("[{long}.f(x=1)]"),
+            format!("[f(x=1), {long}()]"),
+        ] {
+            let r = all_ways(&s);
+            assert_eq!(
+                r.error_kinds(),
+                vec![ErrorKind::LimitExceeded],
+                "{:?}",
+                r.errors
+            );
+            assert!(r.calls.is_empty());
+        }
+        // Not followed by `(`: a bracketed word, text as any other.
+        for s in [format!("[{long}]"), format!("see [{long} and more]")] {
+            let r = all_ways(&s);
+            assert!(r.errors.is_empty(), "{:?}", r.errors);
+            assert_eq!(r.text, s);
+        }
+    }
+
+    #[test]
     fn bad_calls_and_broken_lists() {
         let r = all_ways("[f(a=foo), g(b=1)]");
         assert_eq!(r.error_kinds(), vec![ErrorKind::MalformedMarkup]);

@@ -8,7 +8,7 @@
 use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};
 use crate::formats::config::config;
 use crate::formats::core::entry::{self, Entry};
-use crate::formats::sse::provider::{Args, check_call, payload, pieces, sse_items};
+use crate::formats::sse::provider::{Args, SSE_PIECE, check_call, payload, pieces, sse_items};
 use crate::formats::{Format, RenderFn, StreamParser};
 use crate::lexers::sse::{SseConfig, SseEvent, SseItem, SseParser};
 use crate::tools::Tools;
@@ -882,8 +882,10 @@ fn content_markup() -> Vec<String> {
 
 impl StreamParser for Parser {
     fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
-        for i in sse_items(&mut self.sse, Some(chunk)) {
-            self.handle(i, out);
+        for piece in chunk.chunks(SSE_PIECE) {
+            for i in sse_items(&mut self.sse, Some(piece)) {
+                self.handle(i, out);
+            }
         }
     }
 

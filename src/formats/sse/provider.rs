@@ -7,8 +7,14 @@ use crate::lexers::json::{JsonConfig, JsonErrorKind, JsonParser};
 use crate::lexers::sse::{SseEvent, SseItem, SseParser};
 use serde::de::DeserializeOwned;
 
+/// Most bytes of a chunk handed to the SSE reader at once by [`sse_items`]' callers: the
+/// items one piece completes are gathered before any is handled, and a whole stream fed at
+/// once would otherwise gather all its events (1.25 million for a 10 MB rendering).
+pub(crate) const SSE_PIECE: usize = 64 * 1024;
+
 /// The items the SSE reader completes with `chunk` (`None`: the end of the stream), gathered
-/// before any is handled, since handling one needs the whole parser.
+/// before any is handled, since handling one needs the whole parser. Callers cut a chunk into
+/// pieces of at most [`SSE_PIECE`] bytes, so the items gathered stay few.
 pub(crate) fn sse_items(sse: &mut SseParser, chunk: Option<&[u8]>) -> Vec<SseItem> {
     let mut items = Vec::new();
     match chunk {
@@ -131,8 +137,15 @@ pub(crate) fn check_call(i: usize, c: &ToolCall, calls: &str) -> Result<(), Stri
     Ok(())
 }
 
-/// Splits `s` into pieces of about `n` bytes, at character boundaries.
+/// Most pieces [`pieces`] cuts one text into: a long value is cut into longer pieces, so that
+/// a rendering (one provider event per piece, ~200 bytes of framing each) stays close to the
+/// size of what it carries instead of growing 25-fold.
+pub(crate) const MAX_PIECES: usize = 4096;
+
+/// Splits `s` into pieces of about `n` bytes (more for a text over `n` × [`MAX_PIECES`]
+/// bytes), at character boundaries.
 pub(crate) fn pieces(s: &str, n: usize) -> Vec<&str> {
+    let n = n.max(s.len().div_ceil(MAX_PIECES)).max(1);
     let mut v = Vec::new();
     let mut start = 0;
     while start < s.len() {
@@ -144,4 +157,46 @@ pub(crate) fn pieces(s: &str, n: usize) -> Vec<&str> {
         start = end;
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_value_is_cut_into_at_most_max_pieces() {
+        let short = "é".repeat(20);
+        let p = pieces(&short, 8);
+        assert!(p.iter().all(|x| x.len() <= 9));
+        assert_eq!(p.concat(), short);
+        // 1 MB in 8-byte pieces would be 131 072 provider events.
+        let long = "ab€".repeat(200_000);
+        let p = pieces(&long, 8);
+        assert!(p.len() <= MAX_PIECES, "{}", p.len());
+        assert_eq!(p.concat(), long);
+    }
+
+    #[test]
+    fn a_rendering_of_a_large_argument_stays_close_to_its_size() {
+        use crate::event::ToolCall;
+        use crate::tools::Tools;
+        let call = ToolCall {
+            name: "write".into(),
+            id: Some("call_1".into()),
+            server: None,
+            arguments: serde_json::json!({"content": "x y ".repeat(750_000)}),
+        };
+        for render in [
+            crate::formats::sse::openai_sse::render,
+            crate::formats::sse::anthropic_sse::render,
+        ] {
+            let out = render("", std::slice::from_ref(&call), &Tools::default()).unwrap();
+            // 8-byte pieces would make it 75 MB: every event repeats ~200 bytes of framing.
+            assert!(
+                out.len() < 4_500_000,
+                "{} bytes for a 3 MB argument",
+                out.len()
+            );
+        }
+    }
 }

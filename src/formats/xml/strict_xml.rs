@@ -14,7 +14,7 @@ use crate::formats::xml::prose::{
     ProseParser, TokenHandler, Turn, is_bare_end, is_bare_start, is_xml_ws, prose_format,
     push_piece, raw_of, raw_until,
 };
-use crate::lexers::json::{JsonConfig, JsonParser};
+use crate::lexers::json::{JsonConfig, JsonErrorKind, JsonParser};
 use crate::lexers::xml::{Ctl, Token};
 use crate::tools::Tools;
 use serde_json::{Map, Value};
@@ -366,14 +366,20 @@ impl Core {
         }
         // Markup outside a JSON string, or text the JSON parser rejects: not a call.
         let markup = !matches!(t, Token::Text(_));
-        let fits = (!markup || json.in_string()) && json.feed(raw).is_ok();
-        if fits {
+        let fed = (!markup || json.in_string()).then(|| json.feed(raw).map(drop));
+        // A JSON prefix nested past the reader's depth is still a call's body: a limit, as
+        // for a body over the size limit.
+        let too_deep = matches!(&fed, Some(Err(e)) if e.kind == JsonErrorKind::DepthLimit);
+        if matches!(fed, Some(Ok(()))) || too_deep {
             held.push_str(raw);
-            if held.len() > max {
+            if held.len() > max || too_deep {
                 let name = name.clone();
                 self.st = St::Skip;
-                let msg =
-                    format!("body of <{name}> exceeds max_unknown_body_bytes ({max}) at byte {at}");
+                let msg = if too_deep {
+                    format!("body of <{name}> nests deeper than the JSON depth limit at byte {at}")
+                } else {
+                    format!("body of <{name}> exceeds max_unknown_body_bytes ({max}) at byte {at}")
+                };
                 self.error(ErrorKind::LimitExceeded, msg, out);
                 return raw_until(&name);
             }
@@ -483,7 +489,13 @@ impl Core {
                     self.tool_name(),
                     body_at + e.offset
                 );
-                self.error(ErrorKind::InvalidJson, msg, out);
+                // Nesting past the reader's depth is a limit, as in every JSON format.
+                let kind = if e.kind == JsonErrorKind::DepthLimit {
+                    ErrorKind::LimitExceeded
+                } else {
+                    ErrorKind::InvalidJson
+                };
+                self.error(kind, msg, out);
                 self.st = St::Skip;
             }
         }

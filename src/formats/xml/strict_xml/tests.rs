@@ -277,6 +277,19 @@ fn s3_9_body_over_limit() {
 }
 
 #[test]
+fn s3_9_json_nested_deeper_than_the_limit_is_limit_exceeded() {
+    // As the streaming contract and every other JSON format say it: a limit, not bad JSON.
+    let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+    for body in [
+        format!("<read_file>{{\"path\":\"a\",\"x\":{deep}}}</read_file>"),
+        format!("<delete_file>{{\"a\":{deep}}}</delete_file>"),
+    ] {
+        let r = run(&body);
+        assert_eq!(r.error_kinds(), vec![K::LimitExceeded], "{:?}", r.errors);
+    }
+}
+
+#[test]
 fn truncation_is_unterminated() {
     for s in [
         "<read_file>{\"path\":",
