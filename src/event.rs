@@ -185,6 +185,10 @@ pub enum WarningKind {
     NullAlias,
     /// A value in Python literal syntax, read (option `typing.python_literals`).
     PythonLiteral,
+    /// The format's delimiters around a guided payload, stripped (option `guided.markup_around_payload`).
+    MarkupAroundPayload,
+    /// Text after a complete guided payload, kept as text (option `guided.text_after_payload`).
+    TextAfterPayload,
 }
 
 impl WarningKind {}
@@ -252,6 +256,8 @@ wire_names! {
         NullNotAllowed => "null_not_allowed",
         NullAlias => "null_alias",
         PythonLiteral => "python_literal",
+        MarkupAroundPayload => "markup_around_payload",
+        TextAfterPayload => "text_after_payload",
     }
 }
 

@@ -15,6 +15,7 @@
 pub mod core;
 pub mod delimited;
 pub mod harmony;
+pub mod modes;
 pub mod registry;
 pub mod sse;
 pub mod tagged;
@@ -24,7 +25,7 @@ pub use self::core::contract::{
     CdataProbe, Format, FormatOptions, OptionInfo, OptionValues, OptionsByFormat, RenderFn,
     SpecialToken, StreamParser, Typing, run_chunks,
 };
-pub use self::core::{config, options, reasoning, typing};
+pub use self::core::{config, options, reasoning, request, typing};
 pub use delimited::{
     deepseek_v3, deepseek_v31, hermes, kimi_k2, llama3_json, mistral, mistral_v11, pythonic,
 };

@@ -12,6 +12,7 @@ use super::invariants::{Compare, result_difference};
 use crate::backends::TurnOutcome;
 use crate::backends::builtin::catching;
 use crate::event::{COMPLETION_TOOL, Event, Folder, ParseResult, Sink, ToolCall, excerpt};
+use crate::formats::request::Request;
 use crate::formats::{Format, OptionValues};
 use crate::tools::Tools;
 use serde_json::Value;
@@ -140,7 +141,7 @@ impl LeanTurn {
 
     /// Why a rendering parsed back (`got`) does not give this turn back, as
     /// `roundtrip_difference` says it.
-    pub fn roundtrip_difference(&self, got: &LeanTurn) -> Option<String> {
+    pub fn roundtrip_difference(&self, got: &LeanTurn, with_reasoning: bool) -> Option<String> {
         let (w, g) = (&self.outcome.result, &got.outcome.result);
         if let Some(e) = g.errors.first() {
             return Some(format!(
@@ -153,6 +154,13 @@ impl LeanTurn {
                 "text {} came back as {}",
                 excerpt(&w.text),
                 excerpt(&g.text)
+            ));
+        }
+        if with_reasoning && w.reasoning_text() != g.reasoning_text() {
+            return Some(format!(
+                "reasoning {} came back as {}",
+                excerpt(w.reasoning_text()),
+                excerpt(g.reasoning_text())
             ));
         }
         calls_difference(&self.calls, &got.calls, |c| c.loose)
@@ -394,12 +402,13 @@ pub fn replay_keeping(
     format: &Format,
     tools: &Tools,
     options: &OptionValues,
+    request: &Request,
     turns: &[Vec<u8>],
     cuts: &[Cuts],
     keep_calls: bool,
 ) -> Result<Vec<KeptTurn>, String> {
     let run = || {
-        let mut parser = match format.parser(tools, options) {
+        let mut parser = match crate::formats::modes::parser(format, tools, options, request) {
             Ok(p) => p,
             Err(e) => panic!("{e}"),
         };
@@ -426,10 +435,11 @@ pub fn replay(
     format: &Format,
     tools: &Tools,
     options: &OptionValues,
+    request: &Request,
     turns: &[Vec<u8>],
     cuts: &[Cuts],
 ) -> LeanOutcome {
-    match replay_keeping(format, tools, options, turns, cuts, false) {
+    match replay_keeping(format, tools, options, request, turns, cuts, false) {
         Ok(turns) => LeanOutcome::Done(turns.into_iter().map(|(t, _)| t).collect()),
         Err(msg) => LeanOutcome::Panicked(msg),
     }
@@ -440,17 +450,20 @@ pub fn replay_full(
     format: &Format,
     tools: &Tools,
     options: &OptionValues,
+    request: &Request,
     turns: &[Vec<u8>],
     cuts: &[Cuts],
 ) -> Result<Vec<TurnOutcome>, String> {
-    Ok(replay_keeping(format, tools, options, turns, cuts, true)?
-        .into_iter()
-        .map(|(t, calls)| {
-            let mut outcome = t.outcome;
-            outcome.result.calls = calls.unwrap_or_default();
-            outcome
-        })
-        .collect())
+    Ok(
+        replay_keeping(format, tools, options, request, turns, cuts, true)?
+            .into_iter()
+            .map(|(t, calls)| {
+                let mut outcome = t.outcome;
+                outcome.result.calls = calls.unwrap_or_default();
+                outcome
+            })
+            .collect(),
+    )
 }
 
 #[cfg(test)]
@@ -499,6 +512,7 @@ mod tests {
                 f,
                 &tools,
                 &OptionValues::new(),
+                &Request::default(),
                 &turns,
                 std::slice::from_ref(&cuts),
             ) {
@@ -509,6 +523,7 @@ mod tests {
                 f,
                 &tools,
                 &OptionValues::new(),
+                &Request::default(),
                 &turns,
                 std::slice::from_ref(&cuts),
             ) else {
@@ -524,6 +539,7 @@ mod tests {
                 f,
                 &tools,
                 &OptionValues::new(),
+                &Request::default(),
                 &turns,
                 std::slice::from_ref(&cuts),
             )
@@ -532,7 +548,14 @@ mod tests {
             assert_eq!(kept[0].events_hash, full[0].events_hash);
         }
         // A changed call is found by its index.
-        let mut other = match builtin_replay(f, &tools, &OptionValues::new(), &turns, &[]) {
+        let mut other = match builtin_replay(
+            f,
+            &tools,
+            &OptionValues::new(),
+            &Request::default(),
+            &turns,
+            &[],
+        ) {
             replay::Outcome::Done(t) => t,
             _ => unreachable!(),
         };

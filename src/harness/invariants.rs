@@ -366,8 +366,13 @@ pub fn markup_leak(text: &str, markers: &[String], expected_text: Option<&str>) 
         })
 }
 
-/// Why a re-parse of rendered calls differs from what was rendered, or `None`.
-pub fn roundtrip_difference(want: &ParseResult, got: &ParseResult) -> Option<String> {
+/// Why a re-parse of rendered calls differs from what was rendered, or `None`; the reasoning
+/// is compared when the rendering carries it (`with_reasoning`).
+pub fn roundtrip_difference(
+    want: &ParseResult,
+    got: &ParseResult,
+    with_reasoning: bool,
+) -> Option<String> {
     if !got.errors.is_empty() {
         return Some(format!(
             "the rendered transcript does not parse: {}",
@@ -379,6 +384,13 @@ pub fn roundtrip_difference(want: &ParseResult, got: &ParseResult) -> Option<Str
             "text {} came back as {}",
             excerpt(&want.text),
             excerpt(&got.text)
+        ));
+    }
+    if with_reasoning && want.reasoning_text() != got.reasoning_text() {
+        return Some(format!(
+            "reasoning {} came back as {}",
+            excerpt(want.reasoning_text()),
+            excerpt(got.reasoning_text())
         ));
     }
     if want.calls.len() != got.calls.len() {

@@ -12,6 +12,7 @@ use super::invariants::{
 use super::minimize::minimize;
 use super::tokens::Tokenizer;
 use crate::backends::{Backend, Breakdown, Outcome, TurnOutcome};
+use crate::formats::request::Request;
 use crate::formats::{self, Format, OptionValues};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -173,6 +174,10 @@ pub struct CaseReport {
     pub token_split_violations: Vec<Violation>,
     /// The format's options in force that differ from its defaults (empty: the defaults).
     pub options: OptionValues,
+    /// The request modes the case was judged under, without the keys that say the default
+    /// (absent from the report when there are none).
+    #[serde(skip_serializing_if = "Request::is_default")]
+    pub request: Request,
     /// Wall time spent on the case.
     #[serde(skip)]
     pub elapsed: Duration,
@@ -195,6 +200,7 @@ impl CaseReport {
             token_split_replays: 0,
             token_split_violations: Vec::new(),
             options: OptionValues::new(),
+            request: Request::default(),
             elapsed: Duration::ZERO,
         }
     }
@@ -355,6 +361,9 @@ impl<'a> CaseRun<'a> {
         if self.backend.is_builtin() {
             report.options = self.case.options.as_ref().clone();
         }
+        // The request reaches every parser: conform's through its options, an adapter's in
+        // each parse request.
+        report.request = self.case.request.as_ref().clone();
         report
     }
 
@@ -385,8 +394,14 @@ impl<'a> CaseRun<'a> {
     /// Replays `cuts` through the backend.
     fn replay(&self, cuts: &[Cuts]) -> Outcome {
         let c = self.case;
-        self.backend
-            .replay(self.format, &c.tools, &c.options, &c.turns, cuts)
+        self.backend.replay(
+            self.format,
+            &c.tools,
+            &c.options,
+            &c.request,
+            &c.turns,
+            cuts,
+        )
     }
 
     /// A violation found on the whole input.
@@ -411,6 +426,7 @@ impl<'a> CaseRun<'a> {
                 self.format,
                 &c.tools,
                 &c.options,
+                &c.request,
                 &c.turns,
                 &self.whole_cuts(),
             )
@@ -484,6 +500,7 @@ impl<'a> CaseRun<'a> {
                 self.format,
                 &c.tools,
                 &c.options,
+                &c.request,
                 &c.turns,
                 &self.whole_cuts(),
             ) {
@@ -692,7 +709,14 @@ impl<'a> CaseRun<'a> {
     fn replay_judged(&self, whole: &Baseline, strategy: Strategy, cuts: Vec<Cuts>) -> Verdict {
         let (case, markers, cmp) = (self.case, &self.markers[..], self.cmp);
         let outcome = if matches!(whole, Baseline::Lean(_)) {
-            match digest::replay(self.format, &case.tools, &case.options, &case.turns, &cuts) {
+            match digest::replay(
+                self.format,
+                &case.tools,
+                &case.options,
+                &case.request,
+                &case.turns,
+                &cuts,
+            ) {
                 LeanOutcome::Done(turns) => {
                     return judge((case, markers, cmp), whole, &turns, strategy, cuts);
                 }
@@ -771,16 +795,24 @@ impl<'a> CaseRun<'a> {
             &self.special[..],
             self.lean,
         );
-        let Some(render) = format.render else {
+        if format.render.is_none() {
             return;
-        };
+        }
         for (t, out) in whole.iter().enumerate() {
             let r = &out.result;
             if !r.errors.is_empty() {
                 continue;
             }
-            let rendered = match render(&r.text, &r.calls, &case.tools) {
-                Ok(b) => b,
+            // Rendered as the model writes under the case's request and options (a prefilled
+            // reasoning start, a guided payload), so that it parses back under them.
+            let (rendered, with_reasoning) = match formats::modes::render(
+                format,
+                &case.options,
+                &case.request,
+                r,
+                &case.tools,
+            ) {
+                Ok(x) => (x.bytes, x.with_reasoning),
                 Err(why) => {
                     report
                         .not_applicable
@@ -791,14 +823,28 @@ impl<'a> CaseRun<'a> {
             for cuts in [Cuts::At(Vec::new()), Cuts::EveryByte] {
                 let (turns, cut) = (std::slice::from_ref(&rendered), std::slice::from_ref(&cuts));
                 let outcome = if lean {
-                    match digest::replay(format, &case.tools, &case.options, turns, cut) {
+                    match digest::replay(
+                        format,
+                        &case.tools,
+                        &case.options,
+                        &case.request,
+                        turns,
+                        cut,
+                    ) {
                         LeanOutcome::Done(back) => {
-                            Err(LeanTurn::of(out).roundtrip_difference(&back[0]))
+                            Err(LeanTurn::of(out).roundtrip_difference(&back[0], with_reasoning))
                         }
                         LeanOutcome::Panicked(m) => Ok(Outcome::Panicked(m)),
                     }
                 } else {
-                    Ok(backend.replay(format, &case.tools, &case.options, turns, cut))
+                    Ok(backend.replay(
+                        format,
+                        &case.tools,
+                        &case.options,
+                        &case.request,
+                        turns,
+                        cut,
+                    ))
                 };
                 let problem = match outcome {
                     Err(lean_problem) => lean_problem,
@@ -813,7 +859,7 @@ impl<'a> CaseRun<'a> {
                         }
                         Outcome::Done(turns) => turns
                             .first()
-                            .and_then(|back| roundtrip_difference(r, &back.result)),
+                            .and_then(|back| roundtrip_difference(r, &back.result, with_reasoning)),
                     },
                 };
                 if let Some(msg) = problem {
@@ -955,6 +1001,14 @@ fn judge<T: Judged>(
             broken.push((inv, msg));
         }
     };
+    // Under tool_choice=none the server parses no calls: call markup is text by rule, and only
+    // the reasoning tags (split by the format's layer still) are delimiters of the text.
+    let text_markers: std::borrow::Cow<[String]> =
+        if case.request.tool_choice() == crate::formats::request::ToolChoice::None {
+            reasoning_markers(case.format, &[]).into()
+        } else {
+            markers.into()
+        };
     let session = case.turns.len() > 1;
     let at = |t: usize| {
         if session {
@@ -989,7 +1043,7 @@ fn judge<T: Judged>(
             && r.errors.is_empty()
             && let Some(l) = markup_leak(
                 &r.text,
-                markers,
+                &text_markers,
                 case.expects
                     .get(t)
                     .and_then(Option::as_ref)
@@ -1078,6 +1132,10 @@ pub fn replay_command(case: &Case, parser: &str, cuts: &[Vec<usize>]) -> String 
     for (name, on) in case.options.iter() {
         cmd.push_str(&format!(" --option {}.{name}={on}", case.format));
     }
+    // The request in force, spelled out likewise (it may come from the folder's conform.toml).
+    for a in case.request.assignments() {
+        cmd.push_str(&format!(" --request {}", shell_quote(&a)));
+    }
     if cuts.iter().any(|c| !c.is_empty()) {
         let spec = cuts
             .iter()
@@ -1143,6 +1201,8 @@ mod tests {
         vocabulary: None,
         reasoning: None,
         options: &crate::formats::options::NoOptions,
+        thinking: None,
+        guided: true,
     };
 
     fn case(text: &str, expect: Option<Expectation>) -> Case {
@@ -1157,6 +1217,7 @@ mod tests {
             line_id: None,
             recorded: None,
             options: Arc::default(),
+            request: Arc::default(),
         }
     }
 
@@ -1266,6 +1327,8 @@ mod tests {
         vocabulary: None,
         reasoning: None,
         options: &crate::formats::options::NoOptions,
+        thinking: None,
+        guided: true,
     };
 
     /// The built-in parsers, presented as an external one.
@@ -1279,10 +1342,11 @@ mod tests {
             f: &Format,
             tools: &Tools,
             options: &OptionValues,
+            request: &Request,
             turns: &[Vec<u8>],
             cuts: &[Cuts],
         ) -> Outcome {
-            Builtin.replay(f, tools, options, turns, cuts)
+            Builtin.replay(f, tools, options, request, turns, cuts)
         }
     }
 
@@ -1297,11 +1361,12 @@ mod tests {
             f: &Format,
             tools: &Tools,
             options: &OptionValues,
+            request: &Request,
             turns: &[Vec<u8>],
             cuts: &[Cuts],
         ) -> Outcome {
             std::thread::sleep(Duration::from_millis(20));
-            Builtin.replay(f, tools, options, turns, cuts)
+            Builtin.replay(f, tools, options, request, turns, cuts)
         }
     }
 
@@ -1343,6 +1408,7 @@ mod tests {
             f: &Format,
             tools: &Tools,
             options: &OptionValues,
+            request: &Request,
             turns: &[Vec<u8>],
             cuts: &[Cuts],
         ) -> Outcome {
@@ -1351,7 +1417,7 @@ mod tests {
             {
                 return Outcome::Broke(Breakdown::Crash, "exited on purpose".into());
             }
-            Builtin.replay(f, tools, options, turns, cuts)
+            Builtin.replay(f, tools, options, request, turns, cuts)
         }
     }
 

@@ -155,6 +155,7 @@ mod tests {
                 })
             }),
             options: Arc::default(),
+            request: Arc::default(),
         }
     }
 

@@ -1184,6 +1184,7 @@ mod tests {
             token_split_replays: 0,
             token_split_violations: Vec::new(),
             options: Default::default(),
+            request: Default::default(),
         }
     }
 
