@@ -68,7 +68,9 @@ TOOLS = [
         # accepts no value at all, so no type can be chosen for it.
         "count": False,
         "name": {"type": "string"},
-    }, desc="Its schema for count is `false`: valid JSON Schema that accepts no value"),
+        # Valid JSON Schema whose keywords have no kind in common (specs/typing.md §1).
+        "size": {"type": "string", "anyOf": [{"type": "integer"}]},
+    }, desc="Its schema for count is `false`: valid JSON Schema that accepts no value; size's keywords contradict"),
     tool("typing", {r["rule"]: r["schema"] for r in ROWS}, defs=TYPING_DEFS,
          desc="One parameter per row of specs/typing.json"),
 ]
@@ -217,6 +219,9 @@ def shared_cases(fmt):
         {"calls": [call("get_weather", city="Lima", zoom="5")], "error": None, "warnings": ["unknown_parameter"]})
     add("y_unreadable_schema_named", [[("legacy_tool", [("count", "5", "true"), ("name", "x")])]],
         {"calls": [call("legacy_tool", count="5", name="x")], "error": None, "warnings": ["unreadable_schema"]})
+    add("y_unreadable_schema_contradicting_siblings", [[("legacy_tool", [("size", "5", "true"), ("name", "x")])]],
+        {"calls": [call("legacy_tool", size="5", name="x")], "error": None, "warnings": ["unreadable_schema"],
+         "note": "a sibling type and anyOf with no kind in common allow no value: unreadable, the raw string kept (specs/typing.md §1)"})
     add("y_empty_string_value", [[("write_file", [("path", "empty.txt"), ("content", "")])]],
         {"calls": [call("write_file", path="empty.txt", content="")], "error": None})
     # Closing-tag look-alikes inside code.
@@ -295,7 +300,8 @@ def typing_cases(fmt):
         g = ("y_typing_strings" if n.startswith("string") else "y_typing_integers" if n.startswith("integer")
              else "y_typing_numbers" if n.startswith("number")
              else "y_typing_booleans_null" if n.startswith(("boolean", "null"))
-             else "y_typing_structured" if n.startswith(("object", "array")) else "y_typing_unions")
+             else "y_typing_structured" if n.startswith(("object", "array"))
+             else "y_typing_siblings" if n.startswith("sibling_") else "y_typing_unions")
         groups.setdefault(g, []).append(r)
     out = []
     for g, rows in groups.items():
@@ -453,7 +459,9 @@ def main():
         d = os.path.join(ROOT, "corpus", fmt)
         os.makedirs(d, exist_ok=True)
         for f in os.listdir(d):
-            os.remove(os.path.join(d, f))
+            # Subdirectories (cases under their own conform.toml) are written by hand.
+            if os.path.isfile(os.path.join(d, f)):
+                os.remove(os.path.join(d, f))
         with open(os.path.join(d, "tools.json"), "w") as f:
             json.dump(TOOLS, f, indent=1, ensure_ascii=False)
             f.write("\n")
