@@ -189,6 +189,14 @@ pub enum WarningKind {
     MarkupAroundPayload,
     /// Text after a complete guided payload, kept as text (option `guided.text_after_payload`).
     TextAfterPayload,
+    /// A call marker inside reasoning, ending it there (option `reasoning.implicit_reasoning_end`).
+    ImplicitReasoningEnd,
+    /// Another spelling of a delimiter, read as markup (option `marker_variants`).
+    MarkerVariant,
+    /// A call whose body is a JSON object, read as its arguments (option `json_invoke_body`).
+    JsonInvokeBody,
+    /// A self-closing call, read as a call without arguments (option `self_closing_invoke`).
+    SelfClosingInvoke,
 }
 
 impl WarningKind {}
@@ -258,6 +266,10 @@ wire_names! {
         PythonLiteral => "python_literal",
         MarkupAroundPayload => "markup_around_payload",
         TextAfterPayload => "text_after_payload",
+        ImplicitReasoningEnd => "implicit_reasoning_end",
+        MarkerVariant => "marker_variant",
+        JsonInvokeBody => "json_invoke_body",
+        SelfClosingInvoke => "self_closing_invoke",
     }
 }
 

@@ -2,6 +2,7 @@
 //!
 //! The harness knows formats only through the registry: it never names one.
 
+pub mod bpe;
 pub mod chunking;
 pub mod classify;
 pub mod corpus;
@@ -17,3 +18,4 @@ pub mod run;
 pub mod select;
 pub mod session;
 pub mod tokens;
+pub mod vocab;

@@ -49,6 +49,66 @@ class DeltasTest(unittest.TestCase):
         self.assertEqual([t for t, _ in ca.deltas(chunks, ca.MiniTokenizer(""))], ["\ufffd"])
 
 
+class ModelTokenizerTest(unittest.TestCase):
+    def vocab_file(self, d):
+        import os
+        lines = [f"{base64.b64encode(bytes([b])).decode()} {b}" for b in range(256)]
+        lines.append(f"{base64.b64encode(b'He').decode()} 256")
+        lines.append(f"{base64.b64encode(b'llo').decode()} 257")
+        path = os.path.join(d, "tiny.tiktoken")
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        return path
+
+    def test_the_ids_conform_sends_are_the_engines_and_decode_to_the_text(self):
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as d:
+            info = {"name": "tiny", "file": self.vocab_file(d), "special": [["<tool_call>", 900]]}
+            turn = ca.TurnChunks({"chunks": ["He", "llo", "<tool_call>", {"b64": base64.b64encode("é".encode()[:1]).decode()}, {"b64": base64.b64encode("é".encode()[1:]).decode()}],
+                                  "token_ids": [[256], [257], [900], [195], [169]], "tokenizer": info})
+            tok = ca.tokenizer_for("hermes", turn)
+            self.assertIsInstance(tok, ca.ModelTokenizer)
+            got = ca.deltas(turn, tok)
+            # Not re-encoded: the ids as sent, a cut character's ids with the delta completing it.
+            self.assertEqual(got, [("He", [256]), ("llo", [257]), ("<tool_call>", [900]), ("é", [195, 169])])
+            self.assertEqual(tok.decode([256, 257, 900]), "Hello<tool_call>")
+            self.assertEqual(tok.get_vocab()["<tool_call>"], 900)
+            self.assertEqual(tok.convert_tokens_to_ids("<tool_call>"), 900)
+            self.assertEqual(tok.decode(tok.encode("Hello<tool_call>é")), "Hello<tool_call>é")
+            self.assertEqual(tok.encode("Hello")[:1], [256])
+            # A turn without ids keeps the mini tokenizer.
+            self.assertIsInstance(ca.tokenizer_for("hermes", ca.TurnChunks({"chunks": ["a"]})), ca.MiniTokenizer)
+            self.assertNotIsInstance(ca.tokenizer_for("hermes", ca.TurnChunks({"chunks": ["a"]})), ca.ModelTokenizer)
+
+    def test_tokenizer_json_and_tekken_vocabularies_load(self):
+        import os
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as d:
+            chars = ca._byte_chars()
+            vocab = {c: i for i, c in enumerate(chars)}
+            vocab["Ġw"] = 256
+            doc = {"model": {"type": "BPE", "vocab": vocab, "merges": ["Ġ w"]},
+                   "added_tokens": [{"id": 300, "content": "<｜tool▁sep｜>"}]}
+            p = os.path.join(d, "tokenizer.json")
+            with open(p, "w") as f:
+                json.dump(doc, f)
+            v = ca.ModelVocabulary({"name": "t", "file": p})
+            self.assertEqual(v.pieces[256], b" w")
+            self.assertEqual(v.special["<｜tool▁sep｜>"], 300)
+            tekken = {"config": {"default_num_special_tokens": 3, "default_vocab_size": 5, "pattern": "."},
+                      "vocab": [{"rank": 0, "token_bytes": base64.b64encode(b"a").decode()},
+                                {"rank": 1, "token_bytes": base64.b64encode(b"b").decode()},
+                                {"rank": 2, "token_bytes": base64.b64encode(b"c").decode()}]}
+            p = os.path.join(d, "tekken.json")
+            with open(p, "w") as f:
+                json.dump(tekken, f)
+            v = ca.ModelVocabulary({"name": "tekken", "file": p, "special": [["[TOOL_CALLS]", 2]]})
+            self.assertEqual(v.pieces, {3: b"a", 4: b"b"})
+            self.assertEqual(v.special, {"[TOOL_CALLS]": 2})
+
+
 class CheckTokenIdsTest(unittest.TestCase):
     def test_ids_conform_sends_must_cover_the_tables_special_tokens(self):
         tok = ca.MiniTokenizer("hermes")

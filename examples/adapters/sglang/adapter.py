@@ -41,6 +41,8 @@ PARSERS = {
     "deepseek_v3": "deepseekv3",
     "deepseek_v31": "deepseekv31",
     "deepseek_v32": "deepseekv32",
+    "deepseek_v4": "deepseekv4",
+    "deepseek_v41": "deepseekv41",
     "pythonic": "pythonic",
     "qwen3_coder": "qwen3_coder",
     "glm45": "glm45",
@@ -59,6 +61,8 @@ REASONING = {
     "glm45": "glm45",
     "glm47": "glm45",
     "mistral_v11": "mistral",
+    "deepseek_v4": "deepseek-v4",
+    "deepseek_v41": "deepseek-v41",
 }
 
 #: Packages the detectors' modules import but never use to parse text.

@@ -37,6 +37,8 @@ PARSERS = {
     "deepseek_v3": "deepseek_v3",
     "deepseek_v31": "deepseek_v31",
     "deepseek_v32": "deepseek_v32",
+    "deepseek_v4": "deepseek_v4",
+    "deepseek_v41": "deepseek_v41",
     "pythonic": "llama4_pythonic",
     "qwen3_coder": "qwen3_coder",
     "glm45": "glm45",
@@ -58,6 +60,8 @@ REASONING = {
     "minimax_m2": "minimax_m2",
     "seed_oss": "seed_oss",
     "mistral_v11": "mistral",
+    "deepseek_v4": "deepseek_v4",
+    "deepseek_v41": "deepseek_v41",
 }
 
 #: Packages the tool parsers' modules import but never use to parse text, and vLLM's own
@@ -97,7 +101,6 @@ class Vllm:
             )
             for fmt, name in self.parsers.items()
         }
-        self.tokenizers = {fmt: conform_adapter.MiniTokenizer(fmt) for fmt in self.parsers}
         import importlib.metadata
 
         version = importlib.metadata.version("vllm")
@@ -107,9 +110,12 @@ class Vllm:
 
     def run(self, fmt, tools, turns, clock):
         tools = [self.ToolParam.model_validate(t) for t in tools]
-        tokenizer = self.tokenizers[fmt]
         parser_cls = self.classes[fmt]
-        return [self.turn(parser_cls, tokenizer, tools, chunks, clock) for chunks in turns]
+        # The model's own vocabulary when conform cut the turn with it: the engine gets its ids.
+        return [
+            self.turn(parser_cls, conform_adapter.tokenizer_for(fmt, chunks), tools, chunks, clock)
+            for chunks in turns
+        ]
 
     def turn(self, parser_cls, tokenizer, tools, chunks, clock):
         # One parser per response, as the server builds it (construction is not timed).

@@ -620,6 +620,7 @@ impl<D: Shaped> Entry for D {
     const ID: &'static str = <D as Shaped>::ID;
     const SUMMARY: &'static str = <D as Shaped>::SUMMARY;
     const MARKERS: &'static [&'static str] = &MARKERS;
+    const VOCABULARY: Option<&'static str> = Some("deepseek_v3");
     const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
     const RENDER: Option<RenderFn> = Some(render::<D>);
     type Config = Config;

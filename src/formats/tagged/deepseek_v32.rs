@@ -8,7 +8,7 @@
 use crate::event::{ToolCall, WarningKind};
 use crate::formats::core::request::{StartingState, Thinking};
 use crate::formats::reasoning::Syntax;
-use crate::formats::tagged::{self, CallForm, Grammar, ParamForm, Role};
+use crate::formats::tagged::{self, CallForm, Grammar, Native, ParamForm, Role};
 use crate::formats::{Format, SpecialToken};
 
 pub use crate::formats::tagged::Config;
@@ -39,6 +39,8 @@ pub static GRAMMAR: Grammar = Grammar {
     string_attr: true,
     block_end_warning: WarningKind::MissingSectionEnd,
     reasoning: Some(&REASONING),
+    native: Native::NONE,
+    variants: &[],
 };
 
 /// deepseek_v32's place in the tagged family.
@@ -48,6 +50,7 @@ impl tagged::Member for DeepseekV32 {
     const ID: &'static str = "deepseek_v32";
     const SUMMARY: &'static str = "DeepSeek-V3.2 DSML: <｜DSML｜function_calls><｜DSML｜invoke name=\"f\"><｜DSML｜parameter name=\"p\" string=\"true|false\">value</｜DSML｜parameter>…";
     const GRAMMAR: &'static Grammar = &GRAMMAR;
+    const VOCABULARY: Option<&'static str> = Some("deepseek_v3");
     const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
 
     fn write_calls(out: &mut String, calls: &[ToolCall]) {

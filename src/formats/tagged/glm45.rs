@@ -8,7 +8,7 @@
 use crate::event::{ToolCall, WarningKind};
 use crate::formats::core::request::{StartingState, Thinking};
 use crate::formats::reasoning::Syntax;
-use crate::formats::tagged::{self, CallForm, Grammar, ParamForm, Role};
+use crate::formats::tagged::{self, CallForm, Grammar, Native, ParamForm, Role};
 use crate::formats::{Format, SpecialToken};
 
 pub use crate::formats::tagged::Config;
@@ -40,6 +40,8 @@ pub static GRAMMAR: Grammar = Grammar {
     string_attr: false,
     block_end_warning: WarningKind::MissingCallEnd,
     reasoning: Some(&REASONING),
+    native: Native::NONE,
+    variants: &[],
 };
 
 /// glm45's place in the tagged family.
@@ -49,6 +51,7 @@ impl tagged::Member for Glm45 {
     const ID: &'static str = "glm45";
     const SUMMARY: &'static str = "GLM-4.5/4.6: <tool_call>NAME⏎<arg_key>K</arg_key>⏎<arg_value>raw value</arg_value>⏎</tool_call>, typed by the tool's schema";
     const GRAMMAR: &'static Grammar = &GRAMMAR;
+    const VOCABULARY: Option<&'static str> = Some("glm4");
     const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
 
     fn write_calls(out: &mut String, calls: &[ToolCall]) {

@@ -8,7 +8,7 @@
 use crate::event::{ToolCall, WarningKind};
 use crate::formats::core::request::{StartingState, Thinking};
 use crate::formats::reasoning::Syntax;
-use crate::formats::tagged::{self, CallForm, Grammar, ParamForm, Role};
+use crate::formats::tagged::{self, CallForm, Grammar, Native, ParamForm, Role};
 use crate::formats::{Format, SpecialToken};
 
 pub use crate::formats::tagged::Config;
@@ -41,6 +41,8 @@ pub static GRAMMAR: Grammar = Grammar {
     string_attr: false,
     block_end_warning: WarningKind::MissingSectionEnd,
     reasoning: Some(&REASONING),
+    native: Native::NONE,
+    variants: &[],
 };
 
 /// minimax_m2's place in the tagged family.
@@ -50,6 +52,7 @@ impl tagged::Member for MinimaxM2 {
     const ID: &'static str = "minimax_m2";
     const SUMMARY: &'static str = "MiniMax-M2: <minimax:tool_call><invoke name=\"f\"><parameter name=\"p\">raw value</parameter></invoke></minimax:tool_call>, typed by the tool's schema";
     const GRAMMAR: &'static Grammar = &GRAMMAR;
+    const VOCABULARY: Option<&'static str> = Some("minimax_m2");
     const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
 
     fn write_calls(out: &mut String, calls: &[ToolCall]) {

@@ -8,7 +8,7 @@
 use crate::event::{ToolCall, WarningKind};
 use crate::formats::core::request::{StartingState, Thinking};
 use crate::formats::reasoning::Syntax;
-use crate::formats::tagged::{self, CallForm, Grammar, ParamForm, Role};
+use crate::formats::tagged::{self, CallForm, Grammar, Native, ParamForm, Role};
 use crate::formats::{Format, SpecialToken};
 
 pub use crate::formats::tagged::Config;
@@ -39,6 +39,8 @@ pub static GRAMMAR: Grammar = Grammar {
     string_attr: false,
     block_end_warning: WarningKind::MissingCallEnd,
     reasoning: Some(&REASONING),
+    native: Native::NONE,
+    variants: &[],
 };
 
 /// qwen3_coder's place in the tagged family.
@@ -48,6 +50,7 @@ impl tagged::Member for Qwen3Coder {
     const ID: &'static str = "qwen3_coder";
     const SUMMARY: &'static str = "Qwen3-Coder: <tool_call><function=NAME><parameter=KEY>raw value</parameter></function></tool_call>, typed by the tool's schema";
     const GRAMMAR: &'static Grammar = &GRAMMAR;
+    const VOCABULARY: Option<&'static str> = Some("qwen2");
     const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
 
     /// Every leniency of the family on, calls without `<tool_call>` too.
