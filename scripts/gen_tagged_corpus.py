@@ -300,7 +300,13 @@ def reasoning_cases(fmt):
     # What is left after the block is the format's text: here whitespace before a call, dropped.
     add("y_reasoning_then_call", [f"{o}The user wants the time; call get_time.{e}\n\n", [("get_time", [])]],
         {"text": "", "reasoning": "The user wants the time; call get_time.", "calls": [call("get_time")],
-         "error": None, "warnings": []})
+         "error": None, "warnings": [], "order": ["reasoning", "call"]})
+    # The ordered stream (specs/streaming.md): text, reasoning, text and a call, in that order
+    # under every cut.
+    add("y_order_text_reasoning_text_call", [f"Let me see.{o}Weather, then answer.{e}Checking Paris.", [("get_weather", [("city", "Paris")])]],
+        {"text": "Let me see.Checking Paris.", "reasoning": "Weather, then answer.",
+         "calls": [call("get_weather", city="Paris")], "error": None, "warnings": [],
+         "order": ["text", "reasoning", "text", "call"]})
     # A call written inside reasoning was only considered: it stays reasoning and never runs.
     blk = wire(fmt, [[("get_time", [])]])
     if fmt in V4:
@@ -309,22 +315,23 @@ def reasoning_cases(fmt):
         add("y_reasoning_calls_block_ends_reasoning", f"{o}Maybe {blk} no: I know it.{e}\nIt is noon.",
             {"text": " no: I know it.\nIt is noon.", "reasoning": "Maybe ", "calls": [call("get_time")],
              "error": None, "warnings": (["implicit_reasoning_end"] if fmt == "deepseek_v4" else [])
-             + ["stray_reasoning_end", "text_after_calls"]})
+             + ["stray_reasoning_end", "text_after_calls"], "order": ["reasoning", "call", "text"]})
     else:
         add("y_reasoning_call_inside_reasoning", f"{o}Maybe {blk} no: I know it.{e}\nIt is noon.",
             {"text": "\nIt is noon.", "reasoning": f"Maybe {blk} no: I know it.", "calls": [],
-             "error": None, "warnings": ["call_in_reasoning"]})
+             "error": None, "warnings": ["call_in_reasoning"], "order": ["reasoning", "text"]})
     add("y_reasoning_unterminated_at_end", f"Hmm.\n{o}Still weighing the options",
         {"text": "Hmm.\n", "reasoning": "Still weighing the options", "calls": [],
-         "error": None, "warnings": ["unterminated_reasoning"]})
+         "error": None, "warnings": ["unterminated_reasoning"], "order": ["text", "reasoning"]})
     # The template put the open tag in the prompt; `starts_inside` is off by default (a server
     # that knows its template turns it on), so the close tag is stray and the reasoning text.
     add("y_reasoning_open_tag_in_prompt_close_is_stray", [f"Weather first.{e}\n\n", [("get_weather", [("city", "Paris")])]],
         {"text": "Weather first.\n\n", "reasoning": "", "calls": [call("get_weather", city="Paris")],
-         "error": None, "warnings": ["stray_reasoning_end"]})
+         "error": None, "warnings": ["stray_reasoning_end"], "order": ["text", "call"]})
     # Inside a value a tag is content.
     add("y_reasoning_tags_inside_value_are_content", [[("write_file", [("path", "t.md"), ("content", f"say {o}hi{e}")])]],
-        {"text": "", "calls": [call("write_file", path="t.md", content=f"say {o}hi{e}")], "error": None})
+        {"text": "", "calls": [call("write_file", path="t.md", content=f"say {o}hi{e}")], "error": None,
+         "order": ["call"]})
     return c
 
 def typing_cases(fmt):

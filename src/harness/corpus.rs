@@ -87,6 +87,9 @@ pub struct Expectation {
     /// The warning kinds, in order.
     #[serde(default)]
     pub warnings: Option<Vec<String>>,
+    /// The ordered stream: `reasoning`, `text` and `call` parts in order (`specs/corpus.md` §2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<Vec<crate::event::Part>>,
     /// The task-completion text.
     #[serde(default, deserialize_with = "present")]
     pub completion: Option<Option<String>>,

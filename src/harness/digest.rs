@@ -115,6 +115,7 @@ impl LeanTurn {
                 warnings: r.warnings.clone(),
                 errors: r.errors.clone(),
                 completion: r.completion.clone(),
+                order: r.order.clone(),
             },
             anomalies: t.anomalies.clone(),
             events_hash: t.events_hash,

@@ -2,7 +2,7 @@
 //! pure functions of outcomes.
 
 use super::corpus::{Expectation, Label};
-use crate::event::{ParseResult, excerpt, json_eq};
+use crate::event::{ParseResult, excerpt, json_eq, order_list};
 use crate::names::wire_names;
 use serde::Serialize;
 use std::borrow::Cow;
@@ -194,6 +194,16 @@ pub fn expectation_mismatch(
                 }
             }
         }
+        // `None`: a parser that reports a result and no events has no order to judge.
+        if let (Some(want), Some(got)) = (&e.order, &result.order)
+            && want != got
+        {
+            return Some(format!(
+                "the order of reasoning, text and calls is {} but the expectation says {}",
+                order_list(got),
+                order_list(want)
+            ));
+        }
         if let Some(want) = &e.errors
             && (if cmp.error_kinds {
                 *want != kinds
@@ -322,6 +332,17 @@ pub fn result_difference(whole: &ParseResult, other: &ParseResult, cmp: Compare)
                 describe(b)
             ));
         }
+    }
+    // The ordered stream (`specs/streaming.md`): the same parts in another order are another
+    // stream, which a client renders differently. Judged only where both came from events.
+    if let (Some(a), Some(b)) = (&whole.order, &other.order)
+        && a != b
+    {
+        return Some(format!(
+            "the order of reasoning, text and calls differs: whole gives {}, this chunking {}",
+            order_list(a),
+            order_list(b)
+        ));
     }
     if !cmp.same_errors(whole, other) {
         return Some(format!(

@@ -1519,6 +1519,72 @@ mod tests {
         assert_eq!(r.replays, 5);
     }
 
+    /// Reasoning for the upper-case letters of each chunk, emitted before the chunk's other
+    /// text: the same text and reasoning under every cut, in another order.
+    struct Reorders;
+    impl StreamParser for Reorders {
+        fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
+            let s = String::from_utf8_lossy(chunk);
+            let upper: String = s.chars().filter(char::is_ascii_uppercase).collect();
+            let rest: String = s.chars().filter(|c| !c.is_ascii_uppercase()).collect();
+            out.reasoning(&upper);
+            out.text(&rest);
+        }
+        fn finish(&mut self, _out: &mut dyn Sink) {}
+    }
+    fn reorders(_: &Tools) -> Box<dyn StreamParser> {
+        Box::new(Reorders)
+    }
+    static REORDERS: Format = Format {
+        id: "reorders",
+        summary: "test parser that reorders reasoning and text by chunk",
+        new_parser: reorders,
+        render: None,
+        markers: no_markers,
+        cdata: None,
+        typing: None,
+        special_tokens: &[],
+        vocabulary: None,
+        reasoning: None,
+        options: &crate::formats::options::NoOptions,
+        thinking: None,
+        guided: true,
+    };
+
+    #[test]
+    fn the_order_of_reasoning_and_text_is_judged_under_every_cut() {
+        let mut c = case("aB", None);
+        c.format = "reorders";
+        let r = run_case_with(&c, &REORDERS, &Builtin, &RunConfig::default());
+        assert_eq!(r.status, Status::Fail);
+        let v = &r.violations[0];
+        assert_eq!(v.invariant, Invariant::SplitInvariance);
+        assert!(
+            v.message
+                .contains("whole gives [reasoning, text], this chunking [text, reasoning]"),
+            "{}",
+            v.message
+        );
+        assert_eq!(v.cuts, vec![vec![1]]);
+        // The expectation's order is checked too.
+        let e = Expectation {
+            order: Some(vec![
+                crate::event::Part::Text,
+                crate::event::Part::Reasoning,
+            ]),
+            ..Default::default()
+        };
+        let mut c = case("B", Some(e));
+        c.format = "reorders";
+        let r = run_case_with(&c, &REORDERS, &Builtin, &RunConfig::default());
+        assert_eq!(r.violations[0].invariant, Invariant::Expectation);
+        assert!(
+            r.violations[0].message.contains("is [reasoning] but"),
+            "{}",
+            r.violations[0].message
+        );
+    }
+
     #[test]
     fn expectation_mismatch_is_reported_once_on_the_whole_input() {
         let e = Expectation {

@@ -420,6 +420,8 @@ fn result_outcome(r: WireResult) -> TurnOutcome {
                 message: e.message,
             })
             .collect(),
+        // A result without events: no order to judge.
+        order: None,
     };
     let mut hasher = DefaultHasher::new();
     serde_json::to_string(&result)
@@ -525,7 +527,15 @@ mod tests {
         })];
         let ids = [vec![vec![151657], vec![9]]];
         let turns = [b"<tool_call>*".to_vec()];
-        let req = parse_request(4, "hermes", &Tools::default(), &turns, &cuts, &ids);
+        let req = parse_request(
+            4,
+            "hermes",
+            &Tools::default(),
+            &Request::default(),
+            &turns,
+            &cuts,
+            &ids,
+        );
         let v: Value = serde_json::from_slice(&req).unwrap();
         assert_eq!(
             v["turns"][0]["tokenizer"],
@@ -533,7 +543,15 @@ mod tests {
                                "special": [["<tool_call>", 151657]]})
         );
         // Without ids, no vocabulary.
-        let req = parse_request(5, "hermes", &Tools::default(), &turns, &cuts, &[]);
+        let req = parse_request(
+            5,
+            "hermes",
+            &Tools::default(),
+            &Request::default(),
+            &turns,
+            &cuts,
+            &[],
+        );
         let v: Value = serde_json::from_slice(&req).unwrap();
         assert!(v["turns"][0].get("tokenizer").is_none());
     }
