@@ -206,7 +206,8 @@ fn reasoning_is_split_where_the_family_reads_text_and_nowhere_else() {
 /// The grammar of a family member, by id.
 fn grammar(id: &str) -> &'static Grammar {
     use crate::formats::{
-        deepseek_v4, deepseek_v32, deepseek_v41, glm45, minimax_m2, qwen3_coder, seed_oss,
+        deepseek_v4, deepseek_v32, deepseek_v41, glm45, minimax_m2, minimax_m3, qwen3_coder,
+        seed_oss,
     };
     match id {
         "qwen3_coder" => &qwen3_coder::GRAMMAR,
@@ -214,6 +215,7 @@ fn grammar(id: &str) -> &'static Grammar {
         "glm45" => &glm45::GRAMMAR,
         "glm47" => &glm45::GRAMMAR,
         "minimax_m2" => &minimax_m2::GRAMMAR,
+        "minimax_m3" => &minimax_m3::GRAMMAR,
         "deepseek_v32" => &deepseek_v32::GRAMMAR,
         "deepseek_v4" => &deepseek_v4::GRAMMAR,
         "deepseek_v41" => &deepseek_v41::GRAMMAR,
