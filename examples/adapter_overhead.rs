@@ -49,7 +49,14 @@ fn main() {
             let n = 4000;
             let turns = std::slice::from_ref(&transcript);
             let cuts = std::slice::from_ref(&cuts);
-            let run = |_| match adapter.replay(format, &tools, &Default::default(), turns, cuts) {
+            let run = |_| match adapter.replay(
+                format,
+                &tools,
+                &Default::default(),
+                &Default::default(),
+                turns,
+                cuts,
+            ) {
                 Outcome::Done(_) => {}
                 other => panic!("the adapter failed: {other:?}"),
             };

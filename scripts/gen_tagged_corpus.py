@@ -77,7 +77,9 @@ TOOLS = [
         # accepts no value at all, so no type can be chosen for it.
         "count": False,
         "name": {"type": "string"},
-    }, desc="Its schema for count is `false`: valid JSON Schema that accepts no value"),
+        # Valid JSON Schema whose keywords have no kind in common (specs/typing.md §1).
+        "size": {"type": "string", "anyOf": [{"type": "integer"}]},
+    }, desc="Its schema for count is `false`: valid JSON Schema that accepts no value; size's keywords contradict"),
     tool("typing", {r["rule"]: r["schema"] for r in ROWS}, defs=TYPING_DEFS,
          desc="One parameter per row of specs/typing.json"),
 ]
@@ -252,6 +254,9 @@ def shared_cases(fmt):
         {"calls": [call("get_weather", city="Lima", zoom="5")], "error": None, "warnings": ["unknown_parameter"]})
     add("y_unreadable_schema_named", [[("legacy_tool", [("count", "5", "true"), ("name", "x")])]],
         {"calls": [call("legacy_tool", count="5", name="x")], "error": None, "warnings": ["unreadable_schema"]})
+    add("y_unreadable_schema_contradicting_siblings", [[("legacy_tool", [("size", "5", "true"), ("name", "x")])]],
+        {"calls": [call("legacy_tool", size="5", name="x")], "error": None, "warnings": ["unreadable_schema"],
+         "note": "a sibling type and anyOf with no kind in common allow no value: unreadable, the raw string kept (specs/typing.md §1)"})
     add("y_empty_string_value", [[("write_file", [("path", "empty.txt"), ("content", "")])]],
         {"calls": [call("write_file", path="empty.txt", content="")], "error": None})
     # Closing-tag look-alikes inside code.
@@ -310,7 +315,13 @@ def reasoning_cases(fmt):
     # What is left after the block is the format's text: here whitespace before a call, dropped.
     add("y_reasoning_then_call", [f"{o}The user wants the time; call get_time.{e}\n\n", [("get_time", [])]],
         {"text": "", "reasoning": "The user wants the time; call get_time.", "calls": [call("get_time")],
-         "error": None, "warnings": []})
+         "error": None, "warnings": [], "order": ["reasoning", "call"]})
+    # The ordered stream (specs/streaming.md): text, reasoning, text and a call, in that order
+    # under every cut.
+    add("y_order_text_reasoning_text_call", [f"Let me see.{o}Weather, then answer.{e}Checking Paris.", [("get_weather", [("city", "Paris")])]],
+        {"text": "Let me see.Checking Paris.", "reasoning": "Weather, then answer.",
+         "calls": [call("get_weather", city="Paris")], "error": None, "warnings": [],
+         "order": ["text", "reasoning", "text", "call"]})
     # A call written inside reasoning was only considered: it stays reasoning and never runs
     # (minimax_m3 ends its reasoning there instead: its own case, y_reasoning_call_ends_reasoning).
     blk = wire(fmt, [[("get_time", [])]])
@@ -320,22 +331,23 @@ def reasoning_cases(fmt):
         add("y_reasoning_calls_block_ends_reasoning", f"{o}Maybe {blk} no: I know it.{e}\nIt is noon.",
             {"text": " no: I know it.\nIt is noon.", "reasoning": "Maybe ", "calls": [call("get_time")],
              "error": None, "warnings": (["implicit_reasoning_end"] if fmt == "deepseek_v4" else [])
-             + ["stray_reasoning_end", "text_after_calls"]})
+             + ["stray_reasoning_end", "text_after_calls"], "order": ["reasoning", "call", "text"]})
     elif fmt != "minimax_m3":
         add("y_reasoning_call_inside_reasoning", f"{o}Maybe {blk} no: I know it.{e}\nIt is noon.",
             {"text": "\nIt is noon.", "reasoning": f"Maybe {blk} no: I know it.", "calls": [],
-             "error": None, "warnings": ["call_in_reasoning"]})
+             "error": None, "warnings": ["call_in_reasoning"], "order": ["reasoning", "text"]})
     add("y_reasoning_unterminated_at_end", f"Hmm.\n{o}Still weighing the options",
         {"text": "Hmm.\n", "reasoning": "Still weighing the options", "calls": [],
-         "error": None, "warnings": ["unterminated_reasoning"]})
+         "error": None, "warnings": ["unterminated_reasoning"], "order": ["text", "reasoning"]})
     # The template put the open tag in the prompt; `starts_inside` is off by default (a server
     # that knows its template turns it on), so the close tag is stray and the reasoning text.
     add("y_reasoning_open_tag_in_prompt_close_is_stray", [f"Weather first.{e}\n\n", [("get_weather", [("city", "Paris")])]],
         {"text": "Weather first.\n\n", "reasoning": "", "calls": [call("get_weather", city="Paris")],
-         "error": None, "warnings": ["stray_reasoning_end"]})
+         "error": None, "warnings": ["stray_reasoning_end"], "order": ["text", "call"]})
     # Inside a value a tag is content.
     add("y_reasoning_tags_inside_value_are_content", [[("write_file", [("path", "t.md"), ("content", f"say {o}hi{e}")])]],
-        {"text": "", "calls": [call("write_file", path="t.md", content=f"say {o}hi{e}")], "error": None})
+        {"text": "", "calls": [call("write_file", path="t.md", content=f"say {o}hi{e}")], "error": None,
+         "order": ["call"]})
     return c
 
 def typing_cases(fmt):
@@ -345,7 +357,8 @@ def typing_cases(fmt):
         g = ("y_typing_strings" if n.startswith("string") else "y_typing_integers" if n.startswith("integer")
              else "y_typing_numbers" if n.startswith("number")
              else "y_typing_booleans_null" if n.startswith(("boolean", "null"))
-             else "y_typing_structured" if n.startswith(("object", "array")) else "y_typing_unions")
+             else "y_typing_structured" if n.startswith(("object", "array"))
+             else "y_typing_siblings" if n.startswith("sibling_") else "y_typing_unions")
         groups.setdefault(g, []).append(r)
     out = []
     for g, rows in groups.items():
@@ -849,8 +862,11 @@ def main():
         d = os.path.join(ROOT, "corpus", fmt)
         os.makedirs(d, exist_ok=True)
         for f in os.listdir(d):
+            # Subfolders the generator writes (SUBFOLDERS, M3_FOLDERS) are rewritten; any
+            # other (cases under their own conform.toml, written by hand) is kept.
             if os.path.isdir(os.path.join(d, f)):
-                shutil.rmtree(os.path.join(d, f))
+                if f in SUBFOLDERS or f in M3_FOLDERS:
+                    shutil.rmtree(os.path.join(d, f))
             else:
                 os.remove(os.path.join(d, f))
         tools = V4_TOOLS if fmt in V4 else TOOLS + (M3_TOOLS if fmt == "minimax_m3" else [])

@@ -185,6 +185,10 @@ pub enum WarningKind {
     NullAlias,
     /// A value in Python literal syntax, read (option `typing.python_literals`).
     PythonLiteral,
+    /// The format's delimiters around a guided payload, stripped (option `guided.markup_around_payload`).
+    MarkupAroundPayload,
+    /// Text after a complete guided payload, kept as text (option `guided.text_after_payload`).
+    TextAfterPayload,
     /// A call marker inside reasoning, ending it there (option `reasoning.implicit_reasoning_end`).
     ImplicitReasoningEnd,
     /// Whitespace inside a marker (a namespace token and its tag, `<|open|> tools <|sep|>`), read as the marker.
@@ -284,6 +288,8 @@ wire_names! {
         NullNotAllowed => "null_not_allowed",
         NullAlias => "null_alias",
         PythonLiteral => "python_literal",
+        MarkupAroundPayload => "markup_around_payload",
+        TextAfterPayload => "text_after_payload",
         ImplicitReasoningEnd => "implicit_reasoning_end",
         SpacedMarker => "spaced_marker",
         UnquotedAttribute => "unquoted_attribute",
@@ -530,6 +536,44 @@ pub struct ParseResult {
     /// The `result` of an `attempt_completion` call, when the turn completed the task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion: Option<String>,
+    /// The ordered stream: reasoning, text and calls in the order the events gave them
+    /// (`specs/streaming.md`, "The ordered stream"); `None` for a parser that reports a result
+    /// and no events. Not serialized: it is a property of the events, folded from them.
+    #[serde(default, skip_serializing)]
+    pub order: Option<Vec<Part>>,
+}
+
+/// One part of a turn's ordered stream. Consecutive `Reasoning` events are one part, as are
+/// consecutive `Text` events; each `CallStart` is a part of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Part {
+    /// Reasoning.
+    Reasoning,
+    /// Visible text.
+    Text,
+    /// A call (placed where it starts).
+    Call,
+}
+
+impl Part {
+    /// The wire name, as written in an expectation's `order`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Part::Reasoning => "reasoning",
+            Part::Text => "text",
+            Part::Call => "call",
+        }
+    }
+}
+
+/// An order for messages: `[reasoning, text, call, call]`, the first 16 parts.
+pub fn order_list(order: &[Part]) -> String {
+    let mut parts: Vec<&str> = order.iter().take(16).map(|p| p.as_str()).collect();
+    if order.len() > 16 {
+        parts.push("…");
+    }
+    format!("[{}]", parts.join(", "))
 }
 
 impl PartialEq for ParseResult {
@@ -606,12 +650,21 @@ impl Folder {
     /// Takes the next event into account.
     pub fn push(&mut self, ev: &Event) {
         match ev {
-            Event::Text { text } => self.result.text.push_str(text),
-            Event::Reasoning { text } => self
-                .result
-                .reasoning
-                .get_or_insert_with(String::new)
-                .push_str(text),
+            Event::Text { text } => {
+                if !text.is_empty() {
+                    self.part(Part::Text);
+                }
+                self.result.text.push_str(text)
+            }
+            Event::Reasoning { text } => {
+                if !text.is_empty() {
+                    self.part(Part::Reasoning);
+                }
+                self.result
+                    .reasoning
+                    .get_or_insert_with(String::new)
+                    .push_str(text)
+            }
             Event::CallStart {
                 index,
                 id,
@@ -625,6 +678,7 @@ impl Folder {
                     ));
                 }
                 self.started = self.started.max(index + 1);
+                self.part(Part::Call);
                 let call = OpenCall {
                     id: id.clone(),
                     name: name.clone(),
@@ -700,6 +754,15 @@ impl Folder {
         }
     }
 
+    /// Appends a part to the ordered stream; text after text (reasoning after reasoning) is
+    /// the same part, however the parser cut its events.
+    fn part(&mut self, p: Part) {
+        let order = self.result.order.get_or_insert_with(Vec::new);
+        if p == Part::Call || order.last() != Some(&p) {
+            order.push(p);
+        }
+    }
+
     /// Hands out, in start order, the ended calls no open call precedes: their place in the
     /// result is settled. A consumer that digests calls as they settle (a million-call stream)
     /// keeps none of them; [`Folder::finish`] then lists only the calls not handed out.
@@ -745,6 +808,7 @@ impl Folder {
 
     /// Ends the fold; calls still open are dropped (they never reached `CallEnd`).
     pub fn finish(mut self) -> ParseResult {
+        self.result.order.get_or_insert_with(Vec::new);
         self.result.calls = std::mem::take(&mut self.ended)
             .into_iter()
             .flatten()
@@ -858,6 +922,45 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn fold_orders_reasoning_text_and_calls() {
+        let start = |index| Event::CallStart {
+            index,
+            id: None,
+            name: "f".into(),
+            server: None,
+        };
+        let evs = vec![
+            Event::reasoning("a"),
+            Event::reasoning("b"),
+            // Empty text is no part; text after text is the same part.
+            Event::text(""),
+            Event::text("x"),
+            Event::text("y"),
+            start(0),
+            Event::CallEnd { index: 0 },
+            start(1),
+            Event::CallEnd { index: 1 },
+            Event::text("z"),
+            Event::reasoning("c"),
+        ];
+        let r = ParseResult::fold(&evs);
+        use Part::*;
+        assert_eq!(
+            r.order.as_deref(),
+            Some(&[Reasoning, Text, Call, Call, Text, Reasoning][..])
+        );
+        assert_eq!(
+            order_list(r.order.as_deref().unwrap()),
+            "[reasoning, text, call, call, text, reasoning]"
+        );
+        // A fold of no events has an empty order; a result-only parser has none.
+        assert_eq!(ParseResult::fold(&[]).order, Some(vec![]));
+        let wire: ParseResult =
+            serde_json::from_str(r#"{"text":"","calls":[],"warnings":[],"errors":[]}"#).unwrap();
+        assert_eq!(wire.order, None);
     }
 
     #[test]

@@ -35,8 +35,8 @@ What the kit does for you:
   `index`, strings concatenated, the name and id whenever they first come, arguments possibly
   before the name; a call that never gets a name is a `missing_name` error, arguments that are
   not a JSON object at the end of the stream an `invalid_json` (or `empty_arguments`) error;
-- the request's options: `request.tools`, `request.mode` (the request mode conform sets:
-  `starting_state`, `thinking`, `tool_choice`, `finish_reason`; empty when the case sets none).
+- the request's options: `request.tools`, `request.mode` (the request modes the case was
+  served under: `starting_state`, `tool_choice`, `finish_reason` always, `thinking` when set).
 
 Python 3.9 or later, standard library only.
 """
@@ -254,8 +254,10 @@ class Request:
         self.format = msg.get("format")
         #: The case's tools, an OpenAI `tools` array.
         self.tools = msg.get("tools") or []
-        #: The request mode conform sets for the case (starting_state, thinking, tool_choice,
-        #: finish_reason), as a dict; empty when the case sets none.
+        #: The request modes of the case (specs/adapter.md §2.2), as a dict: `starting_state`
+        #: ("none", "reasoning", "response"), `tool_choice` ("auto", "required", "none" or
+        #: {"name": NAME}), `finish_reason` ("stop", "length"), always present (the defaults
+        #: spelled out), and `thinking` (true/false) when the case sets it.
         self.mode = msg.get("request") or {}
         #: The turns, fed to one parser in order.
         self.turns = [Turn(t) for t in msg.get("turns") or []]

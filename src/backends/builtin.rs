@@ -3,6 +3,7 @@
 use super::{Backend, Outcome, TurnOutcome};
 use crate::backends::cuts::Cuts;
 use crate::event::{Event, Folder};
+use crate::formats::request::Request;
 use crate::formats::{Format, OptionValues, StreamParser};
 use crate::tools::Tools;
 use std::cell::RefCell;
@@ -22,10 +23,11 @@ impl Backend for Builtin {
         format: &Format,
         tools: &Tools,
         options: &OptionValues,
+        request: &Request,
         turns: &[Vec<u8>],
         cuts: &[Cuts],
     ) -> Outcome {
-        replay(format, tools, options, turns, cuts)
+        replay(format, tools, options, request, turns, cuts)
     }
     fn is_builtin(&self) -> bool {
         true
@@ -61,11 +63,12 @@ pub fn replay(
     format: &Format,
     tools: &Tools,
     options: &OptionValues,
+    request: &Request,
     turns: &[Vec<u8>],
     cuts: &[Cuts],
 ) -> Outcome {
     let run = || {
-        let mut parser = match format.parser(tools, options) {
+        let mut parser = match crate::formats::modes::parser(format, tools, options, request) {
             Ok(p) => p,
             Err(e) => panic!("{e}"),
         };

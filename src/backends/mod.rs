@@ -11,6 +11,7 @@ pub use adapter::{Adapter, AdapterOptions};
 pub use builtin::Builtin;
 
 use crate::event::ParseResult;
+use crate::formats::request::Request;
 use crate::formats::{Format, OptionValues};
 use crate::tools::Tools;
 use cuts::Cuts;
@@ -70,6 +71,7 @@ pub trait Backend: Sync {
         format: &Format,
         tools: &Tools,
         options: &OptionValues,
+        request: &Request,
         turns: &[Vec<u8>],
         cuts: &[Cuts],
     ) -> Outcome;

@@ -147,6 +147,7 @@ fn measure(backend: &AnyBackend, f: &'static Format, size: usize) -> CostRow {
         line_id: None,
         recorded: None,
         options: Arc::default(),
+        request: Arc::default(),
     };
     let sel = Selection {
         choice: Choice::Strategy {
@@ -185,10 +186,14 @@ fn measure(backend: &AnyBackend, f: &'static Format, size: usize) -> CostRow {
         return row;
     };
     let before = adapter.engine_time().get(f.id).copied().unwrap_or_default();
-    match backend
-        .backend()
-        .replay(f, &case.tools, &case.options, &case.turns, &cuts)
-    {
+    match backend.backend().replay(
+        f,
+        &case.tools,
+        &case.options,
+        &case.request,
+        &case.turns,
+        &cuts,
+    ) {
         Outcome::Done(turns) => {
             let after = adapter.engine_time().get(f.id).copied().unwrap_or_default();
             if after.responses > before.responses {

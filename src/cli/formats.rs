@@ -13,7 +13,7 @@ pub(crate) fn run(options: bool) -> u8 {
         };
         out!("{:<14} {}{render}", f.id, f.summary);
         if options {
-            for o in f.options.list() {
+            for o in formats::modes::option_list(f) {
                 out!("    {}.{} = {}", f.id, o.name, o.default);
                 out!("        {}", o.reason);
             }

@@ -54,6 +54,10 @@ pub(crate) struct ParseArgs {
     /// the corpus directory's conform.toml; `conform formats --options` lists them).
     #[arg(long = "option", value_name = "FORMAT.NAME=BOOL")]
     options: Vec<String>,
+    /// Set a request mode, `KEY=VALUE` (repeatable; overrides the case's and the directory's
+    /// `[request]`), as `conform run --request` does.
+    #[arg(long = "request", value_name = "KEY=VALUE")]
+    requests: Vec<String>,
 }
 
 fn parse_cuts(spec: &str) -> Result<Vec<Vec<usize>>, String> {
@@ -82,11 +86,16 @@ pub(crate) fn run(a: ParseArgs) -> u8 {
         Ok(o) => o,
         Err(e) => return usage_error(e),
     };
+    let request = match super::run::request_of(&a.requests) {
+        Ok(r) => r,
+        Err(e) => return usage_error(e),
+    };
     let corpus = corpus::load(
         std::slice::from_ref(&a.file),
         &LoadOptions {
             format: a.format.clone(),
             options,
+            request,
         },
     );
     if let Some(e) = corpus.errors.first() {

@@ -91,6 +91,12 @@ pub(crate) struct RunArgs {
     /// the corpus directories' conform.toml; `conform formats --options` lists them).
     #[arg(long = "option", value_name = "FORMAT.NAME=BOOL")]
     options: Vec<String>,
+    /// Set a request mode of every case, `KEY=VALUE` (repeatable; overrides the cases' and
+    /// the directories' `[request]`): `starting_state=none|reasoning|response`,
+    /// `thinking=true|false`, `tool_choice=auto|required|none|name:TOOL`,
+    /// `finish_reason=stop|length` (`specs/corpus.md` §1.2).
+    #[arg(long = "request", value_name = "KEY=VALUE")]
+    requests: Vec<String>,
 }
 
 /// `conform run`: the plan from the arguments, the run, what it prints, what it writes.
@@ -205,11 +211,13 @@ fn plan(a: &RunArgs) -> Result<RunPlan, String> {
     let known = known_failures(a, &paths)?;
     let baseline = baseline(a)?;
     let options = formats::registry::from_assignments(&a.options)?;
+    let request = request_of(&a.requests)?;
     Ok(RunPlan {
         paths,
         load: LoadOptions {
             format: a.format.clone(),
             options,
+            request,
         },
         cfg: RunConfig {
             strategies,
@@ -394,4 +402,13 @@ impl session::Progress for Progress {
             b.finish_and_clear();
         }
     }
+}
+
+/// Reads `--request KEY=VALUE` arguments (a later one wins).
+pub(crate) fn request_of(args: &[String]) -> Result<conform::formats::request::Request, String> {
+    let mut r = conform::formats::request::Request::default();
+    for a in args {
+        r.set_assignment(a)?;
+    }
+    Ok(r)
 }

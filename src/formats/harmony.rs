@@ -910,6 +910,8 @@ impl Entry for Declared {
 /// The harmony format.
 pub static FORMAT: Format = Format {
     vocabulary: Some("o200k_harmony"),
+    // Message channels, not one text: guided output lives inside a channel (not modelled).
+    guided: false,
     ..entry::format::<Declared>()
 };
 

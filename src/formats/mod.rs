@@ -18,6 +18,7 @@ pub mod delimited;
 pub mod gemma;
 pub mod harmony;
 pub mod kimi_k3;
+pub mod modes;
 pub mod muse_glimmer;
 pub mod registry;
 pub mod sse;
@@ -28,7 +29,7 @@ pub use self::core::contract::{
     CdataProbe, Format, FormatOptions, OptionInfo, OptionValues, OptionsByFormat, RenderFn,
     SpecialToken, StreamParser, Typing, run_chunks,
 };
-pub use self::core::{config, options, reasoning, typing};
+pub use self::core::{config, options, reasoning, request, typing};
 pub use delimited::{
     deepseek_v3, deepseek_v31, hermes, kimi_k2, llama3_json, mistral, mistral_v11, pythonic,
 };

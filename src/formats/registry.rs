@@ -72,7 +72,7 @@ pub fn check(format: &str, name: &str) -> Result<(), String> {
             ids.join(", ")
         )
     })?;
-    let list = f.options.list();
+    let list = crate::formats::modes::option_list(f);
     if list.iter().any(|o| o.name == name) {
         Ok(())
     } else {
@@ -86,7 +86,7 @@ pub fn differing(format: &str, values: &OptionValues) -> OptionValues {
     let Some(f) = by_id(format) else {
         return values.clone();
     };
-    let list = f.options.list();
+    let list = crate::formats::modes::option_list(f);
     values
         .iter()
         .filter(|(n, v)| list.iter().any(|o| o.name == **n && o.default != **v))
@@ -109,8 +109,12 @@ mod tests {
         assert!(e.contains("known formats: kimi_k2, openai_sse"), "{e}");
         let e = check("kimi_k2", "nope").unwrap_err();
         assert!(e.contains("known options: text_in_section, "), "{e}");
+        // forge_json has no options of its own: only the guided reader's.
         let e = check("forge_json", "nope").unwrap_err();
-        assert!(e.contains("has no options"), "{e}");
+        assert!(e.contains("known options: guided.object_not_array"), "{e}");
+        assert_eq!(check("forge_json", "guided.text_after_payload"), Ok(()));
+        let e = check("openai_sse", "guided.text_after_payload").unwrap_err();
+        assert!(e.contains("unknown option"), "{e}");
     }
 
     #[test]

@@ -497,6 +497,7 @@ mod tests {
             token_split_replays: 0,
             token_split_violations: vec![],
             options: Default::default(),
+            request: Default::default(),
         }
     }
 

@@ -6,6 +6,7 @@
 
 use super::files::{not_regular, read_regular};
 use crate::event::{ErrorKind, ToolCall};
+use crate::formats::request::Request;
 use crate::formats::{self, OptionValues, OptionsByFormat};
 use crate::tools::Tools;
 use serde::{Deserialize, Serialize};
@@ -87,12 +88,19 @@ pub struct Expectation {
     /// The warning kinds, in order.
     #[serde(default)]
     pub warnings: Option<Vec<String>>,
+    /// The ordered stream: `reasoning`, `text` and `call` parts in order (`specs/corpus.md` §2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<Vec<crate::event::Part>>,
     /// The task-completion text.
     #[serde(default, deserialize_with = "present")]
     pub completion: Option<Option<String>>,
     /// A free-form note for readers of the corpus.
     #[serde(default)]
     pub note: Option<String>,
+    /// The case's request modes (`specs/corpus.md` §1.2), over its folder's: not an
+    /// expectation but the request the output answered, kept beside it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<Request>,
 }
 
 impl Expectation {
@@ -152,6 +160,9 @@ pub struct Case {
     /// The format's options in force for this case that differ from its defaults: the nearest
     /// `conform.toml`'s, overridden by `--option` (empty: the defaults).
     pub options: Arc<OptionValues>,
+    /// The request modes in force (the case's over its folder's, overridden by `--request`),
+    /// without the keys that say the default.
+    pub request: Arc<Request>,
 }
 
 /// A recorded chunking: where a real server's deltas ended (`specs/corpus.md` §4).
@@ -262,6 +273,12 @@ impl Case {
         if !self.options.is_empty() {
             h.update(serde_json::to_vec(self.options.as_ref()).unwrap_or_default());
         }
+        // So does a request (the expectation files hold the case's own request already; this
+        // is the one in force, folder's included). Without one the digest stays as it was.
+        if !self.request.is_default() {
+            h.update(b"request");
+            h.update(serde_json::to_vec(self.request.as_ref()).unwrap_or_default());
+        }
         hex(&h.finalize())
     }
 
@@ -321,23 +338,44 @@ pub struct LoadOptions {
     /// Format options from the command line (`--option`), by format id: they override those of
     /// a directory's `conform.toml`.
     pub options: OptionsByFormat,
+    /// Request modes from the command line (`--request`): they override every case's.
+    pub request: Request,
 }
 
 /// The options file of a corpus directory: format options for the cases below it.
 pub const OPTIONS_FILE: &str = "conform.toml";
 
-/// `conform.toml`: `[options]` with `"FORMAT.NAME" = true|false` entries.
+/// `conform.toml`: `[options]` with `"FORMAT.NAME" = true|false` entries, and `[request]` with
+/// the request modes of the cases below it.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct OptionsFile {
     #[serde(default)]
     options: BTreeMap<String, bool>,
+    #[serde(default)]
+    request: Option<toml::Table>,
 }
 
-/// Reads the text of a `conform.toml`; an unknown format or option is an error naming the
-/// known ones.
-pub fn parse_options_file(text: &str) -> Result<OptionsByFormat, String> {
+/// What a directory's `conform.toml` sets for the cases below it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DirSettings {
+    /// Format options, by format.
+    pub options: OptionsByFormat,
+    /// Request modes (`[request]`).
+    pub request: Request,
+}
+
+/// Reads the text of a `conform.toml`; an unknown format, option or request key or value is
+/// an error naming it and the known ones.
+pub fn parse_options_file(text: &str) -> Result<DirSettings, String> {
     let file: OptionsFile = toml::from_str(text).map_err(|e| e.message().to_string())?;
+    let request = match file.request {
+        None => Request::default(),
+        Some(t) => {
+            let v = serde_json::to_value(&t).map_err(|e| format!("[request]: {e}"))?;
+            Request::from_json(&v).map_err(|e| format!("[request]: {e}"))?
+        }
+    };
     let mut out = OptionsByFormat::new();
     for (key, on) in file.options {
         let (format, name) = key
@@ -348,7 +386,10 @@ pub fn parse_options_file(text: &str) -> Result<OptionsByFormat, String> {
             .or_default()
             .insert(name.to_string(), on);
     }
-    Ok(out)
+    Ok(DirSettings {
+        options: out,
+        request,
+    })
 }
 
 /// The options in force for a case of `format`: the directory's, overridden by the command
@@ -704,7 +745,7 @@ pub fn known_formats() -> String {
 #[derive(Default)]
 struct Caches {
     tools: BTreeMap<PathBuf, Result<Arc<Tools>, CorpusError>>,
-    options: BTreeMap<PathBuf, Result<Arc<OptionsByFormat>, CorpusError>>,
+    options: BTreeMap<PathBuf, Result<Arc<DirSettings>, CorpusError>>,
 }
 
 fn load_file(
@@ -734,34 +775,58 @@ fn load_file(
             return;
         }
     };
-    let options = |format: &str| options_of(&dir_options, &opts.options, format);
+    let options = |format: &str| options_of(&dir_options.options, &opts.options, format);
+    // The request in force: the case's over the folder's, the command line's over both.
+    let request = |own: Option<&Request>| -> Arc<Request> {
+        let r = dir_options
+            .request
+            .overlaid(own.unwrap_or(&Request::default()))
+            .overlaid(&opts.request)
+            .normalized();
+        Arc::new(r)
+    };
     let bytes = match read_regular(file) {
         Ok(b) => b,
         Err(m) => return corpus.errors.push(err(m)),
     };
     if name.ends_with(".jsonl") {
-        return load_jsonl(file, &display, &bytes, opts, tools, &options, corpus);
+        return load_jsonl(
+            file,
+            &display,
+            &bytes,
+            opts,
+            tools,
+            Inherited {
+                options: &options,
+                request: &request,
+            },
+            corpus,
+        );
     }
     let format = match resolve_format(opts.format.as_deref(), file, &display) {
         Ok(f) => f,
         Err(e) => return corpus.errors.push(e),
     };
     let label = Label::of_name(name);
-    if let Some(stem) = name.strip_suffix(".session.json") {
-        let _ = stem;
+    if name.ends_with(".session.json") {
         match parse_session(&bytes, label) {
-            Ok((turns, expects)) => corpus.cases.push(Case {
-                id: display.clone(),
-                format,
-                label,
-                turns,
-                expects,
-                tools,
-                path: file.to_path_buf(),
-                line_id: None,
-                recorded: None,
-                options: options(format),
-            }),
+            Ok((turns, expects, own)) => push_checked(
+                corpus,
+                &display,
+                Case {
+                    id: display.clone(),
+                    format,
+                    label,
+                    turns,
+                    expects,
+                    tools,
+                    path: file.to_path_buf(),
+                    line_id: None,
+                    recorded: None,
+                    options: options(format),
+                    request: request(own.as_ref()),
+                },
+            ),
             Err(m) => corpus.errors.push(err(m)),
         }
         return;
@@ -796,18 +861,49 @@ fn load_file(
     } else {
         None
     };
-    corpus.cases.push(Case {
-        id: display.clone(),
-        format,
-        label,
-        turns: vec![bytes],
-        expects: vec![expect],
-        tools,
-        path: file.to_path_buf(),
-        line_id: None,
-        recorded,
-        options: options(format),
-    });
+    let own = expect.as_ref().and_then(|e| e.request.clone());
+    push_checked(
+        corpus,
+        &display,
+        Case {
+            id: display.clone(),
+            format,
+            label,
+            turns: vec![bytes],
+            expects: vec![expect],
+            tools,
+            path: file.to_path_buf(),
+            line_id: None,
+            recorded,
+            options: options(format),
+            request: request(own.as_ref()),
+        },
+    );
+}
+
+/// Adds a case whose format can be read under its request and options; otherwise the case is
+/// a corpus error naming what does not fit (`specs/corpus.md` §1.2).
+fn push_checked(corpus: &mut Corpus, at: &str, case: Case) {
+    let format = formats::by_id(case.format).expect("cases name registered formats");
+    match formats::modes::check(format, &case.tools, &case.options, &case.request) {
+        Ok(()) => corpus.cases.push(case),
+        Err(e) => corpus.errors.push(CorpusError {
+            path: at.to_string(),
+            message: format!(
+                "{e} (request: {}; not loaded)",
+                describe_request(&case.request)
+            ),
+        }),
+    }
+}
+
+/// A request for messages: its `KEY=VALUE` words, or `the default`.
+fn describe_request(r: &Request) -> String {
+    if r.is_default() {
+        "the default".into()
+    } else {
+        r.to_string()
+    }
 }
 
 /// A session file: `{"turns": [...], "expect": [... or null]}`.
@@ -817,12 +913,15 @@ struct SessionFile {
     turns: Vec<String>,
     #[serde(default)]
     expect: Option<Vec<Option<Expectation>>>,
+    /// The session's request modes (one request per session: every turn answers it).
+    #[serde(default)]
+    request: Option<Request>,
     #[serde(default)]
     #[allow(dead_code)]
     note: Option<String>,
 }
 
-type Turns = (Vec<Vec<u8>>, Vec<Option<Expectation>>);
+type Turns = (Vec<Vec<u8>>, Vec<Option<Expectation>>, Option<Request>);
 
 fn parse_session(bytes: &[u8], label: Label) -> Result<Turns, String> {
     let s: SessionFile =
@@ -845,12 +944,25 @@ fn parse_session(bytes: &[u8], label: Label) -> Result<Turns, String> {
     for (t, e) in expects.iter().enumerate() {
         if let Some(e) = e {
             e.fits(label).map_err(|m| format!("turn {}: {m}", t + 1))?;
+            if e.request.is_some() {
+                return Err(format!(
+                    "turn {}: a session's request is one for all its turns: write \"request\" beside \"turns\", not in an expectation",
+                    t + 1
+                ));
+            }
         }
     }
     Ok((
         s.turns.into_iter().map(String::into_bytes).collect(),
         expects,
+        s.request,
     ))
+}
+
+/// What a file's cases take from its directories: the options and the request in force.
+struct Inherited<'a> {
+    options: &'a dyn Fn(&str) -> Arc<OptionValues>,
+    request: &'a dyn Fn(Option<&Request>) -> Arc<Request>,
 }
 
 /// One line of a `.jsonl` corpus file.
@@ -863,6 +975,9 @@ struct JsonlLine {
     transcript: String,
     #[serde(default)]
     expect: Option<Expectation>,
+    /// The line's request modes (or in its `expect`, not both).
+    #[serde(default)]
+    request: Option<Request>,
     #[serde(default)]
     #[allow(dead_code)]
     note: Option<String>,
@@ -874,9 +989,10 @@ fn load_jsonl(
     bytes: &[u8],
     opts: &LoadOptions,
     tools: Arc<Tools>,
-    options: &dyn Fn(&str) -> Arc<OptionValues>,
+    inherited: Inherited<'_>,
     corpus: &mut Corpus,
 ) {
+    let Inherited { options, request } = inherited;
     let text = match std::str::from_utf8(bytes) {
         Ok(t) => t,
         Err(e) => {
@@ -947,18 +1063,39 @@ fn load_jsonl(
             });
             continue;
         }
-        corpus.cases.push(Case {
-            id: format!("{display}#{id}"),
-            format,
-            label,
-            turns: vec![parsed.transcript.into_bytes()],
-            expects: vec![parsed.expect],
-            tools: tools.clone(),
-            path: file.to_path_buf(),
-            line_id: Some(id),
-            recorded: None,
-            options: options(format),
-        });
+        let own = match (
+            &parsed.request,
+            parsed.expect.as_ref().and_then(|e| e.request.as_ref()),
+        ) {
+            (Some(_), Some(_)) => {
+                corpus.errors.push(CorpusError {
+                    path: at,
+                    message: format!(
+                        "line {id:?} has a \"request\" and one in its \"expect\": write it once"
+                    ),
+                });
+                continue;
+            }
+            (Some(r), None) | (None, Some(r)) => Some(r.clone()),
+            (None, None) => None,
+        };
+        push_checked(
+            corpus,
+            &at,
+            Case {
+                id: format!("{display}#{id}"),
+                format,
+                label,
+                turns: vec![parsed.transcript.into_bytes()],
+                expects: vec![parsed.expect],
+                tools: tools.clone(),
+                path: file.to_path_buf(),
+                line_id: Some(id),
+                recorded: None,
+                options: options(format),
+                request: request(own.as_ref()),
+            },
+        );
     }
 }
 
@@ -1101,6 +1238,100 @@ mod tests {
         assert!(has("tools.json", "/required"), "{bad:?}");
         assert!(has("tools.json", "2 case file(s)"), "{bad:?}");
         assert_eq!(bad.len(), 5, "{bad:?}");
+    }
+
+    #[test]
+    fn requests_come_from_the_folder_the_case_and_the_command_line_and_bad_ones_are_named() {
+        use crate::formats::request::{FinishReason, StartingState, ToolChoice};
+        let d = tmpdir("request");
+        let k = d.join("hermes/sub");
+        std::fs::create_dir_all(&k).unwrap();
+        std::fs::write(
+            d.join("hermes/tools.json"),
+            r#"[{"name":"f","parameters":{"type":"object"}}]"#,
+        )
+        .unwrap();
+        std::fs::write(
+            k.join(OPTIONS_FILE),
+            "[request]\nstarting_state = \"reasoning\"\ntool_choice = { name = \"f\" }\n",
+        )
+        .unwrap();
+        std::fs::write(k.join("i_folder.txt"), "x").unwrap();
+        std::fs::write(k.join("i_own.txt"), "x").unwrap();
+        std::fs::write(
+            k.join("i_own.expect.json"),
+            r#"{"request": {"tool_choice": "auto", "finish_reason": "length"}}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            k.join("s.jsonl"),
+            "{\"id\":\"a\",\"transcript\":\"x\",\"request\":{\"thinking\":false}}\n\
+             {\"id\":\"b\",\"transcript\":\"x\",\"request\":{},\"expect\":{\"request\":{}}}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            k.join("i_s.session.json"),
+            r#"{"turns":["a","b"],"request":{"tool_choice":"none"}}"#,
+        )
+        .unwrap();
+        std::fs::write(k.join("i_bad.txt"), "x").unwrap();
+        std::fs::write(
+            k.join("i_bad.expect.json"),
+            r#"{"request": {"tool_choice": "any"}}"#,
+        )
+        .unwrap();
+        std::fs::write(k.join("i_unknown_tool.txt"), "x").unwrap();
+        std::fs::write(
+            k.join("i_unknown_tool.expect.json"),
+            r#"{"request": {"tool_choice": {"name": "g"}}}"#,
+        )
+        .unwrap();
+        let c = load(&[d.display().to_string()], &LoadOptions::default());
+        let by = |n: &str| c.cases.iter().find(|c| c.id.ends_with(n)).unwrap();
+        let folder = &by("i_folder.txt").request;
+        assert_eq!(folder.starting_state, Some(StartingState::Reasoning));
+        assert_eq!(folder.tool_choice, Some(ToolChoice::Named("f".into())));
+        // The case's keys over the folder's; `auto` is the default, so it is not recorded.
+        let own = &by("i_own.txt").request;
+        assert_eq!(own.tool_choice, None);
+        assert_eq!(own.finish_reason, Some(FinishReason::Length));
+        assert_eq!(own.starting_state, Some(StartingState::Reasoning));
+        assert_eq!(by("s.jsonl#a").request.thinking, Some(false));
+        assert_eq!(
+            by("i_s.session.json").request.tool_choice,
+            Some(ToolChoice::None)
+        );
+        assert_ne!(by("i_own.txt").digest(), {
+            let mut plain = by("i_own.txt").clone();
+            plain.request = Arc::default();
+            plain.digest()
+        });
+        let bad: Vec<_> = c.errors.iter().map(|e| e.to_string()).collect();
+        let has = |a: &str, b: &str| bad.iter().any(|e| e.contains(a) && e.contains(b));
+        assert!(has("i_bad.expect.json", "unknown value \"any\""), "{bad:?}");
+        assert!(has("i_unknown_tool.txt", "\"g\""), "{bad:?}");
+        assert!(has("s.jsonl:2", "write it once"), "{bad:?}");
+        assert_eq!(bad.len(), 3, "{bad:?}");
+        // The command line wins over all.
+        let mut r = Request::default();
+        r.set_assignment("tool_choice=required").unwrap();
+        let c = load(
+            &[k.join("i_folder.txt").display().to_string()],
+            &LoadOptions {
+                request: r,
+                ..LoadOptions::default()
+            },
+        );
+        assert_eq!(c.cases[0].request.tool_choice, Some(ToolChoice::Required));
+        // An unknown key in a folder's [request] keeps its cases out, named once.
+        std::fs::write(k.join(OPTIONS_FILE), "[request]\nstart = \"none\"\n").unwrap();
+        let c = load(&[d.display().to_string()], &LoadOptions::default());
+        assert!(
+            c.errors.iter().any(|e| e.path.ends_with(OPTIONS_FILE)
+                && e.message.contains("unknown request key \"start\"")),
+            "{:?}",
+            c.errors
+        );
     }
 
     #[test]

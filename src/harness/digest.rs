@@ -14,6 +14,7 @@ use crate::backends::builtin::catching;
 use crate::event::{
     COMPLETION_TOOL, Event, FOLD_MAX_DEPTH, Folder, ParseResult, Sink, ToolCall, excerpt,
 };
+use crate::formats::request::Request;
 use crate::formats::{Format, OptionValues};
 use crate::lexers::json::{JsonConfig, JsonErrorKind, JsonParser};
 use crate::tools::Tools;
@@ -212,6 +213,7 @@ impl LeanTurn {
                 warnings: r.warnings.clone(),
                 errors: r.errors.clone(),
                 completion: r.completion.clone(),
+                order: r.order.clone(),
             },
             anomalies: t.anomalies.clone(),
             events_hash: t.events_hash,
@@ -257,7 +259,7 @@ impl LeanTurn {
 
     /// Why a rendering parsed back (`got`) does not give this turn back, as
     /// `roundtrip_difference` says it.
-    pub fn roundtrip_difference(&self, got: &LeanTurn) -> Option<String> {
+    pub fn roundtrip_difference(&self, got: &LeanTurn, with_reasoning: bool) -> Option<String> {
         let (w, g) = (&self.outcome.result, &got.outcome.result);
         if let Some(e) = g.errors.first() {
             return Some(format!(
@@ -270,6 +272,13 @@ impl LeanTurn {
                 "text {} came back as {}",
                 excerpt(&w.text),
                 excerpt(&g.text)
+            ));
+        }
+        if with_reasoning && w.reasoning_text() != g.reasoning_text() {
+            return Some(format!(
+                "reasoning {} came back as {}",
+                excerpt(w.reasoning_text()),
+                excerpt(g.reasoning_text())
             ));
         }
         calls_difference(&self.calls, &got.calls, true)
@@ -702,12 +711,13 @@ pub fn replay_keeping(
     format: &Format,
     tools: &Tools,
     options: &OptionValues,
+    request: &Request,
     turns: &[Vec<u8>],
     cuts: &[Cuts],
     mode: Mode,
 ) -> Result<Vec<KeptTurn>, String> {
     let run = || {
-        let mut parser = match format.parser(tools, options) {
+        let mut parser = match crate::formats::modes::parser(format, tools, options, request) {
             Ok(p) => p,
             Err(e) => panic!("{e}"),
         };
@@ -734,10 +744,11 @@ pub fn replay(
     format: &Format,
     tools: &Tools,
     options: &OptionValues,
+    request: &Request,
     turns: &[Vec<u8>],
     cuts: &[Cuts],
 ) -> LeanOutcome {
-    match replay_keeping(format, tools, options, turns, cuts, Mode::Stream) {
+    match replay_keeping(format, tools, options, request, turns, cuts, Mode::Stream) {
         Ok(turns) => LeanOutcome::Done(turns.into_iter().map(|(t, _)| t).collect()),
         Err(msg) => LeanOutcome::Panicked(msg),
     }
@@ -750,10 +761,11 @@ pub fn replay_valued(
     format: &Format,
     tools: &Tools,
     options: &OptionValues,
+    request: &Request,
     turns: &[Vec<u8>],
     cuts: &[Cuts],
 ) -> LeanOutcome {
-    match replay_keeping(format, tools, options, turns, cuts, Mode::Value) {
+    match replay_keeping(format, tools, options, request, turns, cuts, Mode::Value) {
         Ok(turns) => LeanOutcome::Done(turns.into_iter().map(|(t, _)| t).collect()),
         Err(msg) => LeanOutcome::Panicked(msg),
     }
@@ -765,11 +777,12 @@ pub fn replay_full(
     format: &Format,
     tools: &Tools,
     options: &OptionValues,
+    request: &Request,
     turns: &[Vec<u8>],
     cuts: &[Cuts],
 ) -> Result<(Vec<TurnOutcome>, Vec<LeanTurn>), String> {
     Ok(
-        replay_keeping(format, tools, options, turns, cuts, Mode::Keep)?
+        replay_keeping(format, tools, options, request, turns, cuts, Mode::Keep)?
             .into_iter()
             .map(|(t, calls)| {
                 let mut outcome = t.outcome.clone();
@@ -828,6 +841,7 @@ mod tests {
                 f,
                 &tools,
                 &OptionValues::new(),
+                &Request::default(),
                 &turns,
                 std::slice::from_ref(&cuts),
             ) {
@@ -838,6 +852,7 @@ mod tests {
                 f,
                 &tools,
                 &OptionValues::new(),
+                &Request::default(),
                 &turns,
                 std::slice::from_ref(&cuts),
             ) else {
@@ -855,6 +870,7 @@ mod tests {
                 f,
                 &tools,
                 &OptionValues::new(),
+                &Request::default(),
                 &turns,
                 std::slice::from_ref(&cuts),
             ) else {
@@ -871,6 +887,7 @@ mod tests {
                 f,
                 &tools,
                 &OptionValues::new(),
+                &Request::default(),
                 &turns,
                 std::slice::from_ref(&cuts),
             )
@@ -880,7 +897,14 @@ mod tests {
             assert_eq!(digested[0].difference(&lean[0]), None);
         }
         // A changed call is found by its index.
-        let mut other = match builtin_replay(f, &tools, &OptionValues::new(), &turns, &[]) {
+        let mut other = match builtin_replay(
+            f,
+            &tools,
+            &OptionValues::new(),
+            &Request::default(),
+            &turns,
+            &[],
+        ) {
             replay::Outcome::Done(t) => t,
             _ => unreachable!(),
         };

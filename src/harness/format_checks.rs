@@ -128,6 +128,7 @@ fn probe(
             format,
             tools,
             &OptionValues::new(),
+            &crate::formats::request::Request::default(),
             std::slice::from_ref(&transcript.to_vec()),
             std::slice::from_ref(&cuts),
         ) {
@@ -364,6 +365,8 @@ mod tests {
             vocabulary: None,
             reasoning: None,
             options: FORGE.options,
+            thinking: None,
+            guided: true,
         };
         let r = check_format(&bad, &Builtin);
         assert_eq!(r.len(), 2);

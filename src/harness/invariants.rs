@@ -2,7 +2,7 @@
 //! pure functions of outcomes.
 
 use super::corpus::{Expectation, Label};
-use crate::event::{ParseResult, excerpt, json_eq};
+use crate::event::{ParseResult, excerpt, json_eq, order_list};
 use crate::names::wire_names;
 use serde::Serialize;
 use std::borrow::Cow;
@@ -194,6 +194,16 @@ pub fn expectation_mismatch(
                 }
             }
         }
+        // `None`: a parser that reports a result and no events has no order to judge.
+        if let (Some(want), Some(got)) = (&e.order, &result.order)
+            && want != got
+        {
+            return Some(format!(
+                "the order of reasoning, text and calls is {} but the expectation says {}",
+                order_list(got),
+                order_list(want)
+            ));
+        }
         if let Some(want) = &e.errors
             && (if cmp.error_kinds {
                 *want != kinds
@@ -323,6 +333,17 @@ pub fn result_difference(whole: &ParseResult, other: &ParseResult, cmp: Compare)
             ));
         }
     }
+    // The ordered stream (`specs/streaming.md`): the same parts in another order are another
+    // stream, which a client renders differently. Judged only where both came from events.
+    if let (Some(a), Some(b)) = (&whole.order, &other.order)
+        && a != b
+    {
+        return Some(format!(
+            "the order of reasoning, text and calls differs: whole gives {}, this chunking {}",
+            order_list(a),
+            order_list(b)
+        ));
+    }
     if !cmp.same_errors(whole, other) {
         return Some(format!(
             "errors: whole gives [{}], this chunking [{}]",
@@ -366,8 +387,13 @@ pub fn markup_leak(text: &str, markers: &[String], expected_text: Option<&str>) 
         })
 }
 
-/// Why a re-parse of rendered calls differs from what was rendered, or `None`.
-pub fn roundtrip_difference(want: &ParseResult, got: &ParseResult) -> Option<String> {
+/// Why a re-parse of rendered calls differs from what was rendered, or `None`; the reasoning
+/// is compared when the rendering carries it (`with_reasoning`).
+pub fn roundtrip_difference(
+    want: &ParseResult,
+    got: &ParseResult,
+    with_reasoning: bool,
+) -> Option<String> {
     if !got.errors.is_empty() {
         return Some(format!(
             "the rendered transcript does not parse: {}",
@@ -379,6 +405,13 @@ pub fn roundtrip_difference(want: &ParseResult, got: &ParseResult) -> Option<Str
             "text {} came back as {}",
             excerpt(&want.text),
             excerpt(&got.text)
+        ));
+    }
+    if with_reasoning && want.reasoning_text() != got.reasoning_text() {
+        return Some(format!(
+            "reasoning {} came back as {}",
+            excerpt(want.reasoning_text()),
+            excerpt(got.reasoning_text())
         ));
     }
     if want.calls.len() != got.calls.len() {

@@ -9,6 +9,7 @@ use super::invariants::Invariant;
 use super::run::{CaseReport, Status, Violation};
 use crate::backends::adapter::{AdapterStats, EngineTime};
 use crate::formats::OptionValues;
+use crate::formats::request::Request;
 use crate::harness::known::KnownFailures;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -339,6 +340,10 @@ pub struct CaseOut {
     /// The format's options in force for this case where they differ from its defaults.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub options: OptionValues,
+    /// The request modes the case was judged under, keys that say the default left out
+    /// (`specs/corpus.md` §1.2); absent when there are none.
+    #[serde(default, skip_serializing_if = "Request::is_default")]
+    pub request: Request,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -595,6 +600,7 @@ pub fn build_run(
                     .map(ViolationOut::from)
                     .collect(),
                 options: r.options.clone(),
+                request: r.request.clone(),
             }
         })
         .collect();
@@ -1229,6 +1235,7 @@ mod tests {
             token_split_replays: 0,
             token_split_violations: Vec::new(),
             options: Default::default(),
+            request: Default::default(),
         }
     }
 

@@ -12,6 +12,7 @@ use super::invariants::{
 use super::minimize::minimize;
 use super::tokens::Tokenizer;
 use crate::backends::{Backend, Breakdown, Outcome, TurnOutcome};
+use crate::formats::request::Request;
 use crate::formats::{self, Format, OptionValues};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -173,6 +174,10 @@ pub struct CaseReport {
     pub token_split_violations: Vec<Violation>,
     /// The format's options in force that differ from its defaults (empty: the defaults).
     pub options: OptionValues,
+    /// The request modes the case was judged under, without the keys that say the default
+    /// (absent from the report when there are none).
+    #[serde(skip_serializing_if = "Request::is_default")]
+    pub request: Request,
     /// Wall time spent on the case.
     #[serde(skip)]
     pub elapsed: Duration,
@@ -195,6 +200,7 @@ impl CaseReport {
             token_split_replays: 0,
             token_split_violations: Vec::new(),
             options: OptionValues::new(),
+            request: Request::default(),
             elapsed: Duration::ZERO,
         }
     }
@@ -362,6 +368,9 @@ impl<'a> CaseRun<'a> {
         if self.backend.is_builtin() {
             report.options = self.case.options.as_ref().clone();
         }
+        // The request reaches every parser: conform's through its options, an adapter's in
+        // each parse request.
+        report.request = self.case.request.as_ref().clone();
         report
     }
 
@@ -392,8 +401,14 @@ impl<'a> CaseRun<'a> {
     /// Replays `cuts` through the backend.
     fn replay(&self, cuts: &[Cuts]) -> Outcome {
         let c = self.case;
-        self.backend
-            .replay(self.format, &c.tools, &c.options, &c.turns, cuts)
+        self.backend.replay(
+            self.format,
+            &c.tools,
+            &c.options,
+            &c.request,
+            &c.turns,
+            cuts,
+        )
     }
 
     /// A violation found on the whole input.
@@ -418,6 +433,7 @@ impl<'a> CaseRun<'a> {
                 self.format,
                 &c.tools,
                 &c.options,
+                &c.request,
                 &c.turns,
                 &self.whole_cuts(),
             )
@@ -507,6 +523,7 @@ impl<'a> CaseRun<'a> {
                 self.format,
                 &c.tools,
                 &c.options,
+                &c.request,
                 &c.turns,
                 &self.whole_cuts(),
             ) {
@@ -673,13 +690,14 @@ impl<'a> CaseRun<'a> {
     fn replay_judged(&self, whole: &Baseline, strategy: Strategy, cuts: Vec<Cuts>) -> Verdict {
         let (case, markers, cmp) = (self.case, &self.markers[..], self.cmp);
         let outcome = if let Baseline::Lean(w) = whole {
-            let (tools, options) = (&case.tools, &case.options);
-            let mut lean = digest::replay(self.format, tools, options, &case.turns, &cuts);
+            let (tools, options, request) = (&case.tools, &case.options, &case.request);
+            let mut lean = digest::replay(self.format, tools, options, request, &case.turns, &cuts);
             if let LeanOutcome::Done(turns) = &lean
                 && !turns.iter().zip(w).all(|(t, w)| w.comparable(t, false))
             {
                 // A call whose text differs from the whole input's: its value tells.
-                lean = digest::replay_valued(self.format, tools, options, &case.turns, &cuts);
+                lean =
+                    digest::replay_valued(self.format, tools, options, request, &case.turns, &cuts);
             }
             match lean {
                 LeanOutcome::Done(turns) => {
@@ -760,16 +778,24 @@ impl<'a> CaseRun<'a> {
             &self.special[..],
             self.lean,
         );
-        let Some(render) = format.render else {
+        if format.render.is_none() {
             return;
-        };
+        }
         for (t, out) in whole.iter().enumerate() {
             let r = &out.result;
             if !r.errors.is_empty() {
                 continue;
             }
-            let rendered = match render(&r.text, &r.calls, &case.tools) {
-                Ok(b) => b,
+            // Rendered as the model writes under the case's request and options (a prefilled
+            // reasoning start, a guided payload), so that it parses back under them.
+            let (rendered, with_reasoning) = match formats::modes::render(
+                format,
+                &case.options,
+                &case.request,
+                r,
+                &case.tools,
+            ) {
+                Ok(x) => (x.bytes, x.with_reasoning),
                 Err(why) => {
                     report
                         .not_applicable
@@ -777,34 +803,32 @@ impl<'a> CaseRun<'a> {
                     continue;
                 }
             };
-            // A turn that begins inside reasoning (the template opened it in the prompt) writes
-            // its answer after the reasoning's close: the rendering begins with an empty one.
-            let rendered = match format.reasoning {
-                Some(syntax) if case.options.get("reasoning.starts_inside") == Some(&true) => {
-                    let close = syntax.pairs.first().map_or("", |p| p.1);
-                    [close.as_bytes(), &rendered].concat()
-                }
-                _ => rendered,
-            };
             for cuts in [Cuts::At(Vec::new()), Cuts::EveryByte] {
                 let (turns, cut) = (std::slice::from_ref(&rendered), std::slice::from_ref(&cuts));
                 let outcome = if lean {
                     let rendered_as = LeanTurn::of(out);
-                    let (tools, options) = (&case.tools, &case.options);
-                    let mut back = digest::replay(format, tools, options, turns, cut);
+                    let (tools, options, request) = (&case.tools, &case.options, &case.request);
+                    let mut back = digest::replay(format, tools, options, request, turns, cut);
                     if let LeanOutcome::Done(b) = &back
                         && !b.first().is_some_and(|b| rendered_as.comparable(b, true))
                     {
-                        back = digest::replay_valued(format, tools, options, turns, cut);
+                        back = digest::replay_valued(format, tools, options, request, turns, cut);
                     }
                     match back {
                         LeanOutcome::Done(back) => Err(back
                             .first()
-                            .and_then(|b| rendered_as.roundtrip_difference(b))),
+                            .and_then(|b| rendered_as.roundtrip_difference(b, with_reasoning))),
                         LeanOutcome::Panicked(m) => Ok(Outcome::Panicked(m)),
                     }
                 } else {
-                    Ok(backend.replay(format, &case.tools, &case.options, turns, cut))
+                    Ok(backend.replay(
+                        format,
+                        &case.tools,
+                        &case.options,
+                        &case.request,
+                        turns,
+                        cut,
+                    ))
                 };
                 let problem = match outcome {
                     Err(lean_problem) => lean_problem,
@@ -819,7 +843,7 @@ impl<'a> CaseRun<'a> {
                         }
                         Outcome::Done(turns) => turns
                             .first()
-                            .and_then(|back| roundtrip_difference(r, &back.result)),
+                            .and_then(|back| roundtrip_difference(r, &back.result, with_reasoning)),
                     },
                 };
                 if let Some(msg) = problem {
@@ -1061,6 +1085,14 @@ fn judge<T: Judged>(
             broken.push((inv, msg));
         }
     };
+    // Under tool_choice=none the server parses no calls: call markup is text by rule, and only
+    // the reasoning tags (split by the format's layer still) are delimiters of the text.
+    let text_markers: std::borrow::Cow<[String]> =
+        if case.request.tool_choice() == crate::formats::request::ToolChoice::None {
+            reasoning_markers(case.format, &[]).into()
+        } else {
+            markers.into()
+        };
     let session = case.turns.len() > 1;
     let at = |t: usize| {
         if session {
@@ -1095,7 +1127,7 @@ fn judge<T: Judged>(
             && r.errors.is_empty()
             && let Some(l) = markup_leak(
                 &r.text,
-                markers,
+                &text_markers,
                 case.expects
                     .get(t)
                     .and_then(Option::as_ref)
@@ -1184,6 +1216,10 @@ pub fn replay_command(case: &Case, parser: &str, cuts: &[Vec<usize>]) -> String 
     for (name, on) in case.options.iter() {
         cmd.push_str(&format!(" --option {}.{name}={on}", case.format));
     }
+    // The request in force, spelled out likewise (it may come from the folder's conform.toml).
+    for a in case.request.assignments() {
+        cmd.push_str(&format!(" --request {}", shell_quote(&a)));
+    }
     if cuts.iter().any(|c| !c.is_empty()) {
         let spec = cuts
             .iter()
@@ -1249,6 +1285,8 @@ mod tests {
         vocabulary: None,
         reasoning: None,
         options: &crate::formats::options::NoOptions,
+        thinking: None,
+        guided: true,
     };
 
     fn case(text: &str, expect: Option<Expectation>) -> Case {
@@ -1263,6 +1301,7 @@ mod tests {
             line_id: None,
             recorded: None,
             options: Arc::default(),
+            request: Arc::default(),
         }
     }
 
@@ -1372,6 +1411,8 @@ mod tests {
         vocabulary: None,
         reasoning: None,
         options: &crate::formats::options::NoOptions,
+        thinking: None,
+        guided: true,
     };
 
     /// The built-in parsers, presented as an external one.
@@ -1385,10 +1426,11 @@ mod tests {
             f: &Format,
             tools: &Tools,
             options: &OptionValues,
+            request: &Request,
             turns: &[Vec<u8>],
             cuts: &[Cuts],
         ) -> Outcome {
-            Builtin.replay(f, tools, options, turns, cuts)
+            Builtin.replay(f, tools, options, request, turns, cuts)
         }
     }
 
@@ -1403,11 +1445,12 @@ mod tests {
             f: &Format,
             tools: &Tools,
             options: &OptionValues,
+            request: &Request,
             turns: &[Vec<u8>],
             cuts: &[Cuts],
         ) -> Outcome {
             std::thread::sleep(Duration::from_millis(20));
-            Builtin.replay(f, tools, options, turns, cuts)
+            Builtin.replay(f, tools, options, request, turns, cuts)
         }
     }
 
@@ -1449,6 +1492,7 @@ mod tests {
             f: &Format,
             tools: &Tools,
             options: &OptionValues,
+            request: &Request,
             turns: &[Vec<u8>],
             cuts: &[Cuts],
         ) -> Outcome {
@@ -1457,7 +1501,7 @@ mod tests {
             {
                 return Outcome::Broke(Breakdown::Crash, "exited on purpose".into());
             }
-            Builtin.replay(f, tools, options, turns, cuts)
+            Builtin.replay(f, tools, options, request, turns, cuts)
         }
     }
 
@@ -1594,6 +1638,72 @@ mod tests {
         let r = run_case_with(&case(&clean, None), &FLAKY, &Builtin, &cfg);
         assert_eq!(r.status, Status::Pass, "{:?}", r.violations);
         assert_eq!(r.replays, 5);
+    }
+
+    /// Reasoning for the upper-case letters of each chunk, emitted before the chunk's other
+    /// text: the same text and reasoning under every cut, in another order.
+    struct Reorders;
+    impl StreamParser for Reorders {
+        fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
+            let s = String::from_utf8_lossy(chunk);
+            let upper: String = s.chars().filter(char::is_ascii_uppercase).collect();
+            let rest: String = s.chars().filter(|c| !c.is_ascii_uppercase()).collect();
+            out.reasoning(&upper);
+            out.text(&rest);
+        }
+        fn finish(&mut self, _out: &mut dyn Sink) {}
+    }
+    fn reorders(_: &Tools) -> Box<dyn StreamParser> {
+        Box::new(Reorders)
+    }
+    static REORDERS: Format = Format {
+        id: "reorders",
+        summary: "test parser that reorders reasoning and text by chunk",
+        new_parser: reorders,
+        render: None,
+        markers: no_markers,
+        cdata: None,
+        typing: None,
+        special_tokens: &[],
+        vocabulary: None,
+        reasoning: None,
+        options: &crate::formats::options::NoOptions,
+        thinking: None,
+        guided: true,
+    };
+
+    #[test]
+    fn the_order_of_reasoning_and_text_is_judged_under_every_cut() {
+        let mut c = case("aB", None);
+        c.format = "reorders";
+        let r = run_case_with(&c, &REORDERS, &Builtin, &RunConfig::default());
+        assert_eq!(r.status, Status::Fail);
+        let v = &r.violations[0];
+        assert_eq!(v.invariant, Invariant::SplitInvariance);
+        assert!(
+            v.message
+                .contains("whole gives [reasoning, text], this chunking [text, reasoning]"),
+            "{}",
+            v.message
+        );
+        assert_eq!(v.cuts, vec![vec![1]]);
+        // The expectation's order is checked too.
+        let e = Expectation {
+            order: Some(vec![
+                crate::event::Part::Text,
+                crate::event::Part::Reasoning,
+            ]),
+            ..Default::default()
+        };
+        let mut c = case("B", Some(e));
+        c.format = "reorders";
+        let r = run_case_with(&c, &REORDERS, &Builtin, &RunConfig::default());
+        assert_eq!(r.violations[0].invariant, Invariant::Expectation);
+        assert!(
+            r.violations[0].message.contains("is [reasoning] but"),
+            "{}",
+            r.violations[0].message
+        );
     }
 
     #[test]

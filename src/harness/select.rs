@@ -162,6 +162,7 @@ mod tests {
                 })
             }),
             options: Arc::default(),
+            request: Arc::default(),
         }
     }
 

@@ -276,7 +276,8 @@ pub fn parse_one(
     let backend = AnyBackend::start(parser, opts)?;
     let (mut turns, ok) = if backend.adapter().is_none() {
         capture_panics();
-        let mut p = format.parser(&case.tools, &case.options)?;
+        let mut p =
+            crate::formats::modes::parser(format, &case.tools, &case.options, &case.request)?;
         let turns = case
             .turns
             .iter()
@@ -294,10 +295,14 @@ pub fn parse_one(
         (turns, true)
     } else {
         let all: Vec<Cuts> = (0..case.turns.len()).map(|t| cuts_of(t).clone()).collect();
-        match backend
-            .backend()
-            .replay(format, &case.tools, &case.options, &case.turns, &all)
-        {
+        match backend.backend().replay(
+            format,
+            &case.tools,
+            &case.options,
+            &case.request,
+            &case.turns,
+            &all,
+        ) {
             Outcome::Done(outs) => (
                 outs.into_iter()
                     .enumerate()

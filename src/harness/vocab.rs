@@ -997,6 +997,7 @@ mod tests {
                 note: None,
             })),
             options: Arc::default(),
+            request: Arc::default(),
         }
     }
 

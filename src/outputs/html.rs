@@ -1276,6 +1276,7 @@ mod tests {
             token_split_replays: 0,
             token_split_violations: Vec::new(),
             options: Default::default(),
+            request: Default::default(),
         }
     }
 

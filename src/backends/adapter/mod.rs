@@ -13,6 +13,7 @@ pub use spec::{ParserSpec, parse_parser_spec};
 
 use crate::backends::cuts::Cuts;
 use crate::backends::{Backend, Breakdown, Outcome};
+use crate::formats::request::Request;
 use crate::formats::{Format, OptionValues};
 use crate::tools::Tools;
 use process::{Tail, Worker, lock};
@@ -365,6 +366,7 @@ impl Backend for Adapter {
         format: &Format,
         tools: &Tools,
         _options: &OptionValues,
+        request: &Request,
         turns: &[Vec<u8>],
         cuts: &[Cuts],
     ) -> Outcome {
@@ -374,7 +376,7 @@ impl Backend for Adapter {
         } else {
             Vec::new()
         };
-        let request = parse_request(id, format.id, tools, turns, cuts, &ids);
+        let line = parse_request(id, format.id, tools, request, turns, cuts, &ids);
         let mut w = match self.acquire() {
             Ok(w) => w,
             Err(e) => {
@@ -384,7 +386,7 @@ impl Backend for Adapter {
         };
         self.requests.fetch_add(1, Ordering::Relaxed);
         let deadline = Instant::now() + self.opts.timeout;
-        let answer = w.exchange(request, deadline).and_then(|line| {
+        let answer = w.exchange(line, deadline).and_then(|line| {
             let limits: Vec<usize> = turns
                 .iter()
                 .map(|t| protocol::max_events(t.len()))

@@ -9,6 +9,7 @@ use crate::event::{
     ErrorInfo, ErrorKind, Event, FOLD_MAX_DEPTH, Folder, ParseResult, ToolCall, WarningInfo,
     read_json,
 };
+use crate::formats::request::Request;
 use crate::tools::Tools;
 use base64::prelude::{BASE64_STANDARD, Engine as _};
 use serde::Deserialize;
@@ -92,11 +93,13 @@ pub(super) fn say_hello(w: &mut Worker, timeout: Duration) -> Result<Hello, (Bre
 /// `token_ids` holds, per turn, the ids of each chunk's tokens for a token-aligned replay
 /// (protocol 2); a missing or empty entry sends none for that turn. An entry whose length is
 /// not the turn's number of chunks is a caller's bug and is not sent. Send ids only to an
-/// adapter that answered protocol 2 ([`Hello::protocol`]).
+/// adapter that answered protocol 2 ([`Hello::protocol`]). `request` is the case's request
+/// modes, sent whole (defaults spelled out) as `"request"` (`specs/adapter.md` §2.2).
 pub fn parse_request(
     id: u64,
     format: &str,
     tools: &Tools,
+    request: &Request,
     turns: &[Vec<u8>],
     cuts: &[Cuts],
     token_ids: &[Vec<Vec<u32>>],
@@ -113,6 +116,8 @@ pub fn parse_request(
             .collect(),
     );
     out.extend_from_slice(tools_json.to_string().as_bytes());
+    out.extend_from_slice(b",\"request\":");
+    out.extend_from_slice(request.wire().to_string().as_bytes());
     out.extend_from_slice(b",\"turns\":[");
     let whole = Cuts::At(Vec::new());
     for (t, data) in turns.iter().enumerate() {
@@ -622,6 +627,8 @@ fn result_outcome(r: WireResult) -> TurnOutcome {
                 message: e.message,
             })
             .collect(),
+        // A result without events: no order to judge.
+        order: None,
     };
     let mut hasher = DefaultHasher::new();
     serde_json::to_string(&result)
@@ -651,6 +658,7 @@ mod tests {
             7,
             "kimi_k2",
             &Tools::default(),
+            &Request::default(),
             std::slice::from_ref(&data),
             &[Cuts::At(vec![2])],
             &[],
@@ -658,12 +666,25 @@ mod tests {
         let v: Value = serde_json::from_slice(&req).unwrap();
         assert_eq!(v["id"], 7);
         assert_eq!(v["tools"], serde_json::json!([]));
+        // Every request carries the request modes, the defaults spelled out.
+        assert_eq!(
+            v["request"],
+            serde_json::json!({"starting_state": "none", "tool_choice": "auto", "finish_reason": "stop"})
+        );
         assert_eq!(
             v["turns"][0]["chunks"],
             serde_json::json!([{"b64": "YcM="}, {"b64": "qQ=="}])
         );
         assert!(req.ends_with(b"\n"));
-        let whole = parse_request(1, "kimi_k2", &Tools::default(), &[data], &[], &[]);
+        let whole = parse_request(
+            1,
+            "kimi_k2",
+            &Tools::default(),
+            &Request::default(),
+            &[data],
+            &[],
+            &[],
+        );
         let v: Value = serde_json::from_slice(&whole).unwrap();
         assert_eq!(v["turns"][0]["chunks"], serde_json::json!(["aé"]));
         assert!(v["turns"][0].get("token_ids").is_none());
@@ -674,7 +695,15 @@ mod tests {
         let turns = [b"ab<|x|>".to_vec(), b"cd".to_vec(), b"e".to_vec()];
         let cuts = [Cuts::At(vec![2]), Cuts::At(vec![1])];
         let ids = [vec![vec![1, 2], vec![163_586]], vec![], vec![vec![7]]];
-        let req = parse_request(3, "kimi_k2", &Tools::default(), &turns, &cuts, &ids);
+        let req = parse_request(
+            3,
+            "kimi_k2",
+            &Tools::default(),
+            &Request::default(),
+            &turns,
+            &cuts,
+            &ids,
+        );
         let v: Value = serde_json::from_slice(&req).unwrap();
         assert_eq!(
             v["turns"],
@@ -705,7 +734,15 @@ mod tests {
         })];
         let ids = [vec![vec![151657], vec![9]]];
         let turns = [b"<tool_call>*".to_vec()];
-        let req = parse_request(4, "hermes", &Tools::default(), &turns, &cuts, &ids);
+        let req = parse_request(
+            4,
+            "hermes",
+            &Tools::default(),
+            &Request::default(),
+            &turns,
+            &cuts,
+            &ids,
+        );
         let v: Value = serde_json::from_slice(&req).unwrap();
         assert_eq!(
             v["turns"][0]["tokenizer"],
@@ -713,7 +750,15 @@ mod tests {
                                "special": [["<tool_call>", 151657]]})
         );
         // Without ids, no vocabulary.
-        let req = parse_request(5, "hermes", &Tools::default(), &turns, &cuts, &[]);
+        let req = parse_request(
+            5,
+            "hermes",
+            &Tools::default(),
+            &Request::default(),
+            &turns,
+            &cuts,
+            &[],
+        );
         let v: Value = serde_json::from_slice(&req).unwrap();
         assert!(v["turns"][0].get("tokenizer").is_none());
     }

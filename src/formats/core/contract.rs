@@ -2,6 +2,7 @@
 //! and the one way a parser is driven.
 
 use crate::event::{Event, Sink, ToolCall};
+use crate::formats::core::request::Thinking;
 use crate::tools::Tools;
 use std::collections::BTreeMap;
 
@@ -77,6 +78,14 @@ pub struct Format {
     /// The format's options (leniencies and switches): listed by `conform formats --options`,
     /// set by `--option FORMAT.NAME=…` and a corpus directory's `conform.toml`.
     pub options: &'static dyn FormatOptions,
+    /// What the format's chat template does with the request's thinking switch (the starting
+    /// state each value gives, `formats::modes`); `None`: the switch does not change how
+    /// conform reads the output (it is still sent to adapters).
+    pub thinking: Option<Thinking>,
+    /// Whether the output is the model's own text, so that the request's tool choice can put
+    /// it through the text reader (`none`) or the guided-JSON reader (`required`, a named
+    /// tool); false for provider event streams and message channels (`specs/corpus.md` §1.2).
+    pub guided: bool,
 }
 
 impl Format {
@@ -102,6 +111,8 @@ impl Format {
             vocabulary: None,
             reasoning: None,
             options,
+            thinking: None,
+            guided: true,
         }
     }
 

@@ -9,6 +9,7 @@ pub(crate) mod decoded;
 pub(crate) mod entry;
 pub mod options;
 pub mod reasoning;
+pub mod request;
 #[cfg(test)]
 pub(crate) mod testkit;
 pub mod typing;

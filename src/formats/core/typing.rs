@@ -108,6 +108,10 @@ impl ParamType {
         ParamType(self.0 | o.0)
     }
 
+    fn intersect(self, o: ParamType) -> ParamType {
+        ParamType(self.0 & o.0)
+    }
+
     fn is_empty(self) -> bool {
         self.0 == 0
     }
@@ -254,6 +258,13 @@ impl SchemaTypes {
 
 /// Resolves one schema to the kinds it allows; `root` is the tool's parameters schema, where
 /// local `$ref`s point.
+///
+/// JSON Schema applies every keyword of a schema object together, so each keyword that
+/// constrains the type (`type`, `enum`/`const`, `anyOf`, `oneOf`, `allOf`, `$ref`) gives a set
+/// of kinds and the schema allows their **intersection** (`specs/typing.md` §1): a sibling
+/// `type: string` beside `anyOf: [string, null]` leaves only string. `nullable: true` (OpenAPI)
+/// then adds null. A schema with none of them takes the kind its other keywords imply
+/// (`properties` → object, `items` → array), else any.
 pub fn resolve(schema: &Value, root: &Value, depth: usize) -> Result<ParamType, String> {
     if depth > MAX_SCHEMA_DEPTH {
         return Err(format!(
@@ -266,85 +277,128 @@ pub fn resolve(schema: &Value, root: &Value, depth: usize) -> Result<ParamType, 
         Value::Object(o) => o,
         _ => return Err("the schema is not an object".into()),
     };
+    // Each constraining keyword, with the kinds it allows.
+    let mut parts: Vec<(&str, ParamType)> = Vec::new();
     if let Some(r) = obj.get("$ref") {
-        let target = r
-            .as_str()
-            .and_then(|p| p.strip_prefix('#'))
-            .ok_or_else(|| format!("$ref {r} does not point inside the tool's schema"))?;
-        let found = root
-            .pointer(target)
-            .ok_or_else(|| format!("$ref {r} points at nothing"))?;
-        return resolve(found, root, depth + 1);
+        let found = follow_ref(r, root)?;
+        parts.push(("$ref", resolve(found, root, depth + 1)?));
     }
-    let mut kinds = ParamType::NONE;
-    let mut stated = false;
     match obj.get("type") {
         None => {}
-        Some(Value::String(t)) => {
-            stated = true;
-            kinds = kinds.union(type_name(t)?);
-        }
+        Some(Value::String(t)) => parts.push(("type", type_name(t)?)),
         Some(Value::Array(ts)) => {
-            stated = true;
+            let mut kinds = ParamType::NONE;
             for t in ts {
                 let t = t
                     .as_str()
                     .ok_or_else(|| format!("type list entry {t} is not a string"))?;
                 kinds = kinds.union(type_name(t)?);
             }
+            parts.push(("type", kinds));
         }
         Some(t) => return Err(format!("type {t} is neither a name nor a list of names")),
     }
-    if !stated {
-        if let Some(e) = obj.get("enum") {
-            let vals = e.as_array().ok_or("enum is not an array")?;
-            stated = true;
-            for v in vals {
-                kinds = kinds.union(value_type(v));
-            }
-        } else if let Some(c) = obj.get("const") {
-            stated = true;
-            kinds = value_type(c);
-        }
+    if let Some(e) = obj.get("enum") {
+        let vals = e.as_array().ok_or("enum is not an array")?;
+        let kinds = vals
+            .iter()
+            .fold(ParamType::NONE, |k, v| k.union(value_type(v)));
+        parts.push(("enum", kinds));
+    }
+    if let Some(c) = obj.get("const") {
+        parts.push(("const", value_type(c)));
     }
     for key in ["anyOf", "oneOf"] {
         if let Some(bs) = obj.get(key) {
             let bs = bs
                 .as_array()
                 .ok_or_else(|| format!("{key} is not an array"))?;
-            stated = true;
+            let mut kinds = ParamType::NONE;
             for b in bs {
                 kinds = kinds.union(resolve(b, root, depth + 1)?);
             }
+            parts.push((key, kinds));
         }
     }
     if let Some(bs) = obj.get("allOf") {
         let bs = bs.as_array().ok_or("allOf is not an array")?;
+        let mut kinds = ParamType::ANY;
         for b in bs {
-            let t = resolve(b, root, depth + 1)?;
-            if t != ParamType::ANY {
-                kinds = if stated { ParamType(kinds.0 & t.0) } else { t };
-                stated = true;
-            }
+            kinds = kinds.intersect(resolve(b, root, depth + 1)?);
         }
+        parts.push(("allOf", kinds));
     }
+    let mut kinds = if parts.is_empty() {
+        // No type stated: the keywords that only make sense for one type say it.
+        if obj.contains_key("properties") || obj.contains_key("additionalProperties") {
+            ParamType::of(&[Kind::Object])
+        } else if obj.contains_key("items") || obj.contains_key("prefixItems") {
+            ParamType::of(&[Kind::Array])
+        } else {
+            ParamType::ANY
+        }
+    } else {
+        parts
+            .iter()
+            .fold(ParamType::ANY, |k, (_, p)| k.intersect(*p))
+    };
     if obj.get("nullable") == Some(&Value::Bool(true)) {
         kinds = kinds.union(ParamType::of(&[Kind::Null]));
     }
-    if !stated {
-        // No type stated: the keywords that only make sense for one type say it.
-        if obj.contains_key("properties") || obj.contains_key("additionalProperties") {
-            kinds = kinds.union(ParamType::of(&[Kind::Object]));
-        } else if obj.contains_key("items") || obj.contains_key("prefixItems") {
-            kinds = kinds.union(ParamType::of(&[Kind::Array]));
-        } else {
-            return Ok(ParamType::ANY.union(kinds));
-        }
-    }
     if kinds.is_empty() {
-        return Err("the schema allows no type".into());
+        let keys: Vec<String> = parts
+            .iter()
+            .map(|(k, p)| format!("{k} ({})", p.describe()))
+            .collect();
+        return Err(format!(
+            "the schema allows no type: {} have no kind in common",
+            keys.join(", ")
+        ));
     }
     Ok(kinds)
+}
+
+/// The schema a local `$ref` points at: a URI fragment holding a JSON pointer into the tool's
+/// parameters schema, percent-decoded first (RFC 6901 §6: `#/$defs/postal%20code`), then read
+/// as a pointer (`~1` is `/`, `~0` is `~`).
+fn follow_ref<'a>(r: &Value, root: &'a Value) -> Result<&'a Value, String> {
+    let fragment = r
+        .as_str()
+        .and_then(|p| p.strip_prefix('#'))
+        .ok_or_else(|| format!("$ref {r} does not point inside the tool's schema"))?;
+    let pointer = percent_decode(fragment)
+        .ok_or_else(|| format!("$ref {r} is not a valid percent-encoded URI fragment"))?;
+    if !pointer.is_empty() && !pointer.starts_with('/') {
+        return Err(format!(
+            "$ref {r} is not a JSON pointer fragment (anchors are not followed)"
+        ));
+    }
+    root.pointer(&pointer)
+        .ok_or_else(|| format!("$ref {r} points at nothing"))
+}
+
+/// `%XX` sequences decoded (the result must be UTF-8); `None` for a malformed one.
+fn percent_decode(s: &str) -> Option<String> {
+    if !s.contains('%') {
+        return Some(s.to_string());
+    }
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = s.get(i + 1..i + 3)?;
+            if !hex.bytes().all(|c| c.is_ascii_hexdigit()) {
+                return None;
+            }
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// `number` includes the integers; a name outside JSON Schema's seven is unreadable.
@@ -961,6 +1015,105 @@ mod tests {
                 .contains("nothing")
         );
         assert!(r(json!({"$ref": "other.json#/x"})).is_err());
+    }
+
+    #[test]
+    fn ref_fragments_are_percent_decoded_then_read_as_pointers() {
+        // Issue 29.1: RFC 6901 §6, a JSON pointer in a URI fragment is percent-encoded.
+        let root = json!({"$defs": {"postal code": {"type": "integer"}, "a/b~c": {"type": "boolean"},
+                                    "é": {"type": "null"}}});
+        let r = |s: Value| resolve(&s, &root, 0);
+        assert_eq!(
+            r(json!({"$ref": "#/$defs/postal%20code"})),
+            Ok(ParamType::of(&[Kind::Integer]))
+        );
+        assert_eq!(
+            r(json!({"$ref": "#/$defs/a~1b~0c"})),
+            Ok(ParamType::of(&[Kind::Boolean]))
+        );
+        // %7E is `~`: decoded first, then the pointer's escape.
+        assert_eq!(
+            r(json!({"$ref": "#/$defs/a~1b%7E0c"})),
+            Ok(ParamType::of(&[Kind::Boolean]))
+        );
+        assert_eq!(
+            r(json!({"$ref": "#/$defs/%C3%A9"})),
+            Ok(ParamType::of(&[Kind::Null]))
+        );
+        for bad in ["#/$defs/postal%2", "#/$defs/%zz", "#/$defs/%FF", "#anchor"] {
+            assert!(r(json!({ "$ref": bad })).is_err(), "{bad}");
+        }
+        let (v, n) = type_value(
+            "42",
+            r(json!({"$ref": "#/$defs/postal%20code"})).unwrap(),
+            TypingOptions::default(),
+        );
+        assert_eq!((v, n), (json!(42), None));
+    }
+
+    #[test]
+    fn sibling_keywords_apply_together() {
+        // Issue 29.2: every keyword of a schema object applies, so their kinds intersect.
+        let root = json!({"$defs": {"either": {"type": ["integer", "string"]}}});
+        let r = |s: Value| resolve(&s, &root, 0).unwrap();
+        let string = ParamType::of(&[Kind::String]);
+        assert_eq!(
+            r(json!({"type": "string", "anyOf": [{"type": "string"}, {"type": "null"}]})),
+            string
+        );
+        assert_eq!(
+            r(
+                json!({"type": ["string", "null"], "oneOf": [{"type": "string"}, {"type": "integer"}]})
+            ),
+            string
+        );
+        assert_eq!(
+            r(json!({"type": "string", "anyOf": [{"description": "free"}, {"type": "integer"}]})),
+            string
+        );
+        assert_eq!(
+            r(json!({"$ref": "#/$defs/either", "type": "string"})),
+            string
+        );
+        assert_eq!(
+            r(json!({"type": ["string", "integer"], "enum": ["a", "b"]})),
+            string
+        );
+        assert_eq!(
+            r(json!({"type": ["integer", "string"], "allOf": [{"type": ["string", "null"]}]})),
+            string
+        );
+        // nullable widens what the other keywords leave.
+        assert_eq!(
+            r(
+                json!({"type": "string", "nullable": true, "anyOf": [{"type": "string"}, {"type": "integer"}]})
+            ),
+            ParamType::of(&[Kind::String, Kind::Null])
+        );
+        // Keywords with nothing in common: unreadable, and the message says which.
+        let e = resolve(
+            &json!({"type": "string", "anyOf": [{"type": "integer"}]}),
+            &root,
+            0,
+        )
+        .unwrap_err();
+        assert!(e.contains("type (string), anyOf (integer)"), "{e}");
+        // What the values become.
+        let t = |raw: &str, s: Value| type_value(raw, r(s), TypingOptions::default()).0;
+        assert_eq!(
+            t(
+                "null",
+                json!({"type": "string", "anyOf": [{"type": "string"}, {"type": "null"}]})
+            ),
+            json!("null")
+        );
+        assert_eq!(
+            t(
+                "42",
+                json!({"type": ["string", "null"], "oneOf": [{"type": "string"}, {"type": "integer"}]})
+            ),
+            json!("42")
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@
 use crate::event::{ErrorKind, Sink, ToolCall, WarningKind};
 use crate::formats::config::config;
 use crate::formats::core::entry::{self, Entry};
+use crate::formats::core::request::{StartingState, Thinking};
 use crate::formats::delimited::{
     Cx, Driver, Grammar, Limits, ObjectReader, Stop, TextStep, ValueEnd, is_ws,
 };
@@ -638,7 +639,14 @@ impl Shaped for V31 {
 }
 
 /// The deepseek_v31 format.
-pub static FORMAT: Format = entry::format::<V31>();
+pub static FORMAT: Format = Format {
+    // The request's thinking switch: the prompt ends `<｜Assistant｜><think>` with thinking on, `</think>` off.
+    thinking: Some(Thinking {
+        on: StartingState::Reasoning,
+        off: StartingState::Response,
+    }),
+    ..entry::format::<V31>()
+};
 
 /// DeepSeek V3 / V3.1 special tokens that can appear in output, with their ids.
 const SPECIAL_TOKENS: &[SpecialToken] = &[

@@ -12,6 +12,7 @@
 use crate::event::{ErrorKind, Sink, ToolCall, WarningKind};
 use crate::formats::config::config;
 use crate::formats::core::entry::{self, Entry};
+use crate::formats::core::request::{StartingState, Thinking};
 use crate::formats::delimited::{
     Cx, Driver, EnvelopeOptions, EnvelopeReader, Grammar, Limits, TextStep, ValueEnd,
 };
@@ -308,7 +309,14 @@ impl Entry for Declared {
 }
 
 /// The hermes format.
-pub static FORMAT: Format = entry::format::<Declared>();
+pub static FORMAT: Format = Format {
+    // The request's thinking switch: Qwen3's hybrid template: the model writes `<think>`; thinking off, `<think></think>` is prefilled.
+    thinking: Some(Thinking {
+        on: StartingState::None,
+        off: StartingState::Response,
+    }),
+    ..entry::format::<Declared>()
+};
 
 #[cfg(test)]
 mod tests {

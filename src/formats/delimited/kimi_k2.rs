@@ -12,6 +12,7 @@
 use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};
 use crate::formats::config::config;
 use crate::formats::core::entry::{self, Entry};
+use crate::formats::core::request::{StartingState, Thinking};
 use crate::formats::delimited::{
     Blank, Cx, Driver, Grammar, Limits, ObjectReader, Stop, TextStep, ValueEnd,
 };
@@ -736,7 +737,14 @@ impl Entry for Declared {
 }
 
 /// The kimi_k2 format.
-pub static FORMAT: Format = entry::format::<Declared>();
+pub static FORMAT: Format = Format {
+    // The request's thinking switch: Kimi K2.5/K2.6 open `<think>` in the prompt with thinking on, write `<think></think>` off.
+    thinking: Some(Thinking {
+        on: StartingState::Reasoning,
+        off: StartingState::Response,
+    }),
+    ..entry::format::<Declared>()
+};
 
 #[cfg(test)]
 mod tests {

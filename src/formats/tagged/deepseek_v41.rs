@@ -12,6 +12,7 @@
 //! [`Native`] shapes, read without a warning.
 
 use crate::event::{ToolCall, WarningKind};
+use crate::formats::core::request::{StartingState, Thinking};
 use crate::formats::reasoning::Syntax;
 use crate::formats::tagged::deepseek_v4::{self, Dialect, dsml_typing_probe, write_dsml};
 use crate::formats::tagged::{self, CallForm, Grammar, Native, ParamForm, Role};
@@ -102,7 +103,15 @@ impl tagged::Member for DeepseekV41 {
 }
 
 /// The deepseek_v41 format.
-pub static FORMAT: Format = tagged::format::<DeepseekV41>();
+pub static FORMAT: Format = Format {
+    // The request's thinking switch: the prompt ends `<｜Assistant｜><think>` with thinking on,
+    // `<｜Assistant｜></think>` off (fact sheet: prompt).
+    thinking: Some(Thinking {
+        on: StartingState::Reasoning,
+        off: StartingState::Response,
+    }),
+    ..tagged::format::<DeepseekV41>()
+};
 
 #[cfg(test)]
 mod tests;

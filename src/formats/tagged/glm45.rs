@@ -6,6 +6,7 @@
 //! ```
 
 use crate::event::{ToolCall, WarningKind};
+use crate::formats::core::request::{StartingState, Thinking};
 use crate::formats::reasoning::Syntax;
 use crate::formats::tagged::{self, CallForm, Grammar, Native, ParamForm, Role};
 use crate::formats::{Format, SpecialToken};
@@ -82,7 +83,14 @@ impl tagged::Member for Glm45 {
 }
 
 /// The glm45 format.
-pub static FORMAT: Format = tagged::format::<Glm45>();
+pub static FORMAT: Format = Format {
+    // The request's thinking switch: GLM-4.5 writes `<think>` itself; thinking off, the template writes `<think></think>`.
+    thinking: Some(Thinking {
+        on: StartingState::None,
+        off: StartingState::Response,
+    }),
+    ..tagged::format::<Glm45>()
+};
 
 /// GLM-4.5/4.6/4.7 added tokens that can appear in output: each tag is one token (ids as
 /// quoted from `tokenizer_config.json` in the fact sheet); the others' ids were not checked.

@@ -6,6 +6,7 @@
 //! ```
 
 use crate::event::ToolCall;
+use crate::formats::core::request::{StartingState, Thinking};
 use crate::formats::glm45::{GRAMMAR, SPECIAL_TOKENS};
 use crate::formats::tagged::{self, Grammar};
 use crate::formats::{Format, SpecialToken};
@@ -46,7 +47,14 @@ impl tagged::Member for Glm47 {
 }
 
 /// The glm47 format.
-pub static FORMAT: Format = tagged::format::<Glm47>();
+pub static FORMAT: Format = Format {
+    // The request's thinking switch: GLM-4.7's generation prompt ends `<think>` with thinking on, `<think></think>` with it off.
+    thinking: Some(Thinking {
+        on: StartingState::Reasoning,
+        off: StartingState::Response,
+    }),
+    ..tagged::format::<Glm47>()
+};
 
 #[cfg(test)]
 mod tests {

@@ -6,6 +6,7 @@
 //! ```
 
 use crate::event::{ToolCall, WarningKind};
+use crate::formats::core::request::{StartingState, Thinking};
 use crate::formats::reasoning::Syntax;
 use crate::formats::tagged::{self, CallForm, Grammar, Native, ParamForm, Role};
 use crate::formats::{Format, SpecialToken};
@@ -80,7 +81,14 @@ impl tagged::Member for MinimaxM2 {
 }
 
 /// The minimax_m2 format.
-pub static FORMAT: Format = tagged::format::<MinimaxM2>();
+pub static FORMAT: Format = Format {
+    // The request's thinking switch: MiniMax-M2's generation prompt always ends `<think>`: the switch changes nothing.
+    thinking: Some(Thinking {
+        on: StartingState::Reasoning,
+        off: StartingState::Reasoning,
+    }),
+    ..tagged::format::<MinimaxM2>()
+};
 
 /// MiniMax-M2 vocabulary tokens that can appear in its output (ids not verified; `<invoke`
 /// and `<parameter` are ordinary text).

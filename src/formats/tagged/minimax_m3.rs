@@ -13,6 +13,7 @@
 //! values holding child elements ([`Grammar::nested`], read by [`super::elements`]).
 
 use crate::event::{ToolCall, WarningKind};
+use crate::formats::core::request::{StartingState, Thinking};
 use crate::formats::reasoning::{self, Syntax};
 use crate::formats::tagged::{self, CallForm, Grammar, Native, ParamForm, Role};
 use crate::formats::{Format, SpecialToken};
@@ -144,7 +145,15 @@ fn write_element(out: &mut String, name: &str, v: &Value) {
 }
 
 /// The minimax_m3 format.
-pub static FORMAT: Format = tagged::format::<MinimaxM3>();
+pub static FORMAT: Format = Format {
+    // The request's thinking switch (thinking_mode enabled / disabled): the prompt prefills
+    // `<mm:think>`, or writes a bare `</mm:think>` (fact sheet: reasoning).
+    thinking: Some(Thinking {
+        on: StartingState::Reasoning,
+        off: StartingState::Response,
+    }),
+    ..tagged::format::<MinimaxM3>()
+};
 
 /// MiniMax-M3 vocabulary tokens that can appear in its output: the namespace token (id from
 /// ggml-org/llama.cpp#24523) and the reasoning tags (whole vocabulary entries, ids not public);

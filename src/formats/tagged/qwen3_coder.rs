@@ -6,6 +6,7 @@
 //! ```
 
 use crate::event::{ToolCall, WarningKind};
+use crate::formats::core::request::{StartingState, Thinking};
 use crate::formats::reasoning::Syntax;
 use crate::formats::tagged::{self, CallForm, Grammar, Native, ParamForm, Role};
 use crate::formats::{Format, SpecialToken};
@@ -87,7 +88,14 @@ impl tagged::Member for Qwen3Coder {
 }
 
 /// The qwen3_coder format.
-pub static FORMAT: Format = tagged::format::<Qwen3Coder>();
+pub static FORMAT: Format = Format {
+    // The request's thinking switch: Qwen3.5/3.6 open `<think>` in the prompt with thinking on, write `<think></think>` off.
+    thinking: Some(Thinking {
+        on: StartingState::Reasoning,
+        off: StartingState::Response,
+    }),
+    ..tagged::format::<Qwen3Coder>()
+};
 
 /// Qwen3's added tokens that can appear in a Qwen3-Coder answer (`<function=` and
 /// `<parameter=` are ordinary text).
