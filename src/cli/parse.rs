@@ -2,12 +2,12 @@
 
 use super::{EXIT_FAIL, EXIT_OK, TokenArgs, adapter_options, seconds, usage_error};
 use clap::Args;
-use conform::backends::adapter;
+use conform::backends::{ServingPath, adapter};
 use conform::formats;
 use conform::harness::chunking::{ChunkingParams, Strategy};
 use conform::harness::corpus::{self, LoadOptions};
 use conform::harness::select::{Choice, Selection, select_cuts};
-use conform::harness::session;
+use conform::harness::{serving, session};
 use std::io::Write;
 use std::time::Duration;
 
@@ -55,6 +55,10 @@ pub(crate) struct ParseArgs {
     /// the corpus directory's conform.toml; `conform formats --options` lists them).
     #[arg(long = "option", value_name = "FORMAT.NAME=BOOL")]
     options: Vec<String>,
+    /// The serving path of an adapter that declares paths: `batch` (its non-streaming
+    /// parser) or `stream` (its streaming parser), as the `replay:` lines of a run name it.
+    #[arg(long, value_name = "batch|stream")]
+    path: Option<ServingPath>,
 }
 
 fn parse_cuts(spec: &str) -> Result<Vec<Vec<usize>>, String> {
@@ -139,6 +143,11 @@ pub(crate) fn run(a: ParseArgs) -> u8 {
     let Some(format) = formats::by_id(case.format) else {
         return usage_error(format!("unknown format {}", case.format));
     };
+    // An external parser gets what a server hands it: each turn up to its stop token.
+    let served = (a.parser != "builtin")
+        .then(|| serving::served_case(case, format))
+        .flatten();
+    let case = served.as_ref().unwrap_or(case);
     let cuts = match select_cuts(case, format, &selection) {
         Ok(c) => c,
         Err(e) => return usage_error(e),
@@ -147,7 +156,7 @@ pub(crate) fn run(a: ParseArgs) -> u8 {
         return usage_error(e);
     }
     let opts = adapter_options(None, a.timeout);
-    match session::parse_one(case, &a.parser, &opts, &cuts, !a.result_only) {
+    match session::parse_one(case, &a.parser, &opts, &cuts, !a.result_only, a.path) {
         Ok((doc, ok)) => {
             out!(
                 "{}",

@@ -478,6 +478,7 @@ mod tests {
             message: message.into(),
             replay: "conform parse …".into(),
             cut_class: None,
+            path: None,
         }
     }
 
@@ -496,6 +497,7 @@ mod tests {
             completion: None,
             token_split_replays: 0,
             token_split_violations: vec![],
+            coalesced_violations: Vec::new(),
             options: Default::default(),
         }
     }

@@ -188,6 +188,7 @@ fn fail(
         cut_class: None,
         message: msg,
         replay: replay_command(format, parser),
+        path: None,
     });
 }
 
@@ -362,6 +363,7 @@ mod tests {
             }),
             special_tokens: &[],
             vocabulary: None,
+            stop_tokens: &[],
             reasoning: None,
             options: FORGE.options,
         };

@@ -15,5 +15,6 @@ pub mod parsers;
 pub mod report;
 pub mod run;
 pub mod select;
+pub mod serving;
 pub mod session;
 pub mod tokens;

@@ -10,6 +10,7 @@ use super::invariants::{
     Compare, Invariant, expectation_mismatch, markup_leak, result_difference, roundtrip_difference,
 };
 use super::minimize::minimize;
+use super::serving::{ReplayPath, Routes, served_case};
 use super::tokens::Tokenizer;
 use crate::backends::{Backend, Breakdown, Outcome, TurnOutcome};
 use crate::formats::{self, Format, OptionValues};
@@ -96,6 +97,8 @@ pub struct Violation {
     /// The most innocent cuts that show the failure (token-aligned ones are what a server
     /// sends); `None` for checks that do not cut (roundtrip, format-level checks).
     pub cut_class: Option<CutClass>,
+    /// The serving path of the failing replay, for a parser that declares paths.
+    pub path: Option<ReplayPath>,
 }
 
 /// A case's verdict.
@@ -171,6 +174,10 @@ pub struct CaseReport {
     pub token_split_replays: usize,
     /// Invariants those replays broke, minimized like the others.
     pub token_split_violations: Vec<Violation>,
+    /// Invariants broken by the whole input sent as one streaming delta (a server coalescing
+    /// deltas under load), for a parser that declares a streaming path: judged apart, never a
+    /// failure of the case.
+    pub coalesced_violations: Vec<Violation>,
     /// The format's options in force that differ from its defaults (empty: the defaults).
     pub options: OptionValues,
     /// Wall time spent on the case.
@@ -194,6 +201,7 @@ impl CaseReport {
             completion: None,
             token_split_replays: 0,
             token_split_violations: Vec::new(),
+            coalesced_violations: Vec::new(),
             options: OptionValues::new(),
             elapsed: Duration::ZERO,
         }
@@ -254,6 +262,11 @@ pub fn run_case_with(
     backend: &dyn Backend,
     cfg: &RunConfig,
 ) -> CaseReport {
+    // What the server hands its parser: each turn up to the token that ends it.
+    let served = (!backend.is_builtin())
+        .then(|| served_case(case, format))
+        .flatten();
+    let case = served.as_ref().unwrap_or(case);
     let run = CaseRun::new(case, format, backend, cfg);
     let mut report = run.new_report();
     let Some(whole) = run.replay_whole(&mut report) else {
@@ -262,10 +275,18 @@ pub fn run_case_with(
     };
     let whole = run.check_whole(&mut report, whole);
     let verdicts = run.replay_chunkings(&mut report, &whole);
-    let (failures, token_failures) = run.judge_chunkings(&mut report, verdicts);
+    let (failures, token_failures, coalesced_failures) = run.judge_chunkings(&mut report, verdicts);
     report
         .violations
         .extend(run.shrink_all(&whole, failures, cfg.minimize_budget));
+    // Chunkings that differ only from the one-delta whole input (a streaming-only parser).
+    let coalesced = run.shrink_all(
+        &whole,
+        coalesced_failures,
+        (cfg.minimize_budget / 8).max(16),
+    );
+    report.coalesced_violations.extend(coalesced);
+    run.coalesced(&mut report, &whole);
     // An invariant already broken without splitting a token needs no second, excused entry.
     let token_failures: Vec<FirstFailure> = token_failures
         .into_iter()
@@ -279,6 +300,7 @@ pub fn run_case_with(
     }
     report.violations.sort_by_key(|v| v.invariant);
     report.token_split_violations.sort_by_key(|v| v.invariant);
+    report.coalesced_violations.sort_by_key(|v| v.invariant);
     if !report.violations.is_empty() && report.status == Status::Pass {
         report.status = Status::Fail;
     }
@@ -305,6 +327,10 @@ struct CaseRun<'a> {
     /// needs the whole input's full result, so there it goes first and the result is then
     /// kept as digests; no replay holds an event list.
     lean: bool,
+    /// Whether the parser is not conform's: judged as a server's (`specs/adapter.md` §7).
+    external: bool,
+    /// Which serving path each replay takes.
+    routes: Routes,
     started: Instant,
 }
 
@@ -344,6 +370,8 @@ impl<'a> CaseRun<'a> {
             special,
             tokens,
             lean,
+            external: !backend.is_builtin(),
+            routes: Routes::of(backend.paths()),
             started,
         }
     }
@@ -382,15 +410,37 @@ impl<'a> CaseRun<'a> {
             .is_some_and(|b| self.started.elapsed() > b)
     }
 
-    /// Replays `cuts` through the backend.
+    /// Replays a chunking through the backend, along the chunkings' path (while shrinking
+    /// too, when no cut is left).
     fn replay(&self, cuts: &[Cuts]) -> Outcome {
+        self.replay_path(self.routes.chunked, cuts)
+    }
+
+    /// Replays `cuts` along `path`.
+    fn replay_path(&self, path: Option<ReplayPath>, cuts: &[Cuts]) -> Outcome {
         let c = self.case;
-        self.backend
-            .replay(self.format, &c.tools, &c.options, &c.turns, cuts)
+        self.backend.replay_on(
+            path.map(ReplayPath::serving),
+            self.format,
+            &c.tools,
+            &c.options,
+            &c.turns,
+            cuts,
+        )
     }
 
     /// A violation found on the whole input.
     fn on_whole(&self, invariant: Invariant, message: String) -> Violation {
+        self.whole_violation(invariant, message, self.routes.whole)
+    }
+
+    /// A violation of a whole-input replay along `path`.
+    fn whole_violation(
+        &self,
+        invariant: Invariant,
+        message: String,
+        path: Option<ReplayPath>,
+    ) -> Violation {
         Violation {
             invariant,
             strategy: Some(Strategy::Whole),
@@ -398,7 +448,49 @@ impl<'a> CaseRun<'a> {
             failing_replays: 1,
             cut_class: Some(CutClass::TokenAligned),
             message,
-            replay: replay_command(self.case, &self.backend.name(), &[]),
+            replay: path_replay(replay_command(self.case, &self.backend.name(), &[]), path),
+            path,
+        }
+    }
+
+    /// Where what the whole input breaks is listed: apart when it is the coalesced replay.
+    fn whole_list<'r>(&self, report: &'r mut CaseReport) -> &'r mut Vec<Violation> {
+        if self.routes.whole_is_coalesced() {
+            &mut report.coalesced_violations
+        } else {
+            &mut report.violations
+        }
+    }
+
+    /// The whole input as one streaming delta, for a parser that has both paths: judged
+    /// against the expectation and the non-streaming result, its violations listed apart.
+    fn coalesced(&self, report: &mut CaseReport, whole: &Baseline) {
+        if !self.routes.coalesced || self.over_budget() {
+            return;
+        }
+        let path = Some(ReplayPath::Coalesced);
+        match self.replay_path(path, &self.whole_cuts()) {
+            Outcome::Done(turns) => {
+                let v = judge(
+                    (self.case, &self.markers, self.cmp, self.external),
+                    whole,
+                    &turns,
+                    Strategy::Tokens,
+                    self.whole_cuts(),
+                );
+                for (inv, msg) in v.broken {
+                    let v = self.whole_violation(inv, msg, path);
+                    report.coalesced_violations.push(v);
+                }
+            }
+            Outcome::Panicked(msg) | Outcome::Broke(_, msg) => {
+                let v = self.whole_violation(
+                    Invariant::Bounded,
+                    format!("the parser broke down on the one-delta stream: {msg}"),
+                    path,
+                );
+                report.coalesced_violations.push(v);
+            }
         }
     }
 
@@ -416,7 +508,7 @@ impl<'a> CaseRun<'a> {
             )
             .map_or_else(Outcome::Panicked, Outcome::Done)
         } else {
-            self.replay(&self.whole_cuts())
+            self.replay_path(self.routes.whole, &self.whole_cuts())
         };
         report.replays = 1;
         match whole {
@@ -442,13 +534,14 @@ impl<'a> CaseRun<'a> {
     /// roundtrip first when the case is lean); the baseline the chunkings are compared with.
     fn check_whole(&self, report: &mut CaseReport, whole: Vec<TurnOutcome>) -> Baseline {
         report.completion = whole.iter().rev().find_map(|t| t.result.completion.clone());
-        if whole.iter().any(|t| !t.events_seen) {
+        // A non-streaming path answers results by nature; the chunkings give the events.
+        if whole.iter().any(|t| !t.events_seen) && self.routes.whole != Some(ReplayPath::Batch) {
             report
                 .not_applicable
                 .push("delta_contract: the parser reports only final results, not events".into());
         }
         let verdict = judge(
-            (self.case, &self.markers, self.cmp),
+            (self.case, &self.markers, self.cmp, self.external),
             &Baseline::Full(Vec::new()),
             &whole,
             Strategy::Whole,
@@ -464,7 +557,8 @@ impl<'a> CaseRun<'a> {
         };
         let again = self.replay_again(report);
         for (inv, msg) in verdict.broken {
-            report.violations.push(self.on_whole(inv, msg));
+            let v = self.on_whole(inv, msg);
+            self.whole_list(report).push(v);
         }
         if let Some(again) = again {
             self.check_determinism(report, &whole, again);
@@ -493,7 +587,7 @@ impl<'a> CaseRun<'a> {
                 LeanOutcome::Panicked(_) => None,
             }
         } else {
-            match self.replay(&self.whole_cuts()) {
+            match self.replay_path(self.routes.whole, &self.whole_cuts()) {
                 Outcome::Done(t) => Some((t.iter().map(|x| x.events_hash).collect(), Some(t))),
                 Outcome::Broke(why, msg) => {
                     broke_outside_chunkings(report, why, "the second whole replay", &msg);
@@ -532,17 +626,22 @@ impl<'a> CaseRun<'a> {
                 .not_applicable
                 .push("deterministic: two whole-input replays differ only in generated ids".into());
         } else if !same {
-            report.violations.push(self.on_whole(
+            let v = self.on_whole(
                 Invariant::Deterministic,
                 "two whole-input replays emitted different events".into(),
-            ));
+            );
+            self.whole_list(report).push(v);
         }
     }
 
     /// Every planned chunking, replayed in parallel and judged against the whole input;
     /// replays past the case budget are listed, not run.
     fn replay_chunkings(&self, report: &mut CaseReport, whole: &Baseline) -> Vec<Verdict> {
-        let plan = plan_replays(self.case, self.format, &self.markers, self.cfg);
+        let plan = if self.routes.chunkings {
+            plan_replays(self.case, self.format, &self.markers, self.cfg)
+        } else {
+            Vec::new()
+        };
         let verdicts: Vec<Result<Verdict, Strategy>> = plan
             .into_par_iter()
             .map(|(strategy, cuts)| {
@@ -579,9 +678,11 @@ impl<'a> CaseRun<'a> {
         &self,
         report: &mut CaseReport,
         verdicts: Vec<Verdict>,
-    ) -> (Vec<FirstFailure>, Vec<FirstFailure>) {
+    ) -> (Vec<FirstFailure>, Vec<FirstFailure>, Vec<FirstFailure>) {
         let mut first_failures: Vec<FirstFailure> = Vec::new();
         let mut token_failures: Vec<FirstFailure> = Vec::new();
+        // A chunking that differs only from a one-delta whole input is not a failure.
+        let mut coalesced_failures: Vec<FirstFailure> = Vec::new();
         let mut breakdown: Option<(Breakdown, String, Strategy, Vec<Cuts>)> = None;
         let classes = CutClasses::new(self);
         for v in verdicts {
@@ -600,13 +701,18 @@ impl<'a> CaseRun<'a> {
                     breakdown = Some((*why, msg.clone(), v.strategy, v.cuts.clone()));
                 }
             }
-            let firsts = if apart {
-                &mut token_failures
-            } else {
-                &mut first_failures
-            };
             for (inv, msg) in v.broken {
+                let to_coalesced =
+                    self.routes.whole_is_coalesced() && inv == Invariant::SplitInvariance;
+                let firsts = if apart {
+                    &mut token_failures
+                } else if to_coalesced {
+                    &mut coalesced_failures
+                } else {
+                    &mut first_failures
+                };
                 if !apart
+                    && !to_coalesced
                     && let Some(existing) =
                         report.violations.iter_mut().find(|x| x.invariant == inv)
                 {
@@ -644,7 +750,7 @@ impl<'a> CaseRun<'a> {
                 replay_command(self.case, &self.backend.name(), &cuts)
             ));
         }
-        (first_failures, token_failures)
+        (first_failures, token_failures, coalesced_failures)
     }
 
     /// The failures as violations, each with its cuts shrunk (unless the case budget is
@@ -678,11 +784,12 @@ impl<'a> CaseRun<'a> {
                 Violation {
                     invariant: f.invariant,
                     strategy: Some(f.strategy),
-                    replay,
+                    replay: path_replay(replay, self.routes.chunked),
                     cuts,
                     failing_replays: f.count,
                     cut_class: Some(f.class),
                     message: f.message,
+                    path: self.routes.chunked,
                 }
             })
             .collect()
@@ -691,10 +798,17 @@ impl<'a> CaseRun<'a> {
     /// input is kept lean, is replayed lean too.
     fn replay_judged(&self, whole: &Baseline, strategy: Strategy, cuts: Vec<Cuts>) -> Verdict {
         let (case, markers, cmp) = (self.case, &self.markers[..], self.cmp);
+        let external = self.external;
         let outcome = if matches!(whole, Baseline::Lean(_)) {
             match digest::replay(self.format, &case.tools, &case.options, &case.turns, &cuts) {
                 LeanOutcome::Done(turns) => {
-                    return judge((case, markers, cmp), whole, &turns, strategy, cuts);
+                    return judge(
+                        (case, markers, cmp, external),
+                        whole,
+                        &turns,
+                        strategy,
+                        cuts,
+                    );
                 }
                 LeanOutcome::Panicked(msg) => Outcome::Panicked(msg),
             }
@@ -702,7 +816,13 @@ impl<'a> CaseRun<'a> {
             self.replay(&cuts)
         };
         match outcome {
-            Outcome::Done(turns) => judge((case, markers, cmp), whole, &turns, strategy, cuts),
+            Outcome::Done(turns) => judge(
+                (case, markers, cmp, external),
+                whole,
+                &turns,
+                strategy,
+                cuts,
+            ),
             Outcome::Panicked(msg) => Verdict {
                 strategy,
                 cuts,
@@ -775,7 +895,9 @@ impl<'a> CaseRun<'a> {
             return;
         };
         for (t, out) in whole.iter().enumerate() {
-            let r = &out.result;
+            // An external parser's generated ids never go into the wire: no model writes them.
+            let data = case.turns.get(t).map_or(&[][..], Vec::as_slice);
+            let r = &*self.cmp.view(&out.result, data).0;
             if !r.errors.is_empty() {
                 continue;
             }
@@ -798,7 +920,14 @@ impl<'a> CaseRun<'a> {
                         LeanOutcome::Panicked(m) => Ok(Outcome::Panicked(m)),
                     }
                 } else {
-                    Ok(backend.replay(format, &case.tools, &case.options, turns, cut))
+                    Ok(backend.replay_on(
+                        self.routes.whole.map(ReplayPath::serving),
+                        format,
+                        &case.tools,
+                        &case.options,
+                        turns,
+                        cut,
+                    ))
                 };
                 let problem = match outcome {
                     Err(lean_problem) => lean_problem,
@@ -811,9 +940,9 @@ impl<'a> CaseRun<'a> {
                             broke_outside_chunkings(report, why, "the roundtrip replay", &m);
                             return;
                         }
-                        Outcome::Done(turns) => turns
-                            .first()
-                            .and_then(|back| roundtrip_difference(r, &back.result)),
+                        Outcome::Done(turns) => turns.first().and_then(|back| {
+                            roundtrip_difference(r, &self.cmp.view(&back.result, &rendered).0)
+                        }),
                     },
                 };
                 if let Some(msg) = problem {
@@ -828,7 +957,7 @@ impl<'a> CaseRun<'a> {
                     let list = if apart {
                         &mut report.token_split_violations
                     } else {
-                        &mut report.violations
+                        self.whole_list(report)
                     };
                     list.push(Violation {
                         invariant: Invariant::Roundtrip,
@@ -845,7 +974,11 @@ impl<'a> CaseRun<'a> {
                             },
                             crate::event::excerpt(&String::from_utf8_lossy(&rendered))
                         ),
-                        replay: replay_command(case, &backend.name(), &[]),
+                        replay: path_replay(
+                            replay_command(case, &backend.name(), &[]),
+                            self.routes.whole,
+                        ),
+                        path: self.routes.whole,
                     });
                     return;
                 }
@@ -942,8 +1075,14 @@ fn reasoning_markers(format: &str, markers: &[String]) -> Vec<String> {
 }
 
 /// Checks one replay's outcome against the whole-input baseline and the case's expectations.
+///
+/// conform's own parsers are judged on the expectation with the whole input, and every
+/// chunking against the whole input. An external parser (`external`) is judged on the
+/// expectation under every replay, and a chunking that differs from the whole input is blamed
+/// only when it is the side that differs from the expectation: where the whole input fails
+/// the expectation and the chunking meets it, the whole input's failure is the one reported.
 fn judge<T: Judged>(
-    (case, markers, cmp): (&Case, &[String], Compare),
+    (case, markers, cmp, external): (&Case, &[String], Compare, bool),
     whole: &Baseline,
     turns: &[T],
     strategy: Strategy,
@@ -980,10 +1119,38 @@ fn judge<T: Judged>(
         } else if let Some(a) = out.anomalies.first() {
             note(Invariant::DeltaContract, format!("{}{a}", at(t)));
         }
+        let labelled = matches!(case.label, Label::Accept | Label::Reject);
+        let label = if case.label == Label::Reject {
+            Label::Reject
+        } else {
+            Label::Accept
+        };
+        let expect = case.expects.get(t).and_then(Option::as_ref);
+        let mismatch = if labelled {
+            expectation_mismatch(label, expect, r, cmp).or_else(|| id_problem.clone())
+        } else {
+            None
+        };
         if strategy != Strategy::Whole
             && let Some(d) = judged.differs_from(whole, t, cmp, data)
         {
-            note(Invariant::SplitInvariance, format!("{}{d}", at(t)));
+            let blamed = if external && labelled {
+                // The expectation decides which side is wrong: this chunking when it fails it
+                // (that failure is reported below), else the whole input when that fails it;
+                // when both meet it they differ only where it says nothing.
+                mismatch.is_none()
+                    && whole.full().and_then(|w| w.get(t)).is_none_or(|w| {
+                        let (wr, wid) = cmp.view(&w.result, data);
+                        expectation_mismatch(label, expect, &wr, cmp)
+                            .or(wid)
+                            .is_none()
+                    })
+            } else {
+                true
+            };
+            if blamed {
+                note(Invariant::SplitInvariance, format!("{}{d}", at(t)));
+            }
         }
         if matches!(case.label, Label::Accept | Label::Unlabelled)
             && r.errors.is_empty()
@@ -1015,22 +1182,14 @@ fn judge<T: Judged>(
                 format!("{}in reasoning: {l}", at(t)),
             );
         }
-        if matches!(case.label, Label::Accept | Label::Reject) {
-            let expect = case.expects.get(t).and_then(Option::as_ref);
-            let label = if case.label == Label::Reject {
-                Label::Reject
-            } else {
-                Label::Accept
-            };
-            if let Some(m) = expectation_mismatch(label, expect, r, cmp).or(id_problem) {
-                matched = false;
-                if strategy == Strategy::Whole {
-                    note(Invariant::Expectation, format!("{}{m}", at(t)));
-                }
+        if let Some(m) = mismatch {
+            matched = false;
+            if strategy == Strategy::Whole || external {
+                note(Invariant::Expectation, format!("{}{m}", at(t)));
             }
         }
     }
-    if case.label == Label::Reject && !any_error && strategy == Strategy::Whole {
+    if case.label == Label::Reject && !any_error && (strategy == Strategy::Whole || external) {
         note(
             Invariant::Expectation,
             "must be rejected, but parsed without error".into(),
@@ -1089,6 +1248,14 @@ pub fn replay_command(case: &Case, parser: &str, cuts: &[Vec<usize>]) -> String 
     cmd
 }
 
+/// A replay command along a serving path: `--path batch|stream` added when there is one.
+fn path_replay(mut cmd: String, path: Option<ReplayPath>) -> String {
+    if let Some(p) = path {
+        cmd.push_str(&format!(" --path {}", p.serving().as_str()));
+    }
+    cmd
+}
+
 /// Quotes a shell word when it needs it.
 pub fn shell_quote(s: &str) -> String {
     if !s.is_empty()
@@ -1141,6 +1308,7 @@ mod tests {
         typing: None,
         special_tokens: &[],
         vocabulary: None,
+        stop_tokens: &[],
         reasoning: None,
         options: &crate::formats::options::NoOptions,
     };
@@ -1264,6 +1432,7 @@ mod tests {
         typing: None,
         special_tokens: &[SpecialToken::new("<|x|>", 1)],
         vocabulary: None,
+        stop_tokens: &[],
         reasoning: None,
         options: &crate::formats::options::NoOptions,
     };
@@ -1404,8 +1573,12 @@ mod tests {
             r.matched, r.replays,
             "the rates count only whole-token replays"
         );
-        let v = &r.token_split_violations[0];
-        assert_eq!(v.invariant, Invariant::SplitInvariance);
+        // The expectation decides: a replay that fails it is blamed, not the whole input.
+        let v = r
+            .token_split_violations
+            .iter()
+            .find(|v| v.invariant == Invariant::Expectation)
+            .expect("the split replays fail the expectation");
         assert_eq!(v.cuts.len(), 1);
         assert!(v.cuts[0].iter().any(|&k| k > 1 && k < 6), "{:?}", v.cuts);
 
@@ -1468,5 +1641,220 @@ mod tests {
         assert_eq!(r.violations.len(), 1);
         assert_eq!(r.violations[0].invariant, Invariant::Expectation);
         assert_eq!(r.matched, 0);
+    }
+
+    /// Echoes text; `Bang` drops every `!`, `Glued` a `!` followed by more in its chunk.
+    struct Echo(fn(&str, bool) -> String);
+    impl StreamParser for Echo {
+        fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
+            out.text(&(self.0)(&String::from_utf8_lossy(chunk), false));
+        }
+        fn finish(&mut self, _out: &mut dyn Sink) {}
+    }
+    fn echo(_: &Tools) -> Box<dyn StreamParser> {
+        Box::new(Echo(|s, _| s.to_string()))
+    }
+    fn bang(_: &Tools) -> Box<dyn StreamParser> {
+        Box::new(Echo(|s, _| s.replace('!', "")))
+    }
+    fn glued(_: &Tools) -> Box<dyn StreamParser> {
+        Box::new(Echo(|s, _| {
+            let end = s.ends_with('!');
+            let mut t = s.replace('!', "");
+            if end {
+                t.push('!');
+            }
+            t
+        }))
+    }
+    static ECHO: Format = Format {
+        new_parser: echo,
+        stop_tokens: &["<|x|>"],
+        typing: None,
+        ..Format::new(
+            "flaky",
+            "test parser",
+            echo,
+            no_markers,
+            &crate::formats::options::NoOptions,
+        )
+    };
+    static BANG: Format = Format {
+        new_parser: bang,
+        typing: None,
+        ..Format::new(
+            "flaky",
+            "test parser",
+            bang,
+            no_markers,
+            &crate::formats::options::NoOptions,
+        )
+    };
+    static GLUED: Format = Format {
+        new_parser: glued,
+        typing: None,
+        ..Format::new(
+            "flaky",
+            "test parser",
+            glued,
+            no_markers,
+            &crate::formats::options::NoOptions,
+        )
+    };
+
+    /// An external parser with a non-streaming and a streaming path, each one of conform's
+    /// test parsers.
+    struct TwoPaths {
+        batch: &'static Format,
+        stream: &'static Format,
+        paths: crate::backends::Paths,
+        seen: std::sync::Mutex<Vec<Option<crate::backends::ServingPath>>>,
+    }
+    impl TwoPaths {
+        fn new(batch: &'static Format, stream: &'static Format, both: bool) -> Self {
+            TwoPaths {
+                batch,
+                stream,
+                paths: crate::backends::Paths {
+                    batch: both,
+                    stream: true,
+                },
+                seen: Default::default(),
+            }
+        }
+    }
+    impl Backend for TwoPaths {
+        fn name(&self) -> String {
+            "cmd:two-paths".into()
+        }
+        fn paths(&self) -> crate::backends::Paths {
+            self.paths
+        }
+        fn replay(
+            &self,
+            f: &Format,
+            tools: &Tools,
+            options: &OptionValues,
+            turns: &[Vec<u8>],
+            cuts: &[Cuts],
+        ) -> Outcome {
+            self.replay_on(None, f, tools, options, turns, cuts)
+        }
+        fn replay_on(
+            &self,
+            path: Option<crate::backends::ServingPath>,
+            _f: &Format,
+            tools: &Tools,
+            options: &OptionValues,
+            turns: &[Vec<u8>],
+            cuts: &[Cuts],
+        ) -> Outcome {
+            self.seen.lock().unwrap().push(path);
+            let f = match path {
+                Some(crate::backends::ServingPath::Batch) => self.batch,
+                _ => self.stream,
+            };
+            Builtin.replay(f, tools, options, turns, cuts)
+        }
+    }
+
+    fn text_case(text: &str, want: &str) -> Case {
+        let e = Expectation {
+            text: Some(want.into()),
+            ..Default::default()
+        };
+        case(text, Some(e))
+    }
+
+    fn chars() -> RunConfig {
+        RunConfig {
+            strategies: vec![Strategy::Whole, Strategy::Chars],
+            ..RunConfig::default()
+        }
+    }
+
+    #[test]
+    fn the_whole_input_goes_through_the_batch_path_and_chunkings_through_the_stream() {
+        let b = TwoPaths::new(&ECHO, &ECHO, true);
+        let r = run_case_with(&text_case("a!b", "a!b"), &FLAKY, &b, &chars());
+        assert_eq!(r.status, Status::Pass, "{:?}", r.violations);
+        let seen = b.seen.lock().unwrap();
+        use crate::backends::ServingPath::{Batch, Stream};
+        // The whole input, its determinism replay, the roundtrip (whole and byte by byte):
+        // batch; the chunking and the one-delta stream: stream.
+        assert_eq!(
+            seen.iter().filter(|p| **p == Some(Batch)).count(),
+            4,
+            "{seen:?}"
+        );
+        assert_eq!(
+            seen.iter().filter(|p| **p == Some(Stream)).count(),
+            2,
+            "{seen:?}"
+        );
+    }
+
+    #[test]
+    fn a_batch_bug_is_blamed_on_the_batch_path_not_on_the_chunkings() {
+        let b = TwoPaths::new(&BANG, &ECHO, true);
+        let r = run_case_with(&text_case("a!b", "a!b"), &FLAKY, &b, &chars());
+        assert_eq!(r.status, Status::Fail);
+        assert_eq!(r.violations.len(), 1, "{:?}", r.violations);
+        let v = &r.violations[0];
+        assert_eq!(v.invariant, Invariant::Expectation);
+        assert_eq!(v.path, Some(ReplayPath::Batch));
+        assert!(v.replay.ends_with("--path batch"), "{}", v.replay);
+        assert!(r.coalesced_violations.is_empty());
+    }
+
+    #[test]
+    fn a_stream_bug_is_an_expectation_failure_of_the_chunking_that_shows_it() {
+        let b = TwoPaths::new(&ECHO, &FLAKY, true);
+        let r = run_case_with(&text_case("a!b", "a!b"), &FLAKY, &b, &chars());
+        assert_eq!(r.status, Status::Fail);
+        assert_eq!(r.violations.len(), 1, "{:?}", r.violations);
+        let v = &r.violations[0];
+        assert_eq!(v.invariant, Invariant::Expectation);
+        assert_eq!(v.path, Some(ReplayPath::Stream));
+        assert_eq!(v.strategy, Some(Strategy::Chars));
+        assert_eq!(v.cuts, vec![vec![2]]);
+        assert!(v.replay.ends_with("--path stream"), "{}", v.replay);
+        // Without an expectation to decide, the chunking that differs is still blamed.
+        let r = run_case_with(&case("a!b", None), &FLAKY, &b, &chars());
+        assert_eq!(r.violations[0].invariant, Invariant::SplitInvariance);
+    }
+
+    #[test]
+    fn the_one_delta_stream_is_judged_apart_and_never_fails_the_case() {
+        let b = TwoPaths::new(&ECHO, &GLUED, true);
+        let r = run_case_with(&text_case("a!b", "a!b"), &FLAKY, &b, &chars());
+        assert_eq!(r.status, Status::Pass, "{:?}", r.violations);
+        assert_eq!(r.coalesced_violations.len(), 1);
+        let v = &r.coalesced_violations[0];
+        assert_eq!(v.invariant, Invariant::Expectation);
+        assert_eq!(v.path, Some(ReplayPath::Coalesced));
+        assert!(v.replay.ends_with("--path stream"), "{}", v.replay);
+        // A streaming-only parser: the whole input is that one delta, judged apart as well.
+        let b = TwoPaths::new(&ECHO, &GLUED, false);
+        let r = run_case_with(&text_case("a!b", "a!b"), &FLAKY, &b, &chars());
+        assert_eq!(r.status, Status::Pass, "{:?}", r.violations);
+        assert!(
+            r.coalesced_violations
+                .iter()
+                .all(|v| v.path == Some(ReplayPath::Coalesced)),
+            "{:?}",
+            r.coalesced_violations
+        );
+        assert!(!r.coalesced_violations.is_empty());
+    }
+
+    #[test]
+    fn an_external_parser_gets_each_turn_up_to_its_stop_token() {
+        let c = text_case("ab<|x|>", "ab");
+        let r = run_case_with(&c, &ECHO, &External, &chars());
+        assert_eq!(r.status, Status::Pass, "{:?}", r.violations);
+        // conform's own parser is given every byte.
+        let r = run_case_with(&c, &ECHO, &Builtin, &chars());
+        assert_eq!(r.status, Status::Fail);
     }
 }

@@ -211,6 +211,7 @@ pub fn parse_one(
     opts: &AdapterOptions,
     cuts: &[Cuts],
     with_events: bool,
+    path: Option<crate::backends::ServingPath>,
 ) -> Result<(Value, bool), String> {
     let format =
         formats::by_id(case.format).ok_or_else(|| format!("unknown format {}", case.format))?;
@@ -245,10 +246,14 @@ pub fn parse_one(
         (turns, true)
     } else {
         let all: Vec<Cuts> = (0..case.turns.len()).map(|t| cuts_of(t).clone()).collect();
-        match backend
-            .backend()
-            .replay(format, &case.tools, &case.options, &case.turns, &all)
-        {
+        match backend.backend().replay_on(
+            path,
+            format,
+            &case.tools,
+            &case.options,
+            &case.turns,
+            &all,
+        ) {
             Outcome::Done(outs) => (
                 outs.into_iter()
                     .enumerate()

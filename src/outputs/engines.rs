@@ -1249,6 +1249,7 @@ mod tests {
             completion: None,
             token_split_replays: 0,
             token_split_violations: vec![],
+            coalesced_violations: Vec::new(),
             options: Default::default(),
         };
         assert_eq!(

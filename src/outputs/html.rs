@@ -1177,12 +1177,14 @@ mod tests {
                     message: "whole gives <a & \"b\"> here".into(),
                     replay: format!("conform parse {id} --cuts 3,7"),
                     cut_class: None,
+                    path: None,
                 }]
             },
             notes: vec![],
             completion: None,
             token_split_replays: 0,
             token_split_violations: Vec::new(),
+            coalesced_violations: Vec::new(),
             options: Default::default(),
         }
     }
@@ -1251,6 +1253,7 @@ mod tests {
             message: "differs".into(),
             replay: "conform parse".into(),
             cut_class: None,
+            path: None,
         }];
         let html = render(&[report(
             Some("2026-11-22T00:00:00Z"),

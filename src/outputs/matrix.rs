@@ -256,6 +256,7 @@ mod tests {
                 cut_class: None,
                 message: String::new(),
                 replay: String::new(),
+                path: None,
             })
             .collect();
         r.replays = 1;

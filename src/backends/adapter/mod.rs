@@ -12,7 +12,7 @@ pub use protocol::PROTOCOL;
 pub use spec::{ParserSpec, parse_parser_spec};
 
 use crate::backends::cuts::Cuts;
-use crate::backends::{Backend, Breakdown, Outcome};
+use crate::backends::{Backend, Breakdown, Outcome, Paths, ServingPath};
 use crate::formats::{Format, OptionValues};
 use crate::tools::Tools;
 use process::{Tail, Worker, lock};
@@ -63,6 +63,8 @@ pub struct Hello {
     pub formats: Vec<String>,
     /// The protocol version it answered (1 or 2).
     pub protocol: u64,
+    /// The serving paths it declared (`paths`: `batch`, `stream`); none when it did not.
+    pub paths: Paths,
 }
 
 /// Counters of one adapter's life, for reports.
@@ -364,6 +366,22 @@ impl Backend for Adapter {
         &self,
         format: &Format,
         tools: &Tools,
+        options: &OptionValues,
+        turns: &[Vec<u8>],
+        cuts: &[Cuts],
+    ) -> Outcome {
+        self.replay_on(None, format, tools, options, turns, cuts)
+    }
+
+    fn paths(&self) -> Paths {
+        self.hello.paths
+    }
+
+    fn replay_on(
+        &self,
+        path: Option<ServingPath>,
+        format: &Format,
+        tools: &Tools,
         _options: &OptionValues,
         turns: &[Vec<u8>],
         cuts: &[Cuts],
@@ -374,7 +392,17 @@ impl Backend for Adapter {
         } else {
             Vec::new()
         };
-        let request = parse_request(id, format.id, tools, turns, cuts, &ids);
+        // A path goes only to an adapter that declared paths, and only one it declared.
+        let path = path.filter(|p| match p {
+            ServingPath::Batch => self.hello.paths.batch,
+            ServingPath::Stream => self.hello.paths.stream,
+        });
+        let mut request = parse_request(id, format.id, tools, turns, cuts, &ids);
+        if let Some(p) = path {
+            // `…]}\n` → `…],"path":"batch"}\n`: the field goes last, after the turns.
+            request.truncate(request.len() - 2);
+            request.extend_from_slice(format!(",\"path\":\"{}\"}}\n", p.as_str()).as_bytes());
+        }
         let mut w = match self.acquire() {
             Ok(w) => w,
             Err(e) => {

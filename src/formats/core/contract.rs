@@ -65,6 +65,10 @@ pub struct Format {
     /// The built-in tokenizer vocabulary the special tokens' ids belong to (`o200k_harmony`),
     /// used by the `tokens` chunking unless `--tokenizer` is given; `None`: `o200k_base`.
     pub vocabulary: Option<&'static str>,
+    /// The tokens that end the model's turn, which a server consumes (its stop handling or
+    /// detokenizer) before its parser sees the text: an external parser is handed the turn up
+    /// to the first of them (`specs/engines.md` §3). Empty where the format declares none.
+    pub stop_tokens: &'static [&'static str],
     /// The reasoning wrapper the format's models write (`<think>…</think>`…), when
     /// `new_parser` puts the shared reasoning layer in front of the parser
     /// (`reasoning::wrap`); its tags are delimiters for the markup-leak check in text and in
@@ -97,6 +101,7 @@ impl Format {
             typing: None,
             special_tokens: &[],
             vocabulary: None,
+            stop_tokens: &[],
             reasoning: None,
             options,
         }

@@ -20,6 +20,8 @@ pub trait Entry: 'static {
     const MARKERS: &'static [&'static str];
     /// The vocabulary tokens its output may hold.
     const SPECIAL_TOKENS: &'static [SpecialToken] = &[];
+    /// The tokens that end the turn, consumed by a server before its parser ([`Format::stop_tokens`]).
+    const STOP_TOKENS: &'static [&'static str] = &[];
     /// Renders calls back into the format, when it has a renderer.
     const RENDER: Option<RenderFn> = None;
     /// The configuration: its `bool` options are the format's, its default the format's.
@@ -66,6 +68,7 @@ pub const fn format<E: Entry>() -> Format {
     Format {
         render: E::RENDER,
         special_tokens: E::SPECIAL_TOKENS,
+        stop_tokens: E::STOP_TOKENS,
         reasoning: E::REASONING,
         ..Format::new(
             E::ID,

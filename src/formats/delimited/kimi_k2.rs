@@ -714,6 +714,8 @@ impl Entry for Declared {
     const SUMMARY: &'static str = "Kimi K2 special tokens: <|tool_calls_section_begin|>…<|tool_call_begin|>functions.NAME:ID<|tool_call_argument_begin|>{json}<|tool_call_end|>";
     const MARKERS: &'static [&'static str] = &MARKERS;
     /// Kimi K2's special tokens that can appear in its output, with their ids in its tokenizer.
+    /// The turn's end, consumed by the server before its tool parser.
+    const STOP_TOKENS: &'static [&'static str] = &["<|im_end|>", "[EOS]"];
     const SPECIAL_TOKENS: &'static [SpecialToken] = &[
         SpecialToken::new("[EOS]", 163585),
         SpecialToken::new("<|im_end|>", 163586),

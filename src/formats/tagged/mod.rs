@@ -1421,6 +1421,8 @@ pub trait Member: 'static {
     const GRAMMAR: &'static Grammar;
     /// The vocabulary tokens its output may hold.
     const SPECIAL_TOKENS: &'static [SpecialToken];
+    /// The tokens that end the turn, consumed by a server before its parser ([`Format::stop_tokens`]).
+    const STOP_TOKENS: &'static [&'static str] = &[];
     /// Its default options.
     fn config() -> Config {
         Config::default()
@@ -1470,6 +1472,7 @@ pub const fn format<M: Member>() -> Format {
             schema_tool: Some("typing_probe"),
         }),
         special_tokens: M::SPECIAL_TOKENS,
+        stop_tokens: M::STOP_TOKENS,
         reasoning: M::GRAMMAR.reasoning,
         ..Format::new(
             M::ID,
