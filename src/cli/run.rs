@@ -89,6 +89,11 @@ pub(crate) struct RunArgs {
     /// the corpus directories' conform.toml; `conform formats --options` lists them).
     #[arg(long = "option", value_name = "FORMAT.NAME=BOOL")]
     options: Vec<String>,
+    /// An external parser's dialect, `FORMAT.NAME=true|false` (repeatable): a rule the format's
+    /// spec settles one way and the engine legitimately another (`kimi_k2.id_whole_header`).
+    /// Its expectations are judged as conform's parser with these options reads the case.
+    #[arg(long = "dialect", value_name = "FORMAT.NAME=BOOL")]
+    dialect: Vec<String>,
 }
 
 /// `conform run`: the plan from the arguments, the run, what it prints, what it writes.
@@ -202,6 +207,7 @@ fn plan(a: &RunArgs) -> Result<RunPlan, String> {
         report_dir::prepare(dir)?;
     }
     let options = formats::registry::from_assignments(&a.options)?;
+    let dialect = formats::registry::from_assignments(&a.dialect)?;
     Ok(RunPlan {
         paths,
         load: LoadOptions {
@@ -221,6 +227,7 @@ fn plan(a: &RunArgs) -> Result<RunPlan, String> {
             compare: a.compare,
             case_budget: a.case_budget,
             tokenizer,
+            dialect,
             ..RunConfig::default()
         },
         parsers,

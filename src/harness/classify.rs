@@ -479,6 +479,7 @@ mod tests {
             replay: "conform parse …".into(),
             cut_class: None,
             path: None,
+            got: Vec::new(),
         }
     }
 

@@ -189,6 +189,7 @@ fn fail(
         message: msg,
         replay: replay_command(format, parser),
         path: None,
+        got: Vec::new(),
     });
 }
 

@@ -7,7 +7,7 @@ use super::chunking::{ChunkingParams, CutClass, Strategy};
 use super::corpus::{Case, CorpusError, Label, hex};
 use super::invariants::Invariant;
 use super::run::{CaseReport, Status, Violation};
-use super::serving::ReplayPath;
+use super::serving::{Got, ReplayPath};
 use crate::backends::adapter::{AdapterStats, EngineTime};
 use crate::formats::OptionValues;
 use crate::harness::known::KnownFailures;
@@ -321,6 +321,10 @@ pub struct ViolationOut {
     /// that declares paths.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<ReplayPath>,
+    /// What the reported replay folded to, per turn (external parsers): what the engine
+    /// returns, beside what it should.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub got: Vec<Got>,
 }
 
 impl From<&Violation> for ViolationOut {
@@ -334,6 +338,7 @@ impl From<&Violation> for ViolationOut {
             replay: v.replay.clone(),
             cut_class: v.cut_class,
             path: v.path,
+            got: v.got.clone(),
         }
     }
 }

@@ -10,7 +10,7 @@ use super::invariants::{
     Compare, Invariant, expectation_mismatch, markup_leak, result_difference, roundtrip_difference,
 };
 use super::minimize::minimize;
-use super::serving::{ReplayPath, Routes, served_case};
+use super::serving::{Got, ReplayPath, Routes, served_case};
 use super::tokens::Tokenizer;
 use crate::backends::{Backend, Breakdown, Outcome, TurnOutcome};
 use crate::formats::{self, Format, OptionValues};
@@ -36,6 +36,10 @@ pub struct RunConfig {
     pub case_budget: Option<Duration>,
     /// The tokenizer of the token-aligned strategies (`None`: the built-in o200k_base).
     pub tokenizer: Option<Arc<Tokenizer>>,
+    /// An external parser's dialect: per format, options of conform's parser under which it
+    /// reads a case as the engine legitimately does (`kimi_k2.id_whole_header`); the
+    /// expectations' ids are judged as conform reads them in that dialect.
+    pub dialect: formats::OptionsByFormat,
 }
 
 impl RunConfig {
@@ -75,6 +79,7 @@ impl Default for RunConfig {
             compare: None,
             case_budget: None,
             tokenizer: None,
+            dialect: formats::OptionsByFormat::new(),
         }
     }
 }
@@ -99,6 +104,9 @@ pub struct Violation {
     pub cut_class: Option<CutClass>,
     /// The serving path of the failing replay, for a parser that declares paths.
     pub path: Option<ReplayPath>,
+    /// What the reported replay (the minimized one) folded to, per turn, for an external
+    /// parser: what the engine returns, beside what it should.
+    pub got: Vec<Got>,
 }
 
 /// A case's verdict.
@@ -217,6 +225,8 @@ struct FirstFailure {
     message: String,
     /// The least class among the failing replays.
     class: CutClass,
+    /// What that replay folded to.
+    got: Vec<Got>,
 }
 
 /// A turn's tokens and the places of its special tokens, for classifying failing cuts.
@@ -231,6 +241,8 @@ struct Verdict {
     broken: Vec<(Invariant, String)>,
     /// An external parser that did not answer this replay.
     breakdown: Option<(Breakdown, String)>,
+    /// What each turn folded to, kept for a broken external replay.
+    got: Vec<Got>,
 }
 
 /// Replays every case the backend supports (in parallel), calling `progress` as each case
@@ -267,6 +279,11 @@ pub fn run_case_with(
         .then(|| served_case(case, format))
         .flatten();
     let case = served.as_ref().unwrap_or(case);
+    let in_dialect = match cfg.dialect.get(format.id) {
+        Some(d) if !backend.is_builtin() => in_dialect(case, format, d),
+        _ => None,
+    };
+    let case = in_dialect.as_ref().unwrap_or(case);
     let run = CaseRun::new(case, format, backend, cfg);
     let mut report = run.new_report();
     let Some(whole) = run.replay_whole(&mut report) else {
@@ -434,6 +451,15 @@ impl<'a> CaseRun<'a> {
         self.whole_violation(invariant, message, self.routes.whole)
     }
 
+    /// What an external parser's turns folded to (nothing for conform's own).
+    fn got(&self, turns: &[TurnOutcome]) -> Vec<Got> {
+        if self.external {
+            turns.iter().map(|t| Got::of(&t.result)).collect()
+        } else {
+            Vec::new()
+        }
+    }
+
     /// A violation of a whole-input replay along `path`.
     fn whole_violation(
         &self,
@@ -450,6 +476,7 @@ impl<'a> CaseRun<'a> {
             message,
             replay: path_replay(replay_command(self.case, &self.backend.name(), &[]), path),
             path,
+            got: Vec::new(),
         }
     }
 
@@ -479,7 +506,8 @@ impl<'a> CaseRun<'a> {
                     self.whole_cuts(),
                 );
                 for (inv, msg) in v.broken {
-                    let v = self.whole_violation(inv, msg, path);
+                    let mut v = self.whole_violation(inv, msg, path);
+                    v.got = self.got(&turns);
                     report.coalesced_violations.push(v);
                 }
             }
@@ -548,6 +576,7 @@ impl<'a> CaseRun<'a> {
             self.whole_cuts(),
         );
         tally(report, &verdict);
+        let whole_got = self.got(&whole);
         // Lean, the roundtrip goes first: the full result is dropped after it.
         let whole = if self.lean {
             self.roundtrip(&whole, report);
@@ -557,7 +586,8 @@ impl<'a> CaseRun<'a> {
         };
         let again = self.replay_again(report);
         for (inv, msg) in verdict.broken {
-            let v = self.on_whole(inv, msg);
+            let mut v = self.on_whole(inv, msg);
+            v.got = whole_got.clone();
             self.whole_list(report).push(v);
         }
         if let Some(again) = again {
@@ -724,6 +754,7 @@ impl<'a> CaseRun<'a> {
                         f.strategy = v.strategy;
                         f.cuts = v.cuts.clone();
                         f.message = msg;
+                        f.got = v.got.clone();
                     }
                 } else {
                     firsts.push(FirstFailure {
@@ -733,6 +764,7 @@ impl<'a> CaseRun<'a> {
                         count: 1,
                         message: msg,
                         class,
+                        got: v.got.clone(),
                     });
                 }
             }
@@ -747,7 +779,10 @@ impl<'a> CaseRun<'a> {
             report.not_applicable.push(format!(
                 "{} under {strategy}: {msg}; replay: {}",
                 report.status.as_str(),
-                replay_command(self.case, &self.backend.name(), &cuts)
+                path_replay(
+                    replay_command(self.case, &self.backend.name(), &cuts),
+                    self.routes.chunked
+                )
             ));
         }
         (first_failures, token_failures, coalesced_failures)
@@ -763,7 +798,7 @@ impl<'a> CaseRun<'a> {
     ) -> Vec<Violation> {
         failures
             .into_iter()
-            .map(|f| {
+            .map(|mut f| {
                 let cuts = if self.over_budget() {
                     f.cuts
                         .iter()
@@ -771,7 +806,16 @@ impl<'a> CaseRun<'a> {
                         .map(|(c, t)| c.to_vec(t))
                         .collect()
                 } else {
-                    self.shrink(whole, f.invariant, &f.cuts, budget)
+                    let (cuts, last) = self.shrink(whole, f.invariant, &f.cuts, budget);
+                    // The reported replay is the minimized one: its message and result.
+                    if let Some(v) = last
+                        && let Some((_, msg)) =
+                            v.broken.into_iter().find(|(i, _)| *i == f.invariant)
+                    {
+                        f.message = msg;
+                        f.got = v.got;
+                    }
+                    cuts
                 };
                 let mut replay = replay_command(self.case, &self.backend.name(), &cuts);
                 // What a server would send: the same deltas with their token ids.
@@ -790,6 +834,7 @@ impl<'a> CaseRun<'a> {
                     cut_class: Some(f.class),
                     message: f.message,
                     path: self.routes.chunked,
+                    got: f.got,
                 }
             })
             .collect()
@@ -816,13 +861,19 @@ impl<'a> CaseRun<'a> {
             self.replay(&cuts)
         };
         match outcome {
-            Outcome::Done(turns) => judge(
-                (case, markers, cmp, external),
-                whole,
-                &turns,
-                strategy,
-                cuts,
-            ),
+            Outcome::Done(turns) => {
+                let mut v = judge(
+                    (case, markers, cmp, external),
+                    whole,
+                    &turns,
+                    strategy,
+                    cuts,
+                );
+                if external && !v.broken.is_empty() {
+                    v.got = turns.iter().map(|t| Got::of(&t.result)).collect();
+                }
+                v
+            }
             Outcome::Panicked(msg) => Verdict {
                 strategy,
                 cuts,
@@ -830,6 +881,7 @@ impl<'a> CaseRun<'a> {
                 matched: false,
                 broken: vec![(Invariant::Bounded, format!("the parser panicked: {msg}"))],
                 breakdown: None,
+                got: Vec::new(),
             },
             Outcome::Broke(why, msg) => Verdict {
                 strategy,
@@ -838,6 +890,7 @@ impl<'a> CaseRun<'a> {
                 matched: false,
                 broken: Vec::new(),
                 breakdown: Some((why, msg)),
+                got: Vec::new(),
             },
         }
     }
@@ -849,7 +902,7 @@ impl<'a> CaseRun<'a> {
         inv: Invariant,
         cuts: &[Cuts],
         budget: usize,
-    ) -> Vec<Vec<usize>> {
+    ) -> (Vec<Vec<usize>>, Option<Verdict>) {
         let case = self.case;
         let flat: Vec<(usize, usize)> = cuts
             .iter()
@@ -879,7 +932,14 @@ impl<'a> CaseRun<'a> {
             let v = self.replay_judged(whole, Strategy::Random, to_cuts(f));
             v.breakdown.is_none() && v.broken.iter().any(|(i, _)| *i == inv)
         });
-        to_cuts(&min).into_iter().map(|c| c.to_vec(&[])).collect()
+        // An external parser's minimized replay once more, for what it returns there.
+        let last = self
+            .external
+            .then(|| self.replay_judged(whole, Strategy::Random, to_cuts(&min)));
+        (
+            to_cuts(&min).into_iter().map(|c| c.to_vec(&[])).collect(),
+            last,
+        )
     }
 
     /// Renders each error-free turn's result and parses it back, whole and byte by byte.
@@ -979,6 +1039,7 @@ impl<'a> CaseRun<'a> {
                             self.routes.whole,
                         ),
                         path: self.routes.whole,
+                        got: Vec::new(),
                     });
                     return;
                 }
@@ -1202,6 +1263,7 @@ fn judge<T: Judged>(
         matched,
         broken,
         breakdown: None,
+        got: Vec::new(),
     }
 }
 
@@ -1246,6 +1308,44 @@ pub fn replay_command(case: &Case, parser: &str, cuts: &[Vec<usize>]) -> String 
         cmd.push_str(&format!(" --cuts {spec}"));
     }
     cmd
+}
+
+/// The case with its expectations read in a dialect: each expected call takes the id conform's
+/// parser gives it with the dialect's options, where that parser's calls are the expected ones
+/// but for ids. `None` when nothing changes.
+fn in_dialect(case: &Case, format: &Format, dialect: &OptionValues) -> Option<Case> {
+    let mut values = case.options.as_ref().clone();
+    values.extend(dialect.iter().map(|(k, v)| (k.clone(), *v)));
+    let mut out = case.clone();
+    let mut changed = false;
+    for (t, data) in case.turns.iter().enumerate() {
+        let Some(Some(e)) = out.expects.get_mut(t) else {
+            continue;
+        };
+        let Some(calls) = e.calls.as_mut() else {
+            continue;
+        };
+        let Ok(mut p) = format.parser(&case.tools, &values) else {
+            return None;
+        };
+        let mut events = formats::run_chunks(p.as_mut(), [data.as_slice()]);
+        p.finish(&mut events);
+        let got = crate::event::ParseResult::fold(&events).calls;
+        let same_but_ids = got.len() == calls.len()
+            && got.iter().zip(calls.iter()).all(|(g, w)| {
+                g.name == w.name && g.arguments == w.arguments && g.server == w.server
+            });
+        if !same_but_ids {
+            continue;
+        }
+        for (w, g) in calls.iter_mut().zip(got) {
+            if w.id != g.id {
+                w.id = g.id;
+                changed = true;
+            }
+        }
+    }
+    changed.then_some(out)
 }
 
 /// A replay command along a serving path: `--path batch|stream` added when there is one.

@@ -114,6 +114,80 @@ pub fn served_case(case: &Case, format: &Format) -> Option<Case> {
     Some(served)
 }
 
+/// What one turn of a failing replay folded to, kept in the report so that a verdict can be
+/// read (and a bug told apart from a policy) without replaying: text, reasoning, calls with
+/// their arguments as JSON text, error kinds and warnings (each string cut at
+/// [`GOT_MAX_CHARS`] characters).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Got {
+    /// The text.
+    pub text: String,
+    /// The reasoning, when the parser reports any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
+    /// The calls.
+    #[serde(default)]
+    pub calls: Vec<GotCall>,
+    /// The error kinds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<String>,
+    /// The warnings, `kind: message`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// One call of a [`Got`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GotCall {
+    /// The name.
+    pub name: String,
+    /// The id, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The arguments as JSON text (a string the parser could not read as JSON stays a JSON
+    /// string holding it).
+    pub arguments: String,
+}
+
+/// Longest string a [`Got`] keeps, in characters.
+pub const GOT_MAX_CHARS: usize = 2000;
+
+fn cut(s: &str) -> String {
+    match s.char_indices().nth(GOT_MAX_CHARS) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+impl Got {
+    /// The summary of a folded result.
+    pub fn of(r: &crate::event::ParseResult) -> Got {
+        Got {
+            text: cut(&r.text),
+            reasoning: r.reasoning.as_deref().map(cut),
+            calls: r
+                .calls
+                .iter()
+                .map(|c| GotCall {
+                    name: cut(&c.name),
+                    id: c.id.as_deref().map(cut),
+                    arguments: cut(&c.arguments.to_string()),
+                })
+                .collect(),
+            errors: r
+                .error_kinds()
+                .iter()
+                .map(|k| k.as_str().to_string())
+                .collect(),
+            warnings: r
+                .warnings
+                .iter()
+                .map(|w| cut(&format!("{}: {}", w.kind.as_str(), w.message)))
+                .collect(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1178,6 +1178,7 @@ mod tests {
                     replay: format!("conform parse {id} --cuts 3,7"),
                     cut_class: None,
                     path: None,
+                    got: Vec::new(),
                 }]
             },
             notes: vec![],
@@ -1254,6 +1255,7 @@ mod tests {
             replay: "conform parse".into(),
             cut_class: None,
             path: None,
+            got: Vec::new(),
         }];
         let html = render(&[report(
             Some("2026-11-22T00:00:00Z"),

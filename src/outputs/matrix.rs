@@ -257,6 +257,7 @@ mod tests {
                 message: String::new(),
                 replay: String::new(),
                 path: None,
+                got: Vec::new(),
             })
             .collect();
         r.replays = 1;

@@ -103,6 +103,10 @@ config! {
             plural_argument_marker,
             /// A section end outside any section is dropped with a warning.
             stray_section_end,
+            /// Dialect (off by default): the call's id is the whole header, `functions.NAME:0`,
+            /// as Kimi's chat template renders it back and the serving engines keep it, instead
+            /// of the text after its last `:` (`specs/kimi_k2.md` §4.3).
+            id_whole_header,
         }
         /// Longest header (name and id) in bytes.
         pub max_header_bytes: usize,
@@ -125,6 +129,7 @@ impl Default for Config {
             singular_section_marker: true,
             plural_argument_marker: true,
             stray_section_end: true,
+            id_whole_header: false,
             max_header_bytes: 1024,
             max_args_bytes: 64 << 20,
             max_depth: SERDE_JSON_MAX_DEPTH,
@@ -318,7 +323,12 @@ impl Kimi {
                     format!("call header {header:?} at byte {at} has surrounding whitespace"),
                 ));
             }
-            index = Some(cx.start_call(h.name, h.id, out));
+            let id = if self.cfg.id_whole_header {
+                Some(header.trim())
+            } else {
+                h.id
+            };
+            index = Some(cx.start_call(h.name, id, out));
         }
         // A string is always read to its end; whether it may stand for the object is decided
         // when the call closes (`string_arguments`).
