@@ -42,6 +42,7 @@ pub(crate) fn run(dir: &Path, corpus_paths: &[String]) -> u8 {
             engines::html_page(&pages.html, &footer),
         ),
     ];
+    files.push((dir.join("BUGS.md"), engines::markdown(&pages.bugs)));
     for (name, blocks) in &pages.failures {
         files.push((
             dir.join(name).join("FAILURES.md"),

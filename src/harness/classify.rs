@@ -187,6 +187,12 @@ pub struct CaseContext {
     pub stop_tokens: Vec<String>,
     /// The names of the tools the case declares.
     pub tools: Vec<String>,
+    /// The case's size in bytes (all turns): the smallest case of a bug shows it.
+    pub bytes: usize,
+    /// The first turn's transcript (invalid UTF-8 replaced), for a bug report.
+    pub transcript: String,
+    /// The first turn's expectation as JSON text, for a bug report.
+    pub expected: Option<String>,
 }
 
 /// One turn's context.
@@ -246,6 +252,17 @@ impl CaseContext {
             }),
             stop_tokens: format.stop_tokens.iter().map(|t| t.to_string()).collect(),
             tools: case.tools.defs.iter().map(|d| d.name.clone()).collect(),
+            bytes: case.len(),
+            transcript: case
+                .turns
+                .first()
+                .map(|t| String::from_utf8_lossy(t).into_owned())
+                .unwrap_or_default(),
+            expected: case
+                .expects
+                .first()
+                .and_then(Option::as_ref)
+                .map(expectation_json),
         }
     }
 
@@ -267,6 +284,30 @@ impl CaseContext {
             ..CaseContext::default()
         }
     }
+}
+
+/// An expectation as a bug report shows it: text, calls and error, as JSON.
+fn expectation_json(e: &super::corpus::Expectation) -> String {
+    let mut v = serde_json::Map::new();
+    if let Some(t) = &e.text {
+        v.insert("text".into(), t.clone().into());
+    }
+    if let Some(r) = &e.reasoning {
+        v.insert("reasoning".into(), r.clone().into());
+    }
+    if let Some(c) = &e.calls {
+        v.insert("calls".into(), serde_json::to_value(c).unwrap_or_default());
+    }
+    match &e.error {
+        Some(Some(k)) => {
+            v.insert("error".into(), k.kind.as_str().into());
+        }
+        Some(None) => {
+            v.insert("error".into(), serde_json::Value::Null);
+        }
+        None => {}
+    }
+    serde_json::Value::Object(v).to_string()
 }
 
 /// The text events after the last `call_end`, concatenated (empty when no call ends).

@@ -2,6 +2,7 @@
 //!
 //! The harness knows formats only through the registry: it never names one.
 
+pub mod bugs;
 pub mod chunking;
 pub mod classify;
 pub mod corpus;
