@@ -1957,4 +1957,48 @@ mod tests {
         let r = run_case_with(&c, &ECHO, &Builtin, &chars());
         assert_eq!(r.status, Status::Fail);
     }
+
+    #[test]
+    fn a_dialect_reads_the_expected_ids_as_its_reference_parser_does() {
+        // kimi_k2's engines keep the whole header as the id; conform's spec takes the text
+        // after its last ':'. Over the corpus, the reference parser in that dialect gives
+        // every expected call back but for its id, which is the header.
+        let corpus = crate::harness::corpus::load(
+            &["corpus/kimi_k2".to_string()],
+            &crate::harness::corpus::LoadOptions::default(),
+        );
+        let kimi = formats::by_id("kimi_k2").unwrap();
+        let dialect: OptionValues = [("id_whole_header".to_string(), true)]
+            .into_iter()
+            .collect();
+        let mut changed = 0;
+        for case in corpus.cases.iter().filter(|c| c.label == Label::Accept) {
+            let Some(read) = in_dialect(case, kimi, &dialect) else {
+                continue;
+            };
+            changed += 1;
+            for (a, b) in read.expects.iter().zip(&case.expects) {
+                let (Some(a), Some(b)) = (a, b) else { continue };
+                for (x, y) in a.calls.iter().flatten().zip(b.calls.iter().flatten()) {
+                    assert_eq!(
+                        (&x.name, &x.arguments),
+                        (&y.name, &y.arguments),
+                        "{}",
+                        case.id
+                    );
+                    if let (Some(whole), Some(tail)) = (&x.id, &y.id) {
+                        assert!(
+                            whole.ends_with(tail.as_str()) && whole.contains(':'),
+                            "{}: {whole} vs {tail}",
+                            case.id
+                        );
+                    }
+                }
+            }
+        }
+        assert!(
+            changed > 20,
+            "{changed} cases read differently in the dialect"
+        );
+    }
 }

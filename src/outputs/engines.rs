@@ -1564,6 +1564,7 @@ mod tests {
             version: "1".into(),
             date: String::new(),
             policy: BTreeMap::new(),
+            dialect: vec![],
             setup: Step {
                 ok: true,
                 seconds: 0.0,
@@ -1581,6 +1582,8 @@ mod tests {
             error: None,
             seconds: 0.0,
             date: String::new(),
+            paths: vec![],
+            slow_report: None,
         };
         let cost = CostReport {
             parser: "cmd:e".into(),
@@ -1610,6 +1613,7 @@ mod tests {
                 bytes: None,
                 cost: Some(cost),
                 problems: vec![],
+                slow: vec![],
             }],
         };
         let md = markdown(&cost_table(&m));
