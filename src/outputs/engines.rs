@@ -466,9 +466,8 @@ pub fn bugs_page<'a>(
     }
     for (_, bugs) in &mut engines {
         bugs.sort_by(|a, b| {
-            b.cases
-                .len()
-                .cmp(&a.cases.len())
+            distinct_cases(b)
+                .cmp(&distinct_cases(a))
                 .then_with(|| a.fingerprint.cmp(b.fingerprint))
         });
     }
@@ -1654,6 +1653,143 @@ mod tests {
                 "timeout under tokens: no answer in 10 s".to_string(),
                 "conform parse x".to_string()
             )
+        );
+    }
+
+    /// A case of `format` failing `expectation` on `path` with what the engine returned.
+    fn failing(id: &str, path: &str, message: &str, got: serde_json::Value) -> serde_json::Value {
+        serde_json::json!({
+            "id": id, "format": "deepseek_v3", "label": "y", "status": "fail", "digest": "",
+            "replays": 3, "error_free": 3, "matched": 0, "notes": [],
+            "violations": [{"invariant": "expectation", "strategy": "tokens", "cuts": [[5]],
+                "failing_replays": 1, "message": message, "path": path,
+                "replay": format!("conform parse --format deepseek_v3 {id} --cuts 5 --path stream"),
+                "got": [got]}]
+        })
+    }
+
+    #[test]
+    fn bugs_are_listed_once_per_engine_with_their_smallest_case_and_an_upstream_report() {
+        let args = |suffix: &str| {
+            let arguments = serde_json::json!({ "a": format!("x{suffix}") }).to_string();
+            serde_json::json!({"text": "", "calls": [{"name": "f", "arguments": arguments}]})
+        };
+        let msg = r#"call 0 differs: parsed f({"a":"x…"}) but the expectation says f({"a":"x"})"#;
+        let cases = vec![
+            failing("c/big.txt", "stream", msg, args("<｜tool▁call▁end｜>")),
+            failing(
+                "c/small.txt",
+                "stream",
+                msg,
+                args("\n```<｜tool▁call▁end｜>"),
+            ),
+            failing(
+                "c/text.txt",
+                "batch",
+                r#"text is "" but the expectation says "Hi.""#,
+                serde_json::json!({"text": "", "calls": []}),
+            ),
+        ];
+        let report: Report = serde_json::from_value(serde_json::json!({
+            "schema_version": 1, "tool": {"name": "conform", "version": "0"}, "seed": 0,
+            "strategies": ["whole", "tokens"],
+            "chunking": {"random_groupings": 8, "random_max_chunk": 16, "two_cut_cap": 512,
+                "bursts": 4, "burst_max_tokens": 8, "tokenizer": "o200k_base"},
+            "corpus": {"digest": "", "cases": 3, "errors": []},
+            "runs": [{"parser": "cmd:e", "totals": {"cases": 3, "passed": 0, "failed": 3,
+                "xfail": 0, "xpass": 0, "replays": 9, "parse_replays": 9, "parse_ok": 9,
+                "parse_success_rate": 1.0, "match_replays": 9, "match_ok": 0, "match_rate": 0.0,
+                "violations": {}, "cut_classes": {}},
+                "formats": {}, "cases": cases}]
+        }))
+        .unwrap();
+        let engine = EngineEntry {
+            engine: "e".into(),
+            title: String::new(),
+            package: "e (crates.io)".into(),
+            version: "1.0".into(),
+            date: String::new(),
+            policy: BTreeMap::new(),
+            dialect: vec![],
+            setup: Step {
+                ok: true,
+                seconds: 0.0,
+                message: String::new(),
+                command: String::new(),
+            },
+            parsers: vec![],
+        };
+        let entry = ParserEntry {
+            name: "e".into(),
+            parser: "cmd:e".into(),
+            report: None,
+            bytes_report: None,
+            cost: None,
+            error: None,
+            seconds: 0.0,
+            date: String::new(),
+            paths: vec!["batch".into(), "stream".into()],
+            slow_report: None,
+        };
+        let m = Matrix {
+            manifest: Manifest {
+                generated_at: String::new(),
+                command: String::new(),
+                conform_version: String::new(),
+                strategies: vec![],
+                byte_strategies: vec![],
+                seconds: 0.0,
+                engines: vec![engine.clone()],
+            },
+            variants: vec![Variant {
+                engine,
+                entry,
+                report: Some(report),
+                bytes: None,
+                cost: None,
+                problems: vec![],
+                slow: vec![],
+            }],
+        };
+        let context = |c: &CaseOut| {
+            let mut ctx = CaseContext::of_format(&c.format);
+            ctx.bytes = if c.id.contains("small") { 10 } else { 99 };
+            ctx.transcript = format!("transcript of {}", c.id);
+            ctx.turns = vec![crate::harness::classify::TurnContext {
+                expected_text: Some("Hi.".into()),
+                expected_calls: Some(vec![crate::event::ToolCall {
+                    name: "f".into(),
+                    id: None,
+                    server: None,
+                    arguments: serde_json::json!({"a": "x"}),
+                }]),
+                ..Default::default()
+            }];
+            ctx
+        };
+        let pages = pages(&m, &context);
+        let md = markdown(&pages.bugs);
+        // Two distinct bugs: the arguments one explains two cases, shown by the smaller.
+        assert!(md.contains("| e 1.0 | 1 | deepseek_v3: a string argument ends with markup (`<｜tool▁call▁end｜>`) (streaming) | 2 |"), "{md}");
+        assert!(
+            md.contains("| e 1.0 | 2 | deepseek_v3: text dropped (stream=false) | 1 |"),
+            "{md}"
+        );
+        assert!(md.contains("`c/small.txt` (10 bytes)"), "{md}");
+        assert!(
+            md.contains("````markdown\n### a string argument ends with markup"),
+            "{md}"
+        );
+        assert!(md.contains("transcript of c/small.txt"), "{md}");
+        assert!(
+            md.contains("conform parse --format deepseek_v3 c/small.txt --cuts 5 --path stream"),
+            "{md}"
+        );
+        // The summary counts them per engine.
+        let summary = markdown(&pages.markdown);
+        assert!(
+            summary.contains("| e 1.0 | 2 | 3 | deepseek_v3 |"),
+            "{summary}"
         );
     }
 }
