@@ -119,7 +119,24 @@ pub fn normalise(msg: &str) -> String {
             None => res.push(ch),
         }
     }
-    res.split_whitespace().collect::<Vec<_>>().join(" ")
+    // A parenthesised list (`call N (get_weather)`, `(bytes N..N)`) says which case, not
+    // which bug.
+    let mut flat = String::new();
+    let mut depth = 0usize;
+    for ch in res.chars() {
+        match ch {
+            '(' => {
+                if depth == 0 {
+                    flat.push_str("(…)");
+                }
+                depth += 1;
+            }
+            ')' if depth > 0 => depth -= 1,
+            _ if depth > 0 => {}
+            _ => flat.push(ch),
+        }
+    }
+    flat.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn detail(c: &CaseOut, class: BugClass, by: Option<&ViolationOut>, ctx: &CaseContext) -> String {
@@ -309,11 +326,7 @@ fn arguments_detail(v: &ViolationOut, got: Option<&Got>, ctx: &CaseContext) -> S
                     };
                 }
                 (Some(gv), wv) if gv != wv && json_kind(gv) != json_kind(wv) => {
-                    return format!(
-                        "an argument typed {} instead of {}",
-                        json_kind(gv),
-                        json_kind(wv)
-                    );
+                    return "an argument's JSON type differs from the schema's".into();
                 }
                 (None, _) => return "an argument key lost".into(),
                 _ => {}
@@ -368,6 +381,10 @@ fn other_detail(v: &ViolationOut, got: Option<&Got>, ctx: &CaseContext) -> Strin
         _ => {}
     }
     if msg.contains(" call(s) parsed (") || msg.contains(" call(s) (") {
+        // Input that must be rejected, dispatched all the same.
+        if ctx.label == Some(super::corpus::Label::Reject) {
+            return "a malformed call dispatched".into();
+        }
         return "an extra call".into();
     }
     if msg.starts_with("call ") {
@@ -405,13 +422,13 @@ mod tests {
     fn messages_are_normalised_to_their_cause() {
         assert_eq!(
             normalise("byte index 7 is not a char boundary; it is inside '日' (bytes 6..9)"),
-            "byte index N is not a char boundary; it is inside '…' (bytes N..N)"
+            "byte index N is not a char boundary; it is inside '…' (…)"
         );
         assert_eq!(
             panic_text(
                 "the engine panicked: panicked at src/pythonic.rs:120:31: byte index 11 is not a char boundary; it is inside '本' (bytes 10..13) of `[search(q='日本')]`"
             ),
-            "byte index N is not a char boundary; it is inside '…' (bytes N..N)"
+            "byte index N is not a char boundary; it is inside '…' (…)"
         );
     }
 
