@@ -358,6 +358,8 @@ pub struct Pages {
     pub failures: Vec<(String, Vec<Block>)>,
     /// `BUGS.md`: per engine, each distinct bug once.
     pub bugs: Vec<Block>,
+    /// `bugs.json`: the same, for tools (per engine, each bug's fingerprint and its cases).
+    pub bugs_json: serde_json::Value,
 }
 
 /// Builds every page.
@@ -380,6 +382,7 @@ pub fn pages(m: &Matrix, context: &dyn Fn(&CaseOut) -> CaseContext) -> Pages {
     markdown.extend(failure_index(&classified));
     markdown.extend(byte_level(m, context));
     let bugs = bugs_page(m, &classified);
+    let bugs_json = bugs_json(&classified);
     let mut html = head;
     html.extend(bugs.iter().skip(1).cloned().map(|b| match b {
         Block::Heading(n, t) => Block::Heading(n + 1, t),
@@ -412,6 +415,7 @@ pub fn pages(m: &Matrix, context: &dyn Fn(&CaseOut) -> CaseContext) -> Pages {
         html,
         failures,
         bugs,
+        bugs_json,
     }
 }
 
@@ -500,6 +504,27 @@ pub fn bugs_page<'a>(
         }
     }
     out
+}
+
+/// Per engine, every bug's fingerprint and the (variant, case, replay) it explains.
+fn bugs_json(classified: &[(&Variant, Vec<Classified>)]) -> serde_json::Value {
+    let mut per: BTreeMap<String, BTreeMap<String, Vec<serde_json::Value>>> = BTreeMap::new();
+    for (v, cls) in classified {
+        for c in cls {
+            let Some(f) = &c.fingerprint else { continue };
+            per.entry(v.engine.engine.clone())
+                .or_default()
+                .entry(f.title())
+                .or_default()
+                .push(serde_json::json!({
+                    "variant": v.entry.name,
+                    "case": c.case.id,
+                    "class": f.class,
+                    "replay": replay_of(c, &v.entry.parser),
+                }));
+        }
+    }
+    serde_json::to_value(per).unwrap_or_default()
 }
 
 fn distinct_cases(b: &Bug) -> usize {
