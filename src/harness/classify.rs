@@ -469,7 +469,7 @@ fn drops_undeclared(ctx: &CaseContext, tc: &TurnContext, got: &Got) -> bool {
     };
     let declared: Vec<&ToolCall> = want
         .iter()
-        .filter(|c| ctx.tools.iter().any(|t| *t == c.name))
+        .filter(|c| ctx.tools.contains(&c.name))
         .collect();
     declared.len() < want.len()
         && declared.len() == got.calls.len()

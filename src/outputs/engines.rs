@@ -831,8 +831,9 @@ pub fn summary(m: &Matrix, classified: &[(&Variant, Vec<Classified>)]) -> Vec<Bl
 
 /// Distinct bugs per engine (variants of one engine share their bugs).
 fn bug_counts(classified: &[(&Variant, Vec<Classified>)]) -> Vec<Block> {
-    let mut per: BTreeMap<(String, String), (BTreeSet<&Fingerprint>, BTreeSet<&str>)> =
-        BTreeMap::new();
+    /// Per (engine, version): its bugs and the cases failing from them.
+    type Found<'a> = (BTreeSet<&'a Fingerprint>, BTreeSet<&'a str>);
+    let mut per: BTreeMap<(String, String), Found> = BTreeMap::new();
     for (v, cls) in classified {
         let e = per
             .entry((v.engine.engine.clone(), v.engine.version.clone()))
