@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Writes corpus/<id>/ for the six tagged-parameter formats (qwen3_coder, seed_oss, glm45,
-glm47, minimax_m2, deepseek_v32): tools.json, the labelled cases, and transcripts.jsonl.
+"""Writes corpus/<id>/ for the tagged-parameter formats (qwen3_coder, seed_oss, glm45, glm47,
+minimax_m2, deepseek_v32, deepseek_v4, deepseek_v41): tools.json, the labelled cases (in
+subfolders with their conform.toml where a case needs other options), and transcripts.jsonl.
 
 Every case is written from the specs (specs/<id>.md, specs/typing.md) by hand: a case gives
 its wire pieces (raw parameter text exactly as the model writes it) and its expectation
@@ -12,10 +13,17 @@ Run from the repository root: python3 scripts/gen_tagged_corpus.py
 
 import json
 import os
+import shutil
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FORMATS = ["qwen3_coder", "seed_oss", "glm45", "glm47", "minimax_m2", "deepseek_v32"]
+FORMATS = ["qwen3_coder", "seed_oss", "glm45", "glm47", "minimax_m2", "deepseek_v32",
+           "deepseek_v4", "deepseek_v41"]
+# The DSML formats: block, invoke and parameter tag names after the sentinel.
+DSML = {"deepseek_v32": ("function_calls", "invoke", "parameter"),
+        "deepseek_v4": ("tool_calls", "invoke", "parameter"),
+        "deepseek_v41": (" calls", " invoke", " parameter")}
+V4 = ("deepseek_v4", "deepseek_v41")
 ROWS = json.load(open(os.path.join(ROOT, "specs", "typing.json")))
 
 # ---------------------------------------------------------------- tools
@@ -72,7 +80,10 @@ TOOLS = [
     tool("typing", {r["rule"]: r["schema"] for r in ROWS}, defs=TYPING_DEFS,
          desc="One parameter per row of specs/typing.json"),
 ]
-SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+# DeepSeek-V4.1 names tools `namespace::tool`; the V4 corpora declare one such tool.
+V4_TOOLS = TOOLS + [tool("fs::read_file", {"path": {"type": "string"}, "limit": {"type": "integer"}},
+                         desc="A namespaced tool")]
+SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in V4_TOOLS}
 
 def is_string_schema(tool_name, key):
     s = SCHEMAS.get(tool_name, {}).get("properties", {}).get(key)
@@ -93,7 +104,7 @@ def param_wire(fmt, tool_name, key, raw, attr="auto"):
         return f"<arg_key>{key}</arg_key><arg_value>{raw}</arg_value>"
     if fmt == "minimax_m2":
         return f'<parameter name="{key}">{raw}</parameter>\n'
-    if fmt == "deepseek_v32":
+    if fmt in DSML:
         if attr == "auto":
             # As the template writes it: string="true" for a string value. Raw text that is
             # not JSON can only have been a string value.
@@ -105,7 +116,8 @@ def param_wire(fmt, tool_name, key, raw, attr="auto"):
                 except ValueError:
                     pass
         a = f' string="{attr}"' if attr else ""
-        return f'<{DS}parameter name="{key}"{a}>{raw}</{DS}parameter>'
+        p = DSML[fmt][2]
+        return f'<{DS}{p} name="{key}"{a}>{raw}</{DS}{p}>'
     raise ValueError(fmt)
 
 def call_wire(fmt, name, params):
@@ -123,6 +135,10 @@ def call_wire(fmt, name, params):
         return f'<invoke name="{name}">\n' + "".join(ps) + "</invoke>\n"
     if fmt == "deepseek_v32":
         return f'\n<{DS}invoke name="{name}">\n' + "\n".join(ps) + f"\n</{DS}invoke>"
+    if fmt in V4:
+        # As DeepSeek's encoding script writes it: a no-argument invoke has an empty line.
+        i = DSML[fmt][1]
+        return f'<{DS}{i} name="{name}">\n' + "\n".join(ps) + f"\n</{DS}{i}>"
     raise ValueError(fmt)
 
 def block_wire(fmt, calls):
@@ -132,6 +148,9 @@ def block_wire(fmt, calls):
         return "<minimax:tool_call>\n" + "".join(cs) + "</minimax:tool_call>"
     if fmt == "deepseek_v32":
         return f"<{DS}function_calls>" + "".join(cs) + f"\n</{DS}function_calls>"
+    if fmt in V4:
+        b = DSML[fmt][0]
+        return f"<{DS}{b}>\n" + "\n".join(cs) + f"\n</{DS}{b}>"
     if fmt == "glm47":
         return "".join(cs)
     return "\n".join(cs)
@@ -147,6 +166,7 @@ def wire(fmt, segments):
 VALUE_CLOSE = {
     "qwen3_coder": "</parameter>", "seed_oss": "</parameter>", "glm45": "</arg_value>",
     "glm47": "</arg_value>", "minimax_m2": "</parameter>", "deepseek_v32": f"</{DS}parameter>",
+    "deepseek_v4": f"</{DS}parameter>", "deepseek_v41": f"</{DS} parameter>",
 }
 OUTER = {
     "qwen3_coder": ["</function>", "</tool_call>", "<tool_call>", "<function=x>"],
@@ -155,8 +175,10 @@ OUTER = {
     "glm47": ["</tool_call>", "<tool_call>get_time</tool_call>", "<arg_key>k</arg_key>", "<arg_value>"],
     "minimax_m2": ["</invoke>", "</minimax:tool_call>", '<invoke name="x">', "<minimax:tool_call>"],
     "deepseek_v32": [f"</{DS}invoke>", f"</{DS}function_calls>", "</parameter>", "<invoke name=\"x\">"],
+    "deepseek_v4": [f"</{DS}invoke>", f"</{DS}tool_calls>", f'<{DS}invoke name="x">', f"<{DS}tool_calls>"],
+    "deepseek_v41": [f"</{DS} invoke>", f"</{DS} calls>", f'<{DS} invoke name="x">', f"<{DS} calls>"],
 }
-STRUCTURAL = {"qwen3_coder", "seed_oss", "minimax_m2", "deepseek_v32"}
+STRUCTURAL = {"qwen3_coder", "seed_oss", "minimax_m2", "deepseek_v32", "deepseek_v4", "deepseek_v41"}
 
 # ---------------------------------------------------------------- cases
 
@@ -184,7 +206,8 @@ def shared_cases(fmt):
         {"text": "", "calls": [call("get_time")], "error": None})
     add("y_parallel_calls", ["Checking both.\n", [("get_weather", [("city", "Oslo")]), ("get_time", []), ("search", [("query", "rust parsers"), ("limit", "5")])]],
         {"text": "Checking both.\n", "calls": [call("get_weather", city="Oslo"), call("get_time"), call("search", query="rust parsers", limit=5)], "error": None})
-    add("y_text_before_between_after", ["First I look.\n", [("get_time", [])], "\nThen I search.\n", [("search", [("query", "x")])], "\nDone."],
+    # DeepSeek-V4: vLLM, SGLang and tool-parser drop text after the calls, Dynamo keeps it.
+    add(("i_" if fmt in V4 else "y_") + "text_before_between_after", ["First I look.\n", [("get_time", [])], "\nThen I search.\n", [("search", [("query", "x")])], "\nDone."],
         {"text": "First I look.\n\nThen I search.\n\nDone.", "calls": [call("get_time"), call("search", query="x")], "error": None,
          "warnings": ["text_after_calls"]})
     add("y_whitespace_next_to_calls_dropped", ["\n\n", [("get_time", [])], "\n \n"],
@@ -237,9 +260,11 @@ def shared_cases(fmt):
     opener = {"qwen3_coder": "<tool_call>\n<function=get_wea", "seed_oss": "<seed:tool_call>\n<function=get_wea",
               "glm45": "<tool_call>get_wea", "glm47": "<tool_call>get_wea",
               "minimax_m2": '<minimax:tool_call>\n<invoke name="get_wea',
-              "deepseek_v32": f'<{DS}function_calls>\n<{DS}invoke name="get_wea'}[fmt]
+              "deepseek_v32": f'<{DS}function_calls>\n<{DS}invoke name="get_wea',
+              "deepseek_v4": f'<{DS}tool_calls>\n<{DS}invoke name="get_wea',
+              "deepseek_v41": f'<{DS} calls>\n<{DS} invoke name="get_wea'}[fmt]
     add("n_unterminated_inside_name", "Calling now.\n" + opener, {"text": "Calling now.\n", "calls": [], "error": {"kind": "unterminated"}})
-    add("n_empty_name_then_good_call", [[("", [("city", "x")]), ("get_time", [])]] if fmt in ("minimax_m2", "deepseek_v32")
+    add("n_empty_name_then_good_call", [[("", [("city", "x")]), ("get_time", [])]] if fmt in ("minimax_m2",) + tuple(DSML)
         else [[("", [("city", "x")])], [("get_time", [])]],
         {"calls": [call("get_time")], "error": {"kind": "missing_name"}, "errors": ["missing_name"]})
     add("n_name_with_space", [[("get weather", [("city", "x")])]],
@@ -250,7 +275,8 @@ def shared_cases(fmt):
         # A block holding text between its calls (GLM blocks are calls: no such place).
         blk = wire(fmt, [[("get_time", [])]])
         inner = {"qwen3_coder": "<tool_call>\n", "seed_oss": "<seed:tool_call>\n",
-                 "minimax_m2": "<minimax:tool_call>\n", "deepseek_v32": f"<{DS}function_calls>"}[fmt]
+                 "minimax_m2": "<minimax:tool_call>\n", "deepseek_v32": f"<{DS}function_calls>",
+                 "deepseek_v4": f"<{DS}tool_calls>\n", "deepseek_v41": f"<{DS} calls>\n"}[fmt]
         add("y_text_inside_block_kept", blk.replace(inner, inner + "(one moment)\n", 1),
             {"text": "(one moment)\n\n" if fmt == "deepseek_v32" else "\n(one moment)\n",
              "calls": [call("get_time")], "error": None, "warnings": ["text_in_block"]})
@@ -272,9 +298,17 @@ def reasoning_cases(fmt):
          "error": None, "warnings": []})
     # A call written inside reasoning was only considered: it stays reasoning and never runs.
     blk = wire(fmt, [[("get_time", [])]])
-    add("y_reasoning_call_inside_reasoning", f"{o}Maybe {blk} no: I know it.{e}\nIt is noon.",
-        {"text": "\nIt is noon.", "reasoning": f"Maybe {blk} no: I know it.", "calls": [],
-         "error": None, "warnings": ["call_in_reasoning"]})
+    if fmt in V4:
+        # DeepSeek-V4's calls block ends reasoning (V4: option reasoning.implicit_reasoning_end,
+        # V4.1: natively); the call runs, the later close is stray, what follows it is text.
+        add("y_reasoning_calls_block_ends_reasoning", f"{o}Maybe {blk} no: I know it.{e}\nIt is noon.",
+            {"text": " no: I know it.\nIt is noon.", "reasoning": "Maybe ", "calls": [call("get_time")],
+             "error": None, "warnings": (["implicit_reasoning_end"] if fmt == "deepseek_v4" else [])
+             + ["stray_reasoning_end", "text_after_calls"]})
+    else:
+        add("y_reasoning_call_inside_reasoning", f"{o}Maybe {blk} no: I know it.{e}\nIt is noon.",
+            {"text": "\nIt is noon.", "reasoning": f"Maybe {blk} no: I know it.", "calls": [],
+             "error": None, "warnings": ["call_in_reasoning"]})
     add("y_reasoning_unterminated_at_end", f"Hmm.\n{o}Still weighing the options",
         {"text": "Hmm.\n", "reasoning": "Still weighing the options", "calls": [],
          "error": None, "warnings": ["unterminated_reasoning"]})
@@ -423,6 +457,141 @@ def specific_cases(fmt):
             {"calls": [], "error": {"kind": "malformed_markup"}})
         add("n_unterminated_inside_marker", f"<{DS}function_calls>" + inv("get_time", "")[:-6],
             {"calls": [], "error": {"kind": "unterminated"}})
+    if fmt in V4:
+        c += deepseek_v4_cases(fmt)
+    return c
+
+# Subfolders of a corpus with the options their cases run under (conform.toml `[options]`).
+SUBFOLDERS = {
+    # The request had thinking on: the prompt ends `<｜Assistant｜><think>`, the output starts
+    # inside reasoning (request mode starting_state = "reasoning").
+    "thinking": {"reasoning.starts_inside": True},
+    # Other spellings of the delimiters read as markup.
+    "marker_variants": {"marker_variants": True},
+}
+
+def deepseek_v4_cases(fmt):
+    """DeepSeek-V4 and V4.1 (specs/deepseek_v4.md, specs/deepseek_v41.md)."""
+    c = []
+    add = lambda name, seg, exp: c.append((name, seg, exp))
+    v4 = fmt == "deepseek_v4"
+    b, i, p = DSML[fmt]
+    inv = lambda name, body: f'<{DS}{i} name="{name}">\n{body}\n</{DS}{i}>'
+    blk = lambda *invs: f"<{DS}{b}>\n" + "\n".join(invs) + f"\n</{DS}{b}>"
+    P = lambda k, v, s=None: f'<{DS}{p} name="{k}"' + (f' string="{s}"' if s else "") + f">{v}</{DS}{p}>"
+    EOS = "<｜end▁of▁sentence｜>"
+    # What V4 reads as a leniency, V4.1 writes natively (no warning).
+    lenient = lambda kind: [kind] if v4 else []
+    # The other dialect's tag names.
+    ob, oi, op = DSML["deepseek_v41" if v4 else "deepseek_v4"]
+    oinv = lambda name, body: f'<{DS}{oi} name="{name}">\n{body}\n</{DS}{oi}>'
+    oblk = lambda *invs: f"<{DS}{ob}>\n" + "\n".join(invs) + f"\n</{DS}{ob}>"
+    OP = lambda k, v, s: f'<{DS}{op} name="{k}" string="{s}">{v}</{DS}{op}>'
+
+    # The attribute decides the typing.
+    add("y_string_attribute_decides", blk(inv("get_weather", P("city", " 杭州 ", "true") + "\n" + P("days", "3", "false") + "\n" + P("metric", "true", "false"))),
+        {"calls": [call("get_weather", city=" 杭州 ", days=3, metric=True)], "error": None, "warnings": []})
+    add("y_string_false_json_values", blk(inv("run_command", P("command", "ls", "true") + "\n" + P("env", '{"A": "1", "B": "é"}', "false") + "\n" + P("args", '["-a", "-l"]', "false") + "\n" + P("timeout", " 2.5\n", "false"))),
+        {"calls": [call("run_command", command="ls", env={"A": "1", "B": "é"}, args=["-a", "-l"], timeout=2.5)], "error": None, "warnings": []})
+    add("y_attribute_disagreeing_with_schema_wins", blk(inv("get_weather", P("city", "42", "false") + "\n" + P("days", "3", "true"))),
+        {"calls": [call("get_weather", city=42, days="3")], "error": None, "warnings": ["schema_type_mismatch", "schema_type_mismatch"]})
+    add("y_string_false_not_json_stays_string", blk(inv("run_command", P("command", "ls", "true") + "\n" + P("env", "{A: 1}", "false"))),
+        {"calls": [call("run_command", command="ls", env="{A: 1}")], "error": None, "warnings": ["type_mismatch"]})
+    add("y_missing_string_attribute_typed_by_schema", blk(inv("get_weather", P("city", "Oslo") + "\n" + P("days", "5"))),
+        {"calls": [call("get_weather", city="Oslo", days=5)], "error": None, "warnings": ["missing_string_attribute", "missing_string_attribute"]})
+    add("n_bad_string_attribute", blk(inv("get_weather", P("city", "x", "yes"))),
+        {"calls": [], "error": {"kind": "malformed_markup"}})
+    add("y_json_looking_string_value_stays_string", blk(inv("write_file", P("path", "a.json", "true") + "\n" + P("content", '{"a": 1}', "true"))),
+        {"calls": [call("write_file", path="a.json", content='{"a": 1}')], "error": None, "warnings": []})
+    # Structure: several blocks, closers of the other levels inside a value, the end token.
+    add("y_several_blocks_all_parsed", blk(inv("get_time", "")) + "\nand\n" + blk(inv("get_time", "")),
+        {"text": "\nand\n", "calls": [call("get_time"), call("get_time")], "error": None, "warnings": []})
+    other = f"a</{DS}{i}>b</{DS}{b}>c<{DS}{i} name=\"x\">d"
+    add("y_other_closers_inside_value_are_content", blk(inv("write_file", P("path", "n.txt", "true") + "\n" + P("content", other, "true"))),
+        {"calls": [call("write_file", path="n.txt", content=other)], "error": None, "warnings": []})
+    add("y_template_turn_with_end_token", "Let me check.\n\n" + blk(inv("get_weather", P("city", "Paris", "true") + "\n" + P("days", "3", "false")), inv("get_time", "")) + EOS,
+        {"text": "Let me check.\n\n", "calls": [call("get_weather", city="Paris", days=3), call("get_time")], "error": None, "warnings": []})
+    add("y_end_token_is_not_text", "The answer is 42." + EOS,
+        {"text": "The answer is 42.", "calls": [], "error": None, "warnings": []})
+    add("i_missing_section_end", f"<{DS}{b}>\n" + inv("get_time", ""),
+        {"calls": [call("get_time")], "error": None, "warnings": ["missing_section_end"]})
+    add("n_unterminated_inside_marker", f"<{DS}{b}>\n" + inv("get_time", "")[:-6],
+        {"calls": [], "error": {"kind": "unterminated"}})
+    add("n_unterminated_after_value_close", f"<{DS}{b}>\n" + f'<{DS}{i} name="get_weather">\n' + P("city", "Paris", "true"),
+        {"calls": [], "error": {"kind": "unterminated"}})
+    # Invokes without their block: every engine reads them (V4.1 writes them).
+    add("y_invokes_without_block", "Sure.\n\n" + inv("get_weather", P("city", "Oslo", "true")) + "\n" + inv("get_time", ""),
+        {"text": "Sure.\n\n", "calls": [call("get_weather", city="Oslo"), call("get_time")], "error": None,
+         "warnings": lenient("missing_wrapper") * 2})
+    # A JSON object as the invoke's body: SGLang, tool-parser and Dynamo read it, vLLM and
+    # DeepSeek's reference library give {} (i_).
+    add("i_json_invoke_body", blk(inv("get_weather", '{"city": "Paris", "days": 3}')),
+        {"calls": [call("get_weather", city="Paris", days=3)], "error": None, "warnings": lenient("json_invoke_body")})
+    body = 'use </｜DSML｜' + i + '> to end\n"q" {x} [y]'
+    add("i_json_body_closer_inside_string_is_data", blk(inv("write_file", json.dumps({"path": "a.md", "content": body}, ensure_ascii=False))),
+        {"calls": [call("write_file", path="a.md", content=body)], "error": None, "warnings": lenient("json_invoke_body")})
+    add("n_json_body_not_json_then_good_call", blk(inv("get_weather", "{city: Paris}"), inv("get_time", "")),
+        {"calls": [call("get_time")], "error": {"kind": "malformed_markup"}})
+    add("n_json_body_then_parameter", blk(inv("get_weather", '{"city": "x"}\n' + P("days", "3", "false"))),
+        {"calls": [], "error": {"kind": "malformed_markup"}})
+    add("n_unterminated_inside_json_body", blk(inv("get_weather", '{"city": "Par'))[:-len(f"\n</{DS}{i}>\n</{DS}{b}>")],
+        {"calls": [], "error": {"kind": "unterminated"}})
+    # SGLang's self-closing invoke.
+    add("i_self_closing_invoke", blk(f'<{DS}{i} name="get_time"/>', inv("get_weather", P("city", "Rome", "true"))),
+        {"calls": [call("get_time"), call("get_weather", city="Rome")], "error": None, "warnings": ["self_closing_invoke"]})
+    # The other dialect (and V4's other spellings) is text unless the option reads it.
+    if v4:
+        add("i_v41_dialect_is_text", oblk(oinv("get_time", "")),
+            {"text": oblk(oinv("get_time", "")), "calls": [], "error": None, "warnings": []})
+        ascii = blk(inv("get_weather", P("city", "Rome", "true"))).replace("｜DSML｜", "|DSML|")
+        add("i_ascii_sentinel_is_text", ascii, {"text": ascii, "calls": [], "error": None, "warnings": []})
+        # The block's spelling is text, the invoke inside it a block-less call.
+        add("i_toolcalls_spelling_block_is_text", f"<{DS}toolcalls>\n" + inv("get_time", "") + f"\n</{DS}toolcalls>",
+            {"text": f"<{DS}toolcalls>\n\n</{DS}toolcalls>", "calls": [call("get_time")], "error": None,
+             "warnings": ["missing_wrapper", "text_after_calls"]})
+        add("i_v32_block_name_invokes_are_calls", f"<{DS}function_calls>\n" + inv("get_time", "") + f"\n</{DS}function_calls>",
+            {"text": f"<{DS}function_calls>\n\n</{DS}function_calls>", "calls": [call("get_time")], "error": None,
+             "warnings": ["missing_wrapper", "text_after_calls"]})
+        add("marker_variants/y_variant_ascii_sentinel", ascii,
+            {"text": "", "calls": [call("get_weather", city="Rome")], "error": None, "warnings": ["marker_variant"]})
+        add("marker_variants/y_variant_toolcalls_spelling", f"<{DS}toolcalls>\n" + inv("get_time", "") + f"\n</{DS}toolcalls>",
+            {"text": "", "calls": [call("get_time")], "error": None, "warnings": ["marker_variant"]})
+        add("marker_variants/y_variant_v41_dialect", oblk(oinv("get_weather", OP("city", "Lima", "true"))),
+            {"text": "", "calls": [call("get_weather", city="Lima")], "error": None, "warnings": ["marker_variant"]})
+    else:
+        add("i_v4_dialect_is_text", oblk(oinv("get_time", "")),
+            {"text": oblk(oinv("get_time", "")), "calls": [], "error": None, "warnings": []})
+        two = blk(inv("get_time", "")).replace("｜DSML｜ ", "｜DSML｜  ")
+        add("y_two_spaces_are_not_the_dialect", two, {"text": two, "calls": [], "error": None, "warnings": []})
+        add("y_namespaced_tool_name", blk(inv("fs::read_file", P("path", "src/main.rs", "true") + "\n" + P("limit", "200", "false"))),
+            {"calls": [call("fs::read_file", path="src/main.rs", limit=200)], "error": None, "warnings": []})
+        add("marker_variants/y_variant_v4_dialect", oblk(oinv("get_weather", OP("city", "Lima", "true"))),
+            {"text": "", "calls": [call("get_weather", city="Lima")], "error": None, "warnings": ["marker_variant"]})
+        add("marker_variants/y_variant_mixed_dialects_in_one_turn", blk(inv("get_time", "")) + "\n" + oblk(oinv("get_time", "")),
+            {"text": "", "calls": [call("get_time"), call("get_time")], "error": None, "warnings": ["marker_variant"]})
+    # Thinking on: the output starts inside reasoning.
+    th = "thinking/"
+    add(th + "y_reasoning_then_text_and_call", "The user wants Paris weather.</think>Checking.\n\n" + blk(inv("get_weather", P("city", "Paris", "true"))) + EOS,
+        {"text": "Checking.\n\n", "reasoning": "The user wants Paris weather.", "calls": [call("get_weather", city="Paris")], "error": None, "warnings": []})
+    add(th + "y_calls_block_ends_reasoning", "I need the time.\n\n" + blk(inv("get_time", "")),
+        {"text": "", "reasoning": "I need the time.\n\n", "calls": [call("get_time")], "error": None,
+         "warnings": lenient("implicit_reasoning_end")})
+    add(th + "y_bare_invoke_ends_reasoning", "Quick one." + inv("get_time", ""),
+        {"text": "", "reasoning": "Quick one.", "calls": [call("get_time")], "error": None,
+         "warnings": lenient("implicit_reasoning_end") + lenient("missing_wrapper")})
+    add(th + "y_calls_block_then_late_close", "Plan: weather." + blk(inv("get_weather", P("city", "Oslo", "true"))) + "</think>",
+        {"text": "", "reasoning": "Plan: weather.", "calls": [call("get_weather", city="Oslo")], "error": None,
+         "warnings": lenient("implicit_reasoning_end") + ["stray_reasoning_end"]})
+    add(th + "y_answer_without_tools", "Easy: 6 × 7.</think>The answer is 42." + EOS,
+        {"text": "The answer is 42.", "reasoning": "Easy: 6 × 7.", "calls": [], "error": None, "warnings": []})
+    add(th + "y_empty_reasoning_then_call", "</think>\n\n" + blk(inv("get_time", "")),
+        {"text": "", "reasoning": "", "calls": [call("get_time")], "error": None, "warnings": []})
+    add(th + "y_unterminated_reasoning", "Still weighing 杭州 against 上海",
+        {"text": "", "reasoning": "Still weighing 杭州 against 上海", "calls": [], "error": None, "warnings": ["unterminated_reasoning"]})
+    add(th + "y_reasoning_tags_inside_value_are_content", "Write it.</think>" + blk(inv("write_file", P("path", "t.md", "true") + "\n" + P("content", "a <think>b</think> c", "true"))),
+        {"text": "", "reasoning": "Write it.", "calls": [call("write_file", path="t.md", content="a <think>b</think> c")], "error": None, "warnings": []})
+    add(th + "n_unterminated_call_after_reasoning", "Writing.</think>" + blk(inv("write_file", P("path", "a.txt", "true") + "\n" + P("content", "half a li", "true")))[:-len(f"</{DS}{p}>\n</{DS}{i}>\n</{DS}{b}>")],
+        {"text": "", "reasoning": "Writing.", "calls": [], "error": {"kind": "unterminated"}})
     return c
 
 # ---------------------------------------------------------------- transcripts (.jsonl)
@@ -444,6 +613,17 @@ def transcripts(fmt):
     add("agent_html_file", [[("write_file", [("path", "index.html"), ("content", "<!doctype html>\n<html><body><p class=\"x\">Tom &amp; Jerry &lt;3</p></body></html>\n")])]])
     o, e = THINK[fmt]
     add("agent_answer_after_thinking", f"{o}No tool needed.{e}\n\nThe answer is 42.")
+    if fmt in V4:
+        b, i, p = DSML[fmt]
+        EOS = "<｜end▁of▁sentence｜>"
+        inv = lambda name, body: f'<{DS}{i} name="{name}">\n{body}\n</{DS}{i}>'
+        P = lambda k, v, s: f'<{DS}{p} name="{k}" string="{s}">{v}</{DS}{p}>'
+        add("agent_reasoning_then_parallel_calls", f"{o}Two cities, one call each.{e}I'll check both.\n\n<{DS}{b}>\n"
+            + inv("get_weather", P("city", "北京", "true") + "\n" + P("days", "3", "false")) + "\n"
+            + inv("get_weather", P("city", "Zürich", "true") + "\n" + P("unit", "celsius", "true")) + f"\n</{DS}{b}>" + EOS,
+            {"text": "I'll check both.\n\n", "reasoning": "Two cities, one call each.", "calls": [
+                call("get_weather", city="北京", days=3), call("get_weather", city="Zürich", unit="celsius")], "error": None})
+        add("agent_write_code_with_dsml_in_it", f"<{DS}{b}>\n" + inv("write_file", P("path", "parse.py", "true") + "\n" + P("content", f'OPEN = "<{DS}{i} name="\nCLOSE = "</{DS}{p}>"\n', "true")) + f"\n</{DS}{b}>")
     return t
 
 # ---------------------------------------------------------------- write
@@ -453,12 +633,15 @@ def main():
         d = os.path.join(ROOT, "corpus", fmt)
         os.makedirs(d, exist_ok=True)
         for f in os.listdir(d):
-            os.remove(os.path.join(d, f))
+            if os.path.isdir(os.path.join(d, f)):
+                shutil.rmtree(os.path.join(d, f))
+            else:
+                os.remove(os.path.join(d, f))
         with open(os.path.join(d, "tools.json"), "w") as f:
-            json.dump(TOOLS, f, indent=1, ensure_ascii=False)
+            json.dump(V4_TOOLS if fmt in V4 else TOOLS, f, indent=1, ensure_ascii=False)
             f.write("\n")
         shared = shared_cases(fmt)
-        if fmt == "deepseek_v32":
+        if fmt in DSML:
             # The string attribute adds its own warnings; its cases pin them.
             for _, _, exp in shared:
                 exp.pop("warnings", None)
@@ -468,6 +651,14 @@ def main():
             assert name not in names, name
             names.add(name)
             text = seg if isinstance(seg, str) else wire(fmt, seg)
+            if "/" in name:
+                sub = name.split("/")[0]
+                if not os.path.exists(os.path.join(d, sub)):
+                    os.makedirs(os.path.join(d, sub))
+                    with open(os.path.join(d, sub, "conform.toml"), "w") as f:
+                        f.write("[options]\n")
+                        for k, v in SUBFOLDERS[sub].items():
+                            f.write(f'"{fmt}.{k}" = {str(v).lower()}\n')
             with open(os.path.join(d, name + ".txt"), "wb") as f:
                 f.write(text.encode())
             with open(os.path.join(d, name + ".expect.json"), "w") as f:

@@ -185,6 +185,14 @@ pub enum WarningKind {
     NullAlias,
     /// A value in Python literal syntax, read (option `typing.python_literals`).
     PythonLiteral,
+    /// A call marker inside reasoning, ending it there (option `reasoning.implicit_reasoning_end`).
+    ImplicitReasoningEnd,
+    /// Another spelling of a delimiter, read as markup (option `marker_variants`).
+    MarkerVariant,
+    /// A call whose body is a JSON object, read as its arguments (option `json_invoke_body`).
+    JsonInvokeBody,
+    /// A self-closing call, read as a call without arguments (option `self_closing_invoke`).
+    SelfClosingInvoke,
 }
 
 impl WarningKind {}
@@ -252,6 +260,10 @@ wire_names! {
         NullNotAllowed => "null_not_allowed",
         NullAlias => "null_alias",
         PythonLiteral => "python_literal",
+        ImplicitReasoningEnd => "implicit_reasoning_end",
+        MarkerVariant => "marker_variant",
+        JsonInvokeBody => "json_invoke_body",
+        SelfClosingInvoke => "self_closing_invoke",
     }
 }
 

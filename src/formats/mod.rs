@@ -30,7 +30,9 @@ pub use delimited::{
 };
 pub use registry::{REGISTRY, by_id};
 pub use sse::{anthropic_sse, openai_sse};
-pub use tagged::{deepseek_v32, glm45, glm47, minimax_m2, qwen3_coder, seed_oss};
+pub use tagged::{
+    deepseek_v4, deepseek_v32, deepseek_v41, glm45, glm47, minimax_m2, qwen3_coder, seed_oss,
+};
 #[cfg(feature = "schema")]
 pub use xml::strict_xml;
 pub use xml::{forge_json, forge_xml, roo_xml};

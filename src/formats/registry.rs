@@ -5,9 +5,10 @@ use crate::formats::options::{parse_assignment, unknown};
 #[cfg(feature = "schema")]
 use crate::formats::strict_xml;
 use crate::formats::{
-    Format, OptionValues, OptionsByFormat, anthropic_sse, deepseek_v3, deepseek_v31, deepseek_v32,
-    forge_json, forge_xml, glm45, glm47, harmony, hermes, kimi_k2, llama3_json, minimax_m2,
-    mistral, mistral_v11, openai_sse, pythonic, qwen3_coder, roo_xml, seed_oss,
+    Format, OptionValues, OptionsByFormat, anthropic_sse, deepseek_v3, deepseek_v4, deepseek_v31,
+    deepseek_v32, deepseek_v41, forge_json, forge_xml, glm45, glm47, harmony, hermes, kimi_k2,
+    llama3_json, minimax_m2, mistral, mistral_v11, openai_sse, pythonic, qwen3_coder, roo_xml,
+    seed_oss,
 };
 
 /// Every format, in a fixed order. Adding a format is one module and one line here.
@@ -35,6 +36,8 @@ pub static REGISTRY: &[&Format] = &[
     &glm47::FORMAT,
     &minimax_m2::FORMAT,
     &deepseek_v32::FORMAT,
+    &deepseek_v4::FORMAT,
+    &deepseek_v41::FORMAT,
 ];
 
 /// Looks a format up by id.
@@ -186,6 +189,8 @@ mod tests {
             "glm47",
             "minimax_m2",
             "deepseek_v32",
+            "deepseek_v4",
+            "deepseek_v41",
         ];
         match kind {
             "null_alias" => Some("typing.null_aliases"),

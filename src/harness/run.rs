@@ -970,6 +970,15 @@ impl<'a> CaseRun<'a> {
                     continue;
                 }
             };
+            // A turn that begins inside reasoning (the template opened it in the prompt) writes
+            // its answer after the reasoning's close: the rendering begins with an empty one.
+            let rendered = match format.reasoning {
+                Some(syntax) if case.options.get("reasoning.starts_inside") == Some(&true) => {
+                    let close = syntax.pairs.first().map_or("", |p| p.1);
+                    [close.as_bytes(), &rendered].concat()
+                }
+                _ => rendered,
+            };
             for cuts in [Cuts::At(Vec::new()), Cuts::EveryByte] {
                 let (turns, cut) = (std::slice::from_ref(&rendered), std::slice::from_ref(&cuts));
                 let outcome = if lean {

@@ -30,6 +30,13 @@ _DEEPSEEK = [
     ("<｜tool▁call▁end｜>", 128809),
     ("<｜tool▁sep｜>", 128814),
 ]
+# DeepSeek-V4's sentinel `｜DSML｜` (128825) is an added token that is not special: left out,
+# since every token here is special to the parsers (skip_special_tokens would drop it).
+_DEEPSEEK_V4 = [
+    ("<｜end▁of▁sentence｜>", 1),
+    ("<think>", 128821),
+    ("</think>", 128822),
+]
 _GLM = [
     ("<tool_call>", 151352),
     ("</tool_call>", 151353),
@@ -76,6 +83,8 @@ SPECIAL_TOKENS = {
     "deepseek_v3": _DEEPSEEK,
     "deepseek_v31": _DEEPSEEK,
     "deepseek_v32": [("<｜end▁of▁sentence｜>", 1)],
+    "deepseek_v4": _DEEPSEEK_V4,
+    "deepseek_v41": _DEEPSEEK_V4,
     "glm45": _GLM,
     "glm47": _GLM,
     "llama3_json": [

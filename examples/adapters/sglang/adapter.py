@@ -48,6 +48,8 @@ PARSERS = {
     "deepseek_v3": "deepseekv3",
     "deepseek_v31": "deepseekv31",
     "deepseek_v32": "deepseekv32",
+    "deepseek_v4": "deepseekv4",
+    "deepseek_v41": "deepseekv41",
     "pythonic": "pythonic",
     "qwen3_coder": "qwen3_coder",
     "glm45": "glm45",
@@ -69,6 +71,8 @@ REASONING = {
     "glm47": "glm45",
     "minimax_m2": "minimax-append-think",
     "mistral_v11": "mistral",
+    "deepseek_v4": "deepseek-v4",
+    "deepseek_v41": "deepseek-v41",
 }
 
 #: Packages the detectors' modules import but never use to parse text.

@@ -48,6 +48,8 @@ PARSERS = {
     "deepseek_v3": "deepseek_v3",
     "deepseek_v31": "deepseek_v31",
     "deepseek_v32": "deepseek_v32",
+    "deepseek_v4": "deepseek_v4",
+    "deepseek_v41": "deepseek_v41",
     "pythonic": "llama4_pythonic",
     "qwen3_coder": "qwen3_coder",
     "glm45": "glm45",
@@ -71,6 +73,8 @@ REASONING = {
     "minimax_m2": "minimax_m2",
     "seed_oss": "seed_oss",
     "mistral_v11": "mistral",
+    "deepseek_v4": "deepseek_v4",
+    "deepseek_v41": "deepseek_v41",
 }
 
 #: Packages the tool parsers' modules import but never use to parse text, and vLLM's own

@@ -64,6 +64,10 @@ config! {
             /// A close tag outside any block (the open tag was in the prompt but `starts_inside` is
             /// off) is dropped with a warning; off: dropped with a `malformed_markup` error.
             stray_reasoning_end,
+            /// A call marker inside a block ends the block there, with a warning, and is parsed as
+            /// a call (a model that forgot the close before acting: ai-dynamo/dynamo#10646,
+            /// DeepSeek-V4); off: `call_in_reasoning` applies. Off by default.
+            implicit_reasoning_end,
         }
     }
 }
@@ -76,6 +80,7 @@ impl Default for Config {
             call_in_reasoning: true,
             unterminated_reasoning: true,
             stray_reasoning_end: true,
+            implicit_reasoning_end: false,
         }
     }
 }
@@ -116,6 +121,9 @@ pub struct Reasoned<P> {
     pos: u64,
     /// Call markup was already reported in the current block.
     call_reported: bool,
+    /// The format's models end reasoning with a call natively: a call marker inside a block
+    /// ends it without a warning, whatever `implicit_reasoning_end` says.
+    native_call_end: bool,
     /// The bytes any tag or call marker can start with.
     first: ByteSet,
     /// That byte, when there is only one (`<` for every syntax so far): a streaming delta of
@@ -152,6 +160,7 @@ impl<P: StreamParser> Reasoned<P> {
             utf8: Utf8Decoder::new(),
             pos: 0,
             call_reported: false,
+            native_call_end: false,
             only_first: match *first {
                 [b] => Some(b),
                 _ => None,
@@ -159,6 +168,13 @@ impl<P: StreamParser> Reasoned<P> {
             first: ByteSet::new(first),
             longest,
         }
+    }
+
+    /// The layer for a syntax whose models open calls inside reasoning as their own way of
+    /// ending it (`native`): a call marker there ends the block without a warning.
+    pub fn calls_end_reasoning(mut self, native: bool) -> Self {
+        self.native_call_end = native;
+        self
     }
 
     fn start_state(cfg: &Config) -> State {
@@ -311,6 +327,19 @@ impl<P: StreamParser> Reasoned<P> {
                     self.flush_utf8(out);
                     self.state = State::Outside;
                 }
+                len
+            }
+            Tag::Call(len) if self.cfg.implicit_reasoning_end || self.native_call_end => {
+                if !self.native_call_end {
+                    let msg = format!(
+                        "call markup at byte {} ends the reasoning block (its close tag is missing)",
+                        self.pos
+                    );
+                    out.push(Event::warning(WarningKind::ImplicitReasoningEnd, msg));
+                }
+                self.flush_utf8(out);
+                self.state = State::Outside;
+                self.pass(&s[..len], out);
                 len
             }
             Tag::Call(len) => {
@@ -554,6 +583,50 @@ mod tests {
         };
         let r = parse_cfg(strict, "<think><call></think>");
         assert_eq!(r.error_kinds(), [ErrorKind::MalformedMarkup]);
+    }
+
+    #[test]
+    fn an_implicit_end_closes_the_block_at_a_call_marker() {
+        let cfg = Config {
+            implicit_reasoning_end: true,
+            ..Config::default()
+        };
+        let r = parse_cfg(cfg, "<think>plan <call>args");
+        assert_eq!(r.reasoning_text(), "plan ");
+        assert_eq!(r.text, "<call>args");
+        assert_eq!(warnings(&r), ["implicit_reasoning_end"]);
+        // From a prompt that opened the block too.
+        let inside = Config {
+            starts_inside: true,
+            ..cfg
+        };
+        let r = parse_cfg(inside, "plan<call>x");
+        assert_eq!((r.reasoning_text(), r.text.as_str()), ("plan", "<call>x"));
+    }
+
+    #[test]
+    fn a_native_call_end_needs_no_option_and_warns_nothing() {
+        let inside = Config {
+            starts_inside: true,
+            ..Config::default()
+        };
+        let b = "plé<call>x</think>".as_bytes();
+        let run = |chunks: &[&[u8]]| {
+            let mut p = Reasoned::new(Plain, &SYNTAX, inside).calls_end_reasoning(true);
+            ParseResult::fold(&run_chunks(&mut p, chunks.iter().copied()))
+        };
+        let whole = run(&[b]);
+        for cut in 1..b.len() {
+            assert_eq!(run(&[&b[..cut], &b[cut..]]), whole, "cut at {cut}");
+        }
+        // Outside again after the call marker: a later close is stray.
+        assert_eq!(whole.reasoning_text(), "plé");
+        assert_eq!(whole.text, "<call>x");
+        assert_eq!(warnings(&whole), ["stray_reasoning_end"]);
+        let mut p = Reasoned::new(Plain, &SYNTAX, Config::default()).calls_end_reasoning(true);
+        let r = ParseResult::fold(&run_chunks(&mut p, [&b"<think>a<call>b"[..]]));
+        assert_eq!((r.reasoning_text(), r.text.as_str()), ("a", "<call>b"));
+        assert!(r.warnings.is_empty());
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use crate::event::{ToolCall, WarningKind};
 use crate::formats::reasoning::Syntax;
-use crate::formats::tagged::{self, CallForm, Grammar, ParamForm, Role};
+use crate::formats::tagged::{self, CallForm, Grammar, Native, ParamForm, Role};
 use crate::formats::{Format, SpecialToken};
 
 pub use crate::formats::tagged::Config;
@@ -40,6 +40,8 @@ pub static GRAMMAR: Grammar = Grammar {
     string_attr: false,
     block_end_warning: WarningKind::MissingSectionEnd,
     reasoning: Some(&REASONING),
+    native: Native::NONE,
+    variants: &[],
 };
 
 /// minimax_m2's place in the tagged family.

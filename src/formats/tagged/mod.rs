@@ -1,6 +1,6 @@
 //! The tagged-parameter family's one machinery: `qwen3_coder`, `seed_oss`, `glm45`, `glm47`,
-//! `minimax_m2` and `deepseek_v32` are each a [`Grammar`] (their delimiters and tag forms) and
-//! a [`Config`] (their leniencies) over this parser.
+//! `minimax_m2`, `deepseek_v32`, `deepseek_v4` and `deepseek_v41` are each a [`Grammar`] (their
+//! delimiters and tag forms) and a [`Config`] (their leniencies) over this parser.
 //!
 //! Values are raw text between tags, never escaped; their JSON type comes from the tool's
 //! schema through [`crate::formats::typing`]. A value whose schema says string is streamed as it
@@ -17,6 +17,8 @@
 //! `close_tag_in_value`. The held whitespace is the only look-ahead, kept once, never rescanned.
 
 pub mod deepseek_v32;
+pub mod deepseek_v4;
+pub mod deepseek_v41;
 pub mod glm45;
 pub mod glm47;
 pub mod minimax_m2;
@@ -30,7 +32,7 @@ use crate::formats::options::Table;
 use crate::formats::options::{Nest, Nested};
 use crate::formats::reasoning::{self, Reasoned, Syntax};
 use crate::formats::typing::{
-    Lookup, ParamType, SchemaTypes, TypingOptions, read_json, type_value,
+    Lookup, MAX_VALUE_DEPTH, ParamType, SchemaTypes, TypingOptions, read_json, type_value,
 };
 use crate::formats::{Format, SpecialToken, StreamParser, Typing};
 use crate::lexers::has_byte;
@@ -110,6 +112,37 @@ pub struct Grammar {
     /// The reasoning wrapper the format's models write, split by the shared layer in front of
     /// the parser ([`boxed`]); `None`: no reasoning.
     pub reasoning: Option<&'static Syntax>,
+    /// Shapes the format's models write as their own, read without a warning; in other grammars
+    /// the same shapes are leniencies of [`Config`] (`missing_wrapper`, `json_invoke_body`,
+    /// `reasoning.implicit_reasoning_end`).
+    pub native: Native,
+    /// Other spellings of the delimiters seen in the wild (another dialect of the same model
+    /// family, an ASCII look-alike), each with its role: markup only under the option
+    /// `marker_variants`, otherwise not delimiters at all.
+    pub variants: &'static [(&'static str, Role)],
+}
+
+/// What a grammar's models write natively beyond the family's common forms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Native {
+    /// The block is optional: an attribute-form call open outside any block opens a call
+    /// (DeepSeek-V4.1 writes invokes without their `calls` block).
+    pub optional_block: bool,
+    /// A call's body may be one JSON object holding its arguments instead of parameters
+    /// (DeepSeek-V4.1's JSON invocation bodies).
+    pub json_body: bool,
+    /// A call marker inside reasoning ends the reasoning there and is parsed as a call
+    /// (DeepSeek-V4.1 opens its calls block inside `<think>`).
+    pub calls_end_reasoning: bool,
+}
+
+impl Native {
+    /// Nothing beyond the family's common forms.
+    pub const NONE: Native = Native {
+        optional_block: false,
+        json_body: false,
+        calls_end_reasoning: false,
+    };
 }
 
 impl Grammar {
@@ -132,8 +165,10 @@ config! {
             /// A value close the grammar cannot continue after is content, with a warning; off →
             /// `malformed_markup`.
             close_tag_in_value,
-            /// `<function=NAME>` of a declared tool outside any block is a call (Qwen3-Coder writes
-            /// calls without `<tool_call>`; vLLM and llama.cpp accept them), with a warning.
+            /// A call outside any block is a call, with a warning: `<function=NAME>` only for a
+            /// declared tool (Qwen3-Coder writes calls without `<tool_call>`; vLLM and llama.cpp
+            /// accept them; prose writes such tags too), an attribute-form open (`<｜DSML｜invoke
+            /// name=`) whatever the name (every DeepSeek-V4 engine accepts block-less invokes).
             missing_wrapper,
             /// The stream ending inside a block after complete calls keeps them, with a warning; off →
             /// `unterminated`.
@@ -156,6 +191,18 @@ config! {
             /// A parameter without its `string` attribute is typed by the schema, with a warning; off
             /// → `malformed_markup`.
             missing_string_attribute,
+            /// A call whose body is one JSON object instead of parameters takes that object as its
+            /// arguments, with a warning (SGLang, tool-parser and Dynamo read DeepSeek-V4 invokes
+            /// so); off → `malformed_markup`. Off by default.
+            json_invoke_body,
+            /// A self-closing attribute-form call (`<｜DSML｜invoke name="f"/>`, SGLang's "shape V4
+            /// emits for zero-arg tools") is a call with `{}`, with a warning; off →
+            /// `malformed_markup`. Off by default.
+            self_closing_invoke,
+            /// The grammar's other spellings of its delimiters (`Grammar::variants`: DeepSeek-V4's
+            /// `toolcalls` and ASCII `|DSML|`, the other V4/V4.1 dialect) are markup, with one
+            /// warning per turn; off, they are not delimiters. Off by default.
+            marker_variants,
         }
         /// The schema typing's own leniencies.
         pub typing: TypingOptions,
@@ -183,6 +230,9 @@ impl Default for Config {
             escaped_newline: true,
             single_quotes: true,
             missing_string_attribute: true,
+            json_invoke_body: false,
+            self_closing_invoke: false,
+            marker_variants: false,
             typing: TypingOptions::default(),
             max_value_bytes: 64 << 20,
             max_tag_bytes: 4096,
@@ -285,6 +335,56 @@ struct Call {
     keys: Vec<String>,
     spoiled: bool,
     implicit: bool,
+    /// Its arguments came as one JSON object (already sent).
+    body: bool,
+}
+
+/// Where a JSON invoke body ends: the object's depth and string state, byte by byte, so a
+/// delimiter inside one of its strings is data.
+#[derive(Debug, Default)]
+struct JsonBody {
+    buf: String,
+    depth: usize,
+    in_str: bool,
+    escaped: bool,
+}
+
+impl JsonBody {
+    /// Takes bytes of `t` up to the object's end: the bytes used and whether it ended. Stops
+    /// (not ended) at a nesting deeper than [`MAX_VALUE_DEPTH`], which the caller reports.
+    fn take(&mut self, t: &str) -> (usize, bool) {
+        for (i, b) in t.bytes().enumerate() {
+            if self.in_str {
+                if self.escaped {
+                    self.escaped = false;
+                } else if b == b'\\' {
+                    self.escaped = true;
+                } else if b == b'"' {
+                    self.in_str = false;
+                }
+                continue;
+            }
+            match b {
+                b'"' => self.in_str = true,
+                b'{' | b'[' => {
+                    self.depth += 1;
+                    if self.depth > MAX_VALUE_DEPTH {
+                        return (i + 1, false);
+                    }
+                }
+                b'}' | b']' => {
+                    self.depth = self.depth.saturating_sub(1);
+                    if self.depth == 0 {
+                        self.buf.push_str(&t[..=i]);
+                        return (i + 1, true);
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.buf.push_str(t);
+        (t.len(), false)
+    }
 }
 
 #[derive(Debug)]
@@ -295,8 +395,12 @@ enum St {
     ImplicitName(String),
     /// Inside a block, between calls.
     Block,
-    /// After a call open: the name or attributes up to `>`.
-    CallName { buf: String, quote: Option<char> },
+    /// After a call open: the name or attributes up to `>`; `implicit`: outside any block.
+    CallName {
+        buf: String,
+        quote: Option<char>,
+        implicit: bool,
+    },
     /// After a bare block open: the name up to the first key or the block's end.
     BareName(String),
     /// Inside a call, between parameters; text that is not whitespace collected.
@@ -309,6 +413,8 @@ enum St {
     Value,
     /// After a value close, held with the whitespace after it until what follows decides.
     AfterClose(String),
+    /// Inside a call's JSON object body.
+    JsonBody(JsonBody),
     /// After an error inside a call: everything up to the call's end is dropped.
     Skip,
 }
@@ -321,8 +427,15 @@ pub struct Parser {
     has_tools: bool,
     /// All the grammar's delimiters: used outside values.
     scan: MarkerScanner,
-    /// The value close alone: used inside values, where nothing else is a delimiter.
+    /// `scan`'s delimiters: text, role, and whether it is one of the grammar's variants.
+    all: Vec<(&'static str, Role, bool)>,
+    /// The value close alone (and its variants): used inside values, where nothing else is a
+    /// delimiter.
     vscan: MarkerScanner,
+    /// `vscan`'s delimiters, as `all`.
+    vall: Vec<(&'static str, Role, bool)>,
+    /// A variant spelling was read as markup in this turn (warned once).
+    variant_seen: bool,
     utf8: Utf8Decoder,
     st: St,
     seg: Segment,
@@ -340,14 +453,26 @@ pub struct Parser {
 impl Parser {
     /// A parser of `g` with options `cfg`; `tools` type the values.
     pub fn new(g: &'static Grammar, cfg: Config, tools: &Tools) -> Parser {
-        let markers: Vec<&str> = g.markers.iter().map(|m| m.0).collect();
+        let variants: &[(&str, Role)] = if cfg.marker_variants { g.variants } else { &[] };
+        let all: Vec<(&'static str, Role, bool)> = (g.markers.iter().map(|&(m, r)| (m, r, false)))
+            .chain(variants.iter().map(|&(m, r)| (m, r, true)))
+            .collect();
+        let vall: Vec<_> = all
+            .iter()
+            .copied()
+            .filter(|m| m.1 == Role::ValueClose)
+            .collect();
+        let texts = |v: &[(&'static str, Role, bool)]| v.iter().map(|m| m.0).collect::<Vec<_>>();
         Parser {
             g,
             cfg,
             types: SchemaTypes::new(tools),
             has_tools: !tools.is_empty(),
-            scan: MarkerScanner::new(&markers),
-            vscan: MarkerScanner::new(&[g.marker(Role::ValueClose)]),
+            scan: MarkerScanner::new(&texts(&all)),
+            vscan: MarkerScanner::new(&texts(&vall)),
+            all,
+            vall,
+            variant_seen: false,
             utf8: Utf8Decoder::new(),
             st: St::Text,
             seg: Segment::default(),
@@ -419,14 +544,42 @@ impl Parser {
     fn token(&mut self, t: Token<'_>, in_value: bool, out: &mut dyn Sink) {
         match t {
             Token::Text(s) => self.text(&s, out),
-            Token::Marker(_) if in_value => {
-                self.marker(self.g.marker(Role::ValueClose), Role::ValueClose, out)
-            }
             Token::Marker(i) => {
-                let (m, role) = self.g.markers[i];
+                let (m, role, variant) = if in_value { self.vall[i] } else { self.all[i] };
+                if variant && !self.variant_seen && self.is_markup(role) {
+                    self.variant_seen = true;
+                    out.push(Event::warning(
+                        WarningKind::MarkerVariant,
+                        format!("{m} read as {}", self.g.marker(role)),
+                    ));
+                }
                 self.marker(m, role, out);
             }
         }
+    }
+
+    /// Whether a delimiter of `role` is markup in the current state (outside calls most are
+    /// text; inside a JSON body's string every one is data).
+    fn is_markup(&self, role: Role) -> bool {
+        match &self.st {
+            St::Text => match role {
+                Role::BlockOpen | Role::Drop => true,
+                Role::CallOpen => {
+                    self.outside_call_opens()
+                        || (self.cfg.missing_wrapper && self.g.call == CallForm::Eq)
+                }
+                _ => false,
+            },
+            St::Block => matches!(role, Role::CallOpen | Role::BlockClose | Role::Drop),
+            St::JsonBody(b) => !b.in_str,
+            _ => true,
+        }
+    }
+
+    /// An attribute-form call open outside any block opens a call: natively, or as the
+    /// leniency `missing_wrapper`.
+    fn outside_call_opens(&self) -> bool {
+        self.g.call == CallForm::Attr && (self.g.native.optional_block || self.cfg.missing_wrapper)
     }
 
     // ---- text segments ----
@@ -479,6 +632,7 @@ impl Parser {
 
     fn text(&mut self, mut t: &str, out: &mut dyn Sink) {
         while !t.is_empty() {
+            let body_starts = matches!(self.st, St::Call(_)) && self.json_body_starts(t);
             let used = match &mut self.st {
                 St::Text => {
                     self.seg_text(t, false, out);
@@ -501,6 +655,12 @@ impl Parser {
                         self.fail(ErrorKind::LimitExceeded, "the call's name is too long", out);
                     }
                     t.len()
+                }
+                St::JsonBody(_) => self.json_body_text(t, out),
+                St::Call(_) if body_starts => {
+                    let k = t.len() - t.trim_start().len();
+                    self.st = St::JsonBody(JsonBody::default());
+                    k
                 }
                 St::Call(junk) | St::KeyDone { junk, .. } => {
                     let ws = t.trim_start_matches(|c: char| c.is_whitespace());
@@ -551,6 +711,20 @@ impl Parser {
                 Role::CallOpen if self.cfg.missing_wrapper && self.g.call == CallForm::Eq => {
                     self.st = St::ImplicitName(String::new());
                 }
+                Role::CallOpen if self.outside_call_opens() => {
+                    if !self.g.native.optional_block {
+                        out.push(Event::warning(
+                            WarningKind::MissingWrapper,
+                            format!("{m} outside {}", self.g.marker(Role::BlockOpen)),
+                        ));
+                    }
+                    self.boundary();
+                    self.st = St::CallName {
+                        buf: String::new(),
+                        quote: None,
+                        implicit: true,
+                    };
+                }
                 Role::Drop => {}
                 _ => self.seg_text(m, false, out),
             },
@@ -565,6 +739,7 @@ impl Parser {
                     self.st = St::CallName {
                         buf: String::new(),
                         quote: None,
+                        implicit: false,
                     };
                 }
                 Role::BlockClose => self.end_block(),
@@ -605,6 +780,11 @@ impl Parser {
                     return self.marker(m, role, out);
                 }
                 match role {
+                    Role::ParamOpen if self.call.as_ref().is_some_and(|c| c.body) => {
+                        let msg = format!("{m} after the call's JSON body");
+                        self.fail(ErrorKind::MalformedMarkup, &msg, out);
+                        self.marker(m, role, out);
+                    }
                     Role::ParamOpen => {
                         self.st = St::Key {
                             buf: String::new(),
@@ -654,6 +834,14 @@ impl Parser {
                 } else {
                     self.value_text(m, out);
                 }
+            }
+            St::JsonBody(b) if b.in_str => {
+                self.json_body_text(m, out);
+            }
+            St::JsonBody(_) => {
+                let msg = format!("{m} inside the call's JSON body, outside its strings");
+                self.fail(ErrorKind::MalformedMarkup, &msg, out);
+                self.marker(m, role, out);
             }
             St::AfterClose(_) => {
                 let follows = match role {
@@ -752,21 +940,93 @@ impl Parser {
     }
 
     fn call_name_text(&mut self, t: &str, out: &mut dyn Sink) -> usize {
+        let implicit = matches!(self.st, St::CallName { implicit: true, .. });
         let eq = self.g.call == CallForm::Eq;
         let (used, raw) = self.tag_text(t, eq, ("name", "a call's name is too long"), out);
         let Some(raw) = raw else {
             return used;
         };
+        let mut self_closing = false;
         let name = match self.g.call {
-            CallForm::Attr => match self.attrs(&raw, false, out) {
-                Some((n, _)) => n,
-                None => return used,
-            },
+            CallForm::Attr => {
+                let attrs = match raw.trim_end().strip_suffix('/') {
+                    Some(r) if self.cfg.self_closing_invoke => {
+                        self_closing = true;
+                        r
+                    }
+                    _ => &raw,
+                };
+                match self.attrs(attrs, false, out) {
+                    Some((n, _)) => n,
+                    None => return used,
+                }
+            }
             _ => raw,
         };
         if self.check_name(&name, out) {
-            self.start_call(name, false, out);
+            self.start_call(name.clone(), implicit, out);
+            if self_closing {
+                out.push(Event::warning(
+                    WarningKind::SelfClosingInvoke,
+                    format!("the call of {name:?} closes itself: no arguments"),
+                ));
+                self.end_call(out);
+            }
         }
+        used
+    }
+
+    /// A call's body begins with a JSON object where the grammar or the options allow one:
+    /// before any parameter, its first byte `{`.
+    fn json_body_starts(&self, t: &str) -> bool {
+        (self.g.native.json_body || self.cfg.json_invoke_body)
+            && t.trim_start().starts_with('{')
+            && self
+                .call
+                .as_ref()
+                .is_some_and(|c| c.keys.is_empty() && !c.body && !c.spoiled)
+    }
+
+    /// Text of a JSON body up to the object's end, which reads it as the call's arguments.
+    fn json_body_text(&mut self, t: &str, out: &mut dyn Sink) -> usize {
+        let St::JsonBody(b) = &mut self.st else {
+            return 0;
+        };
+        let (used, ended) = b.take(t);
+        if b.buf.len() > self.cfg.max_value_bytes {
+            let msg = format!(
+                "the call's JSON body is longer than {} bytes",
+                self.cfg.max_value_bytes
+            );
+            self.fail(ErrorKind::LimitExceeded, &msg, out);
+            return used;
+        }
+        if b.depth > MAX_VALUE_DEPTH {
+            let msg = format!("the call's JSON body nests deeper than {MAX_VALUE_DEPTH}");
+            self.fail(ErrorKind::LimitExceeded, &msg, out);
+            return used;
+        }
+        if !ended {
+            return used;
+        }
+        let buf = std::mem::take(&mut b.buf);
+        let Some(Value::Object(args)) = read_json(&buf) else {
+            let msg = format!("the call's body {} is not a JSON object", excerpt(&buf));
+            self.fail(ErrorKind::MalformedMarkup, &msg, out);
+            return used;
+        };
+        self.st = St::Call(String::new());
+        let Some(c) = &mut self.call else {
+            return used;
+        };
+        if !self.g.native.json_body {
+            out.push(Event::warning(
+                WarningKind::JsonInvokeBody,
+                format!("{:?} has a JSON object for its body", c.name),
+            ));
+        }
+        c.body = true;
+        out.args_delta(c.index, &Value::Object(args).to_string());
         used
     }
 
@@ -782,7 +1042,7 @@ impl Parser {
         out: &mut dyn Sink,
     ) -> (usize, Option<String>) {
         let max = self.cfg.max_tag_bytes;
-        let (St::CallName { buf, quote } | St::Key { buf, quote }) = &mut self.st else {
+        let (St::CallName { buf, quote, .. } | St::Key { buf, quote }) = &mut self.st else {
             return (0, None);
         };
         let (end, used) = match tag_end(t, quote, newline_ends) {
@@ -897,6 +1157,7 @@ impl Parser {
             keys: Vec::new(),
             spoiled: false,
             implicit,
+            body: false,
         });
         self.st = St::Call(String::new());
     }
@@ -905,7 +1166,9 @@ impl Parser {
         if let Some(c) = self.call.take()
             && !c.spoiled
         {
-            out.args_delta(c.index, if c.keys.is_empty() { "{}" } else { "}" });
+            if !c.body {
+                out.args_delta(c.index, if c.keys.is_empty() { "{}" } else { "}" });
+            }
             out.push(Event::CallEnd { index: c.index });
             if c.implicit {
                 self.st = St::Text;
@@ -1359,6 +1622,7 @@ impl Parser {
         self.next_index = 0;
         self.call = None;
         self.param = None;
+        self.variant_seen = false;
     }
 }
 
@@ -1489,7 +1753,10 @@ pub const fn format<M: Member>() -> Format {
 pub fn boxed(g: &'static Grammar, cfg: Config, tools: &Tools) -> Box<dyn StreamParser> {
     let p = Parser::new(g, cfg, tools);
     match g.reasoning {
-        Some(syntax) => Box::new(Reasoned::new(p, syntax, cfg.reasoning)),
+        Some(syntax) => Box::new(
+            Reasoned::new(p, syntax, cfg.reasoning)
+                .calls_end_reasoning(g.native.calls_end_reasoning),
+        ),
         None => Box::new(p),
     }
 }

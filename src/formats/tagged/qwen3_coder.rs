@@ -7,7 +7,7 @@
 
 use crate::event::{ToolCall, WarningKind};
 use crate::formats::reasoning::Syntax;
-use crate::formats::tagged::{self, CallForm, Grammar, ParamForm, Role};
+use crate::formats::tagged::{self, CallForm, Grammar, Native, ParamForm, Role};
 use crate::formats::{Format, SpecialToken};
 
 pub use crate::formats::tagged::Config;
@@ -38,6 +38,8 @@ pub static GRAMMAR: Grammar = Grammar {
     string_attr: false,
     block_end_warning: WarningKind::MissingCallEnd,
     reasoning: Some(&REASONING),
+    native: Native::NONE,
+    variants: &[],
 };
 
 /// qwen3_coder's place in the tagged family.

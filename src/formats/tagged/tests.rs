@@ -72,7 +72,7 @@ fn family_tools() -> Tools {
 }
 
 #[test]
-fn the_family_is_six_formats() {
+fn the_family_is_eight_formats() {
     let ids: Vec<&str> = family().iter().map(|f| f.id).collect();
     assert_eq!(
         ids,
@@ -82,7 +82,9 @@ fn the_family_is_six_formats() {
             "glm45",
             "glm47",
             "minimax_m2",
-            "deepseek_v32"
+            "deepseek_v32",
+            "deepseek_v4",
+            "deepseek_v41"
         ]
     );
 }
@@ -146,24 +148,61 @@ fn reasoning_is_split_where_the_family_reads_text_and_nowhere_else() {
             crate::formats::core::testkit::every_cut(&mk, format!("{o}plan{c}{wire}").as_bytes()).0;
         assert_eq!(r.reasoning_text(), "plan", "{}", f.id);
         assert_eq!(r.calls, std::slice::from_ref(&call), "{}", f.id);
-        // A call inside reasoning is reasoning, reported once, never run.
+        // A call inside reasoning is reasoning, reported once, never run; or, where the format
+        // says a call ends reasoning (natively, or by its option's default), the block ends
+        // there and the call runs.
         let plain = ToolCall {
             arguments: json!({"s": "x"}),
             ..call
         };
-        let wire = String::from_utf8((f.render.unwrap())("", &[plain], &t).unwrap()).unwrap();
+        let wire =
+            String::from_utf8((f.render.unwrap())("", std::slice::from_ref(&plain), &t).unwrap())
+                .unwrap();
         let r =
             crate::formats::core::testkit::every_cut(&mk, format!("{o}{wire}{c}ok").as_bytes()).0;
-        assert!(r.calls.is_empty(), "{}", f.id);
-        assert_eq!(r.text, "ok", "{}", f.id);
         let kinds: Vec<&str> = r.warnings.iter().map(|w| w.kind.as_str()).collect();
-        assert_eq!(kinds, ["call_in_reasoning"], "{}", f.id);
+        let native = grammar(f.id).native.calls_end_reasoning;
+        let by_option = f
+            .options
+            .list()
+            .iter()
+            .any(|o| o.name == "reasoning.implicit_reasoning_end" && o.default);
+        if native || by_option {
+            assert_eq!(r.calls, [plain], "{}", f.id);
+            let mut want = vec!["stray_reasoning_end", "text_after_calls"];
+            if !native {
+                want.insert(0, "implicit_reasoning_end");
+            }
+            assert_eq!(kinds, want, "{}", f.id);
+        } else {
+            assert!(r.calls.is_empty(), "{}", f.id);
+            assert_eq!(r.text, "ok", "{}", f.id);
+            assert_eq!(kinds, ["call_in_reasoning"], "{}", f.id);
+        }
         // Text that holds a tag cannot be rendered: the layer would read it as reasoning.
         assert!(
             (f.render.unwrap())(&format!("a{o}b"), &[], &t).is_err(),
             "{}",
             f.id
         );
+    }
+}
+
+/// The grammar of a family member, by id.
+fn grammar(id: &str) -> &'static Grammar {
+    use crate::formats::{
+        deepseek_v4, deepseek_v32, deepseek_v41, glm45, minimax_m2, qwen3_coder, seed_oss,
+    };
+    match id {
+        "qwen3_coder" => &qwen3_coder::GRAMMAR,
+        "seed_oss" => &seed_oss::GRAMMAR,
+        "glm45" => &glm45::GRAMMAR,
+        "glm47" => &glm45::GRAMMAR,
+        "minimax_m2" => &minimax_m2::GRAMMAR,
+        "deepseek_v32" => &deepseek_v32::GRAMMAR,
+        "deepseek_v4" => &deepseek_v4::GRAMMAR,
+        "deepseek_v41" => &deepseek_v41::GRAMMAR,
+        other => panic!("{other} is not in the tagged family"),
     }
 }
 
@@ -199,7 +238,7 @@ proptest! {
 
     #[test]
     fn every_family_format_is_split_invariant_on_tag_soup(
-        which in 0usize..6,
+        which in 0usize..8,
         picks in proptest::collection::vec(any::<usize>(), 0..30),
         cuts in proptest::collection::vec(any::<usize>(), 0..10),
     ) {
@@ -215,7 +254,7 @@ proptest! {
 
     #[test]
     fn every_family_renderer_parses_back(
-        which in 0usize..6,
+        which in 0usize..8,
         s in "[a-z<>/&\"' \n中😀]{0,24}",
         n in any::<i64>(),
         o in crate::formats::core::testkit::arb_json("[a-z ]{0,6}"),

@@ -56,6 +56,8 @@ const FORMATS: &[(&str, &str)] = &[
     ("deepseek_v3", "deepseek"),
     ("deepseek_v31", "deepseek31"),
     ("deepseek_v32", "deepseek32"),
+    ("deepseek_v4", "deepseek_v4"),
+    ("deepseek_v41", "deepseek_v41"),
     ("qwen3_coder", "qwen_coder"),
     ("glm45", "glm45_moe"),
     ("glm47", "glm47_moe"),
