@@ -316,6 +316,8 @@ THINK_OPEN = {
     "deepseek_v3": "<think>",
     "deepseek_v31": "<think>",
     "deepseek_v32": "<think>",
+    "deepseek_v4": "<think>",
+    "deepseek_v41": "<think>",
     "glm45": "<think>",
     "glm47": "<think>",
     "minimax_m2": "<think>",
