@@ -217,6 +217,9 @@ class Turn:
         self.chunks = [chunk_bytes(c) for c in raw.get("chunks") or []]
         #: Per chunk, the model vocabulary's token ids (token-aligned replays), else None.
         self.token_ids = raw.get("token_ids")
+        #: With token_ids, the vocabulary they belong to: {"name", "file", "special"}
+        #: (specs/adapter.md §2.2; `file` is the vocabulary file conform read), else None.
+        self.tokenizer = raw.get("tokenizer")
         #: Where your parser's events go.
         self.out = Events()
         #: The turn's final result, when the parser answered one (`result`) instead of events.

@@ -101,6 +101,13 @@ def test_deltas_carry_token_ids_and_those_of_a_chunk_that_completes_no_character
         }
     )
     assert [(d.text, d.token_ids) for d in turn.deltas()] == [("日", [10, 11]), ("x", [12])]
+    assert turn.tokenizer is None
+
+
+def test_a_token_aligned_turn_names_the_vocabulary_of_its_ids():
+    info = {"name": "qwen2", "file": "/cache/qwen2/qwen.tiktoken", "special": [["<tool_call>", 151657]]}
+    turn = Turn({"chunks": ["<tool_call>"], "token_ids": [[151657]], "tokenizer": info})
+    assert turn.tokenizer == info
 
 
 def test_invalid_utf8_becomes_the_replacement_character():

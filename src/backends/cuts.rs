@@ -8,9 +8,24 @@ use std::sync::Arc;
 /// declare (and the tokenizer does not know), or for a byte the tokenizer cannot name.
 pub type TokenId = Option<u32>;
 
+/// The vocabulary a tokenization's ids belong to, as an adapter needs it to map ids to text
+/// (`specs/adapter.md` §2.2: a turn's `tokenizer`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VocabularyRef {
+    /// The vocabulary's id (`qwen2`, `o200k_base`…) or the `--tokenizer` file's path.
+    pub name: String,
+    /// The vocabulary file (absolute path); `None` for one built into conform.
+    pub file: Option<String>,
+    /// Special tokens (text, id) the file does not carry or names otherwise: a tiktoken ranks
+    /// file holds none, and a declaration may rename reserved ones.
+    pub special: Vec<(String, u32)>,
+}
+
 /// A transcript cut into tokens, grouped into units (the smallest pieces a delta can hold).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Tokenized {
+    /// The vocabulary of the ids, when the tokenizer says.
+    vocabulary: Option<Arc<VocabularyRef>>,
     /// The offset where each unit ends, ascending; the last is the transcript's length.
     ends: Vec<usize>,
     /// For each unit, the index in `ids` just past its last token.
@@ -33,6 +48,16 @@ impl Tokenized {
     /// Appends the next token's id (it joins the unit the next [`Tokenized::close`] ends).
     pub(crate) fn push_id(&mut self, id: TokenId) {
         self.ids.push(id);
+    }
+
+    /// Records the vocabulary the ids belong to.
+    pub(crate) fn set_vocabulary(&mut self, v: Option<Arc<VocabularyRef>>) {
+        self.vocabulary = v;
+    }
+
+    /// The vocabulary the ids belong to, when known.
+    pub fn vocabulary(&self) -> Option<&VocabularyRef> {
+        self.vocabulary.as_deref()
     }
 
     /// How many units (token groups that end on a character boundary).
@@ -222,6 +247,14 @@ impl Cuts {
                 let cuts: Vec<usize> = self.positions(&[]).collect();
                 t.tokens.chunk_ids(&cuts)
             }
+            _ => None,
+        }
+    }
+
+    /// For a token-aligned chunking, the vocabulary its ids belong to.
+    pub fn vocabulary(&self) -> Option<&VocabularyRef> {
+        match self {
+            Cuts::Tokens(t) => t.tokens.vocabulary(),
             _ => None,
         }
     }

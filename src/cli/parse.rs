@@ -148,6 +148,16 @@ pub(crate) fn run(a: ParseArgs) -> u8 {
         .then(|| serving::served_case(case, format))
         .flatten();
     let case = served.as_ref().unwrap_or(case);
+    // The format's vocabulary, loaded and checked here so that a bad file is an error naming
+    // it rather than a quiet fallback.
+    let needs_tokens = selection.token_ids
+        || matches!(selection.choice, Choice::Strategy { strategy, .. } if strategy.token_aligned());
+    if needs_tokens
+        && selection.tokenizer.is_none()
+        && let Err(e) = conform::harness::vocab::for_format(format)
+    {
+        return usage_error(e);
+    }
     let cuts = match select_cuts(case, format, &selection) {
         Ok(c) => c,
         Err(e) => return usage_error(e),

@@ -128,8 +128,9 @@ pub struct TurnSources<'a> {
     pub tokenizer: Option<&'a Tokenizer>,
     /// The format's special tokens, kept whole.
     pub special: &'a [SpecialToken],
-    /// The format's declared vocabulary, used when the run names no tokenizer.
-    pub vocabulary: Option<&'static str>,
+    /// The format, whose vocabulary cuts the turn when the run names no tokenizer (`None`:
+    /// o200k_base).
+    pub format: Option<&'static Format>,
     /// The recorded cuts of the turn, if it has a `.deltas.json` sidecar.
     pub recorded: Option<&'a [usize]>,
     tokens: OnceLock<Arc<Tokenized>>,
@@ -147,7 +148,7 @@ impl<'a> TurnSources<'a> {
             data,
             tokenizer,
             special,
-            vocabulary: None,
+            format: None,
             recorded,
             tokens: OnceLock::new(),
         }
@@ -170,14 +171,14 @@ impl<'a> TurnSources<'a> {
                     format.special_tokens,
                     case.recorded_cuts(t),
                 )
-                .with_vocabulary(format.vocabulary)
+                .with_format(format)
             })
             .collect()
     }
 
-    /// The same sources, tokenized with `vocabulary` when the run names no tokenizer.
-    pub fn with_vocabulary(mut self, vocabulary: Option<&'static str>) -> Self {
-        self.vocabulary = vocabulary;
+    /// The same sources, tokenized with `format`'s vocabulary when the run names no tokenizer.
+    pub fn with_format(mut self, format: &Format) -> Self {
+        self.format = crate::formats::by_id(format.id);
         self
     }
 
@@ -188,7 +189,10 @@ impl<'a> TurnSources<'a> {
             .get_or_init(|| {
                 let tokens = match self.tokenizer {
                     Some(t) => t.tokenize(data, self.special),
-                    None => Tokenizer::for_vocabulary(self.vocabulary).tokenize(data, self.special),
+                    None => match self.format {
+                        Some(f) => super::vocab::tokenizer_for(f).tokenize(data, self.special),
+                        None => Tokenizer::default_shared().tokenize(data, self.special),
+                    },
                 };
                 Arc::new(tokens)
             })
@@ -235,8 +239,14 @@ pub fn turn_chunkings(
                 })
                 .collect()
         }
+        // A recording whose every cut is a token boundary carries its ids, as a server's would.
         Strategy::Recorded => match sources.recorded {
-            Some(cuts) => vec![Cuts::At(cuts.to_vec())],
+            Some(cuts) => {
+                vec![
+                    TokenCuts::aligned(&sources.tokens(), cuts.to_vec())
+                        .unwrap_or(Cuts::At(cuts.to_vec())),
+                ]
+            }
             None => vec![],
         },
         _ => chunkings(strategy, data, markers, params, salt),

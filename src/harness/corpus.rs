@@ -162,6 +162,10 @@ pub struct Recorded {
     /// Tokens in each delta (one more entry than `cuts`), when the recording says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens: Option<Vec<u32>>,
+    /// The vocabulary `tokens` counts in (an id of `specs/tokenizers.md`'s table; default: the
+    /// format's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<String>,
     /// Where the recording comes from (free form).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<Value>,

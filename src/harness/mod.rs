@@ -2,6 +2,7 @@
 //!
 //! The harness knows formats only through the registry: it never names one.
 
+pub mod bpe;
 pub mod bugs;
 pub mod chunking;
 pub mod classify;
@@ -19,3 +20,4 @@ pub mod select;
 pub mod serving;
 pub mod session;
 pub mod tokens;
+pub mod vocab;

@@ -97,9 +97,14 @@ pub struct Chunking {
     /// Most tokens per delta in `bursts`.
     #[serde(default)]
     pub burst_max_tokens: usize,
-    /// The tokenizer of the token-aligned strategies: `o200k_base` or the file given.
+    /// The tokenizer given with `--tokenizer` (a file or a vocabulary id), or `by format`: each
+    /// format's own (`tokenizers`).
     #[serde(default)]
     pub tokenizer: String,
+    /// Which tokenizer cut each format's token-aligned replays, by format id: its vocabulary
+    /// and the package the file comes from, or `o200k_base` and why (`specs/tokenizers.md`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tokenizers: BTreeMap<String, String>,
 }
 
 impl Chunking {
@@ -112,6 +117,18 @@ impl Chunking {
             bursts: p.bursts,
             burst_max_tokens: p.burst_max_tokens,
             tokenizer: tokenizer.to_string(),
+            tokenizers: BTreeMap::new(),
+        }
+    }
+
+    /// The same parameters, whatever formats each covers (shards of one run).
+    fn same_parameters(&self, other: &Chunking) -> bool {
+        Chunking {
+            tokenizers: BTreeMap::new(),
+            ..self.clone()
+        } == Chunking {
+            tokenizers: BTreeMap::new(),
+            ..other.clone()
         }
     }
 }
@@ -764,10 +781,24 @@ pub fn merge(parts: &[Report]) -> Result<Report, String> {
     for p in parts {
         if p.seed != first.seed
             || p.strategies != first.strategies
-            || p.chunking != first.chunking
+            || !p.chunking.same_parameters(&first.chunking)
             || p.tool != first.tool
         {
             return Err("the reports were made with different seeds, strategies, chunkings or conform versions".into());
+        }
+    }
+    // Each shard names the tokenizers of the formats it ran; they must agree where they meet.
+    let mut chunking = first.chunking.clone();
+    for p in parts {
+        for (f, t) in &p.chunking.tokenizers {
+            if chunking
+                .tokenizers
+                .entry(f.clone())
+                .or_insert_with(|| t.clone())
+                != t
+            {
+                return Err(format!("the reports cut {f} with different tokenizers"));
+            }
         }
     }
     let mut runs: Vec<Run> = Vec::new();
@@ -837,7 +868,7 @@ pub fn merge(parts: &[Report]) -> Result<Report, String> {
         tool: first.tool.clone(),
         seed: first.seed,
         strategies: first.strategies.clone(),
-        chunking: first.chunking.clone(),
+        chunking,
         shard: None,
         corpus: CorpusInfo {
             digest: corpus_digest(all_digests.iter().map(String::as_str)),
@@ -916,6 +947,7 @@ mod tests {
                 bursts: 4,
                 burst_max_tokens: 8,
                 tokenizer: "o200k_base".into(),
+                tokenizers: BTreeMap::new(),
             },
             shard: None,
             corpus: CorpusInfo {

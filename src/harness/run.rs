@@ -57,15 +57,15 @@ impl RunConfig {
     pub fn tokenizer_for(&self, format: &Format) -> Arc<Tokenizer> {
         self.tokenizer
             .clone()
-            .unwrap_or_else(|| Tokenizer::for_vocabulary(format.vocabulary))
+            .unwrap_or_else(|| super::vocab::tokenizer_for(format))
     }
 
-    /// The name reports give the tokenizer: the one given, or the default's (formats that
-    /// declare a vocabulary use theirs).
+    /// The name reports give the tokenizer: the one given, or `by format` (each format's own,
+    /// named per format in the report).
     pub fn tokenizer_name(&self) -> String {
         self.tokenizer
             .as_deref()
-            .map_or(super::tokens::DEFAULT_TOKENIZER, Tokenizer::name)
+            .map_or("by format", Tokenizer::name)
             .to_string()
     }
 }

@@ -117,9 +117,9 @@ pub fn select_cuts(case: &Case, format: &Format, sel: &Selection) -> Result<Vec<
                     "cut {} of turn {} is not a token boundary of {} (token ids need token-aligned cuts)",
                     bad.unwrap_or_default(),
                     t + 1,
-                    sel.tokenizer.as_deref().map_or(
-                        format.vocabulary.unwrap_or(super::tokens::DEFAULT_TOKENIZER),
-                        Tokenizer::name
+                    sel.tokenizer.as_deref().map_or_else(
+                        || super::vocab::tokenizer_for(format).name().to_string(),
+                        |t| t.name().to_string()
                     )
                 )),
             }
@@ -148,6 +148,7 @@ mod tests {
                 Arc::new(Recorded {
                     cuts,
                     tokens: None,
+                    tokenizer: None,
                     source: None,
                     engine: None,
                     model: None,
@@ -189,7 +190,8 @@ mod tests {
             index,
         };
         let b3 = select_cuts(&c, f, &sel(bursts(3), false)).unwrap();
-        let sources = TurnSources::new(text.as_bytes(), None, f.special_tokens, c.recorded_cuts(0));
+        let sources = TurnSources::new(text.as_bytes(), None, f.special_tokens, c.recorded_cuts(0))
+            .with_format(f);
         let made = turn_chunkings(
             Strategy::Bursts,
             &[],
@@ -209,7 +211,13 @@ mod tests {
         let e = select_cuts(&c, f, &sel(Choice::Recorded, false)).unwrap_err();
         assert!(e.contains("no recorded deltas"), "{e}");
         let e = select_cuts(&c, f, &sel(Choice::Cuts(vec![vec![4]]), true)).unwrap_err();
-        assert!(e.contains("cut 4 of turn 1 is not a token boundary of o200k_base"));
+        let name = crate::harness::vocab::tokenizer_for(f).name().to_string();
+        assert!(
+            e.contains(&format!(
+                "cut 4 of turn 1 is not a token boundary of {name}"
+            )),
+            "{e}"
+        );
         let e = select_cuts(&c, f, &sel(Choice::Cuts(vec![vec![11]]), false)).unwrap_err();
         assert!(e.contains("outside 1..11"), "{e}");
         let e = select_cuts(&c, f, &sel(Choice::Cuts(vec![vec![], vec![]]), false)).unwrap_err();

@@ -100,6 +100,30 @@ pub fn execute(plan: &RunPlan, progress: &dyn Progress) -> Result<RunOutput, Str
     if let Some(s) = plan.shard {
         corpus.cases.retain(|c| s.contains(&c.id));
     }
+    // The first parser starts (and answers its hello) before the vocabularies load: an adapter
+    // that cannot start fails the run at once.
+    let mut first = match plan.parsers.first() {
+        Some(spec) => Some(AnyBackend::start(spec, &plan.adapter)?),
+        None => None,
+    };
+    // Each format's tokenizer, loaded (once, and only where a replay needs token boundaries:
+    // the token-aligned and recorded strategies, and the cut classes of an external parser)
+    // and checked before anything is replayed.
+    let needs_tokens = plan
+        .cfg
+        .strategies
+        .iter()
+        .any(|s| s.token_aligned() || *s == Strategy::Recorded)
+        || plan.parsers.iter().any(|p| p != "builtin");
+    let tokenizers = if needs_tokens {
+        super::vocab::prepare_run(
+            plan.cfg.tokenizer.as_ref(),
+            &mut corpus.cases,
+            &mut corpus.errors,
+        )?
+    } else {
+        BTreeMap::new()
+    };
     let checked: Vec<(&'static Format, String, String)> = formats::REGISTRY
         .iter()
         .filter(|f| formats_seen.contains(f.id))
@@ -121,7 +145,10 @@ pub fn execute(plan: &RunPlan, progress: &dyn Progress) -> Result<RunOutput, Str
     let mut judged: Vec<(&str, usize)> = Vec::new();
     let mut adapters = BTreeMap::new();
     for spec in &plan.parsers {
-        let backend = AnyBackend::start(spec, &plan.adapter)?;
+        let backend = match first.take() {
+            Some(b) => b,
+            None => AnyBackend::start(spec, &plan.adapter)?,
+        };
         let b = backend.backend();
         let supported = corpus.cases.iter().filter(|c| b.supports(c.format)).count();
         progress.start(spec, supported);
@@ -175,7 +202,10 @@ pub fn execute(plan: &RunPlan, progress: &dyn Progress) -> Result<RunOutput, Str
             .iter()
             .map(|s| Strategy::as_str(*s).to_string())
             .collect(),
-        chunking: report::Chunking::new(&plan.cfg.params, &plan.cfg.tokenizer_name()),
+        chunking: report::Chunking {
+            tokenizers,
+            ..report::Chunking::new(&plan.cfg.params, &plan.cfg.tokenizer_name())
+        },
         shard: plan.shard,
         corpus: report::corpus_info(&digests, &corpus.errors),
         runs,

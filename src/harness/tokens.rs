@@ -6,18 +6,21 @@
 //! inside of a special token, and never the inside of a UTF-8 character (an incremental
 //! detokenizer holds back a token that ends mid-character until the next one completes it).
 //! [`Tokenizer::tokenize`] reproduces that: it splits the transcript at the format's special
-//! tokens first (each one token, with its declared id), BPE-encodes the ordinary text between
-//! them, and groups tokens into *units*, the smallest pieces a delta can hold: one token, or
-//! several when a token ends inside a character.
+//! tokens and the vocabulary's own special and added tokens first (each one token, with its
+//! id), BPE-encodes the ordinary text between them, and groups tokens into *units*, the smallest
+//! pieces a delta can hold: one token, or several when a token ends inside a character.
 //!
-//! The default tokenizer is tiktoken's `o200k_base`, whose ranks are embedded in the
-//! `tiktoken-rs` crate (no file, no network); a format whose model uses another built-in
-//! vocabulary declares it (`Format::vocabulary`: harmony, `o200k_harmony`). `--tokenizer FILE`
-//! loads a tiktoken ranks file or, with the `hf-tokenizers` cargo feature, a Hugging Face
-//! `tokenizer.json`, for every format.
+//! Three kinds of vocabulary file are read (`specs/tokenizers.md`): tiktoken ranks files
+//! (`BASE64TOKEN RANK` lines, with the pre-tokenizer regex given by the vocabulary's
+//! declaration), Hugging Face `tokenizer.json` files of byte-level BPE vocabularies (conform's
+//! own reader, [`super::bpe`]; any other `tokenizer.json` with the `hf-tokenizers` feature), and
+//! Mistral's tekken JSON. `o200k_base` and `o200k_harmony` are built in (tiktoken-rs). Which
+//! vocabulary cuts which format is [`super::vocab`]'s business.
 
-pub use crate::backends::cuts::{TokenId, Tokenized};
+use super::bpe::ByteLevelBpe;
+pub use crate::backends::cuts::{TokenId, Tokenized, VocabularyRef};
 use crate::formats::SpecialToken;
+use rustc_hash::FxHashMap;
 use std::fmt;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
@@ -28,13 +31,23 @@ pub const DEFAULT_TOKENIZER: &str = "o200k_base";
 /// The name of gpt-oss's vocabulary: o200k_base's ranks and the harmony special tokens.
 pub const HARMONY_TOKENIZER: &str = "o200k_harmony";
 
-/// The vocabularies built in (embedded in tiktoken-rs), which a format may declare.
-pub const VOCABULARIES: &[&str] = &[DEFAULT_TOKENIZER, HARMONY_TOKENIZER];
+/// The vocabularies built in (embedded in tiktoken-rs).
+pub const BUILTIN: &[&str] = &[DEFAULT_TOKENIZER, HARMONY_TOKENIZER];
 
 /// A loaded tokenizer, shared by every thread of a run.
 pub struct Tokenizer {
     name: String,
     engine: Engine,
+    /// The vocabulary's own special and added tokens (text, id), each matched whole.
+    added: Vec<(String, u32)>,
+    added_ids: FxHashMap<String, u32>,
+    /// Finds the added tokens, leftmost and longest first (as `tokenizers` does).
+    matcher: Option<aho_corasick::AhoCorasick>,
+    /// False for control tokens no text spells (tekken's): known by id, never matched in text
+    /// (only a format's declared special tokens are), as mistral-common encodes.
+    match_added: bool,
+    /// What adapters are told of the vocabulary, with every tokenization.
+    reference: Arc<VocabularyRef>,
 }
 
 enum Engine {
@@ -42,7 +55,12 @@ enum Engine {
         bpe: Box<tiktoken_rs::CoreBPE>,
         /// The id of each single byte, for bytes that are not valid UTF-8.
         byte_ids: Box<[TokenId; 256]>,
+        /// Added to every rank to make its id (tekken puts its control tokens first).
+        offset: u32,
+        /// How many ordinary tokens (ranks `0..ranks`); 0 for the built-in vocabularies.
+        ranks: u32,
     },
+    ByteLevel(Box<ByteLevelBpe>),
     #[cfg(feature = "hf-tokenizers")]
     HuggingFace(Box<tokenizers::Tokenizer>),
 }
@@ -55,6 +73,19 @@ impl fmt::Debug for Tokenizer {
     }
 }
 
+/// How to read a vocabulary file: what the file itself does not say.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FileSpec<'a> {
+    /// The tokenizer's name in reports (default: the file's path).
+    pub name: Option<&'a str>,
+    /// The pre-tokenizer regex of a tiktoken ranks file (default: o200k_base's).
+    pub pattern: Option<&'a str>,
+    /// Special tokens the file does not hold (a tiktoken ranks file holds none), or holds under
+    /// another name at the same id (a later release renamed a reserved token): they replace any
+    /// token of the file with the same id.
+    pub special: &'a [SpecialToken],
+}
+
 impl Tokenizer {
     /// The default tokenizer (`o200k_base`), loaded once per process and shared.
     pub fn default_shared() -> Arc<Tokenizer> {
@@ -64,12 +95,18 @@ impl Tokenizer {
                 // The ranks are compiled into tiktoken-rs: failing to parse them is a broken
                 // build of that crate, not bad input.
                 let bpe = tiktoken_rs::o200k_base().expect("tiktoken-rs's embedded o200k_base");
-                Arc::new(Tokenizer::from_bpe(DEFAULT_TOKENIZER.into(), bpe))
+                Arc::new(Tokenizer::from_bpe(
+                    DEFAULT_TOKENIZER.into(),
+                    bpe,
+                    0,
+                    0,
+                    Vec::new(),
+                ))
             })
             .clone()
     }
 
-    /// A built-in vocabulary by name ([`VOCABULARIES`]), loaded once per process and shared;
+    /// A built-in vocabulary by name ([`BUILTIN`]), loaded once per process and shared;
     /// `None` for any other name.
     pub fn builtin(name: &str) -> Option<Arc<Tokenizer>> {
         static HARMONY: OnceLock<Arc<Tokenizer>> = OnceLock::new();
@@ -81,7 +118,13 @@ impl Tokenizer {
                         // Embedded in tiktoken-rs, like o200k_base.
                         let bpe = tiktoken_rs::o200k_harmony()
                             .expect("tiktoken-rs's embedded o200k_harmony");
-                        Arc::new(Tokenizer::from_bpe(HARMONY_TOKENIZER.into(), bpe))
+                        Arc::new(Tokenizer::from_bpe(
+                            HARMONY_TOKENIZER.into(),
+                            bpe,
+                            0,
+                            0,
+                            Vec::new(),
+                        ))
                     })
                     .clone(),
             ),
@@ -89,54 +132,169 @@ impl Tokenizer {
         }
     }
 
-    /// The tokenizer of a format that declares `vocabulary` (`Format::vocabulary`) when no
-    /// `--tokenizer` is given: that built-in vocabulary, or the default.
-    pub fn for_vocabulary(vocabulary: Option<&str>) -> Arc<Tokenizer> {
-        vocabulary
-            .and_then(Tokenizer::builtin)
-            .unwrap_or_else(Tokenizer::default_shared)
+    /// Loads a tiktoken ranks file (one `base64-token rank` per line, o200k_base's regex), a
+    /// Hugging Face `tokenizer.json` or a tekken JSON (told apart by their content); every
+    /// error names the file.
+    pub fn load(path: &Path) -> Result<Tokenizer, String> {
+        Tokenizer::load_with(path, &FileSpec::default())
     }
 
-    /// Loads a tiktoken ranks file (one `base64-token rank` per line) or a Hugging Face
-    /// `tokenizer.json` (told apart by the JSON object it starts with); every error names the
+    /// Loads a vocabulary file with what its declaration adds (`spec`); every error names the
     /// file.
-    pub fn load(path: &Path) -> Result<Tokenizer, String> {
+    pub fn load_with(path: &Path, spec: &FileSpec) -> Result<Tokenizer, String> {
         let shown = path.display();
         let bytes =
             std::fs::read(path).map_err(|e| format!("tokenizer {shown}: cannot read: {e}"))?;
-        let name = path.display().to_string();
-        if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
-            return Self::load_hf(name, &bytes);
-        }
-        let text = std::str::from_utf8(&bytes)
-            .map_err(|e| format!("tokenizer {shown}: not a tiktoken ranks file: {e}"))?;
-        let ranks = parse_ranks(text).map_err(|e| format!("tokenizer {shown}: {e}"))?;
-        let bpe =
-            tiktoken_rs::CoreBPE::new(ranks, Default::default(), tiktoken_rs::O200K_BASE_PAT_STR)
+        let name = spec
+            .name
+            .map_or_else(|| path.display().to_string(), str::to_string);
+        let mut tok = if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+            let doc: serde_json::Value = serde_json::from_slice(&bytes)
+                .map_err(|e| format!("tokenizer {shown}: not valid JSON: {e}"))?;
+            if doc.get("vocab").is_some() && doc.get("config").is_some() {
+                Tokenizer::load_tekken(name, &doc)
+            } else {
+                Tokenizer::load_json(name, &doc, &bytes)
+            }
+            .map_err(|e| format!("tokenizer {shown}: {e}"))?
+        } else {
+            let text = std::str::from_utf8(&bytes)
+                .map_err(|e| format!("tokenizer {shown}: not a tiktoken ranks file: {e}"))?;
+            let ranks = parse_ranks(text).map_err(|e| format!("tokenizer {shown}: {e}"))?;
+            let n = u32::try_from(ranks.len()).unwrap_or(u32::MAX);
+            let pattern = spec.pattern.unwrap_or(tiktoken_rs::O200K_BASE_PAT_STR);
+            let bpe = tiktoken_rs::CoreBPE::new(ranks, Default::default(), pattern)
                 .map_err(|e| format!("tokenizer {shown}: {e}"))?;
-        Ok(Tokenizer::from_bpe(name, bpe))
+            Tokenizer::from_bpe(name, bpe, 0, n, Vec::new())
+        };
+        tok.add_special(spec.special);
+        tok.reference = Arc::new(VocabularyRef {
+            name: tok.name.clone(),
+            file: Some(
+                std::path::absolute(path)
+                    .unwrap_or_else(|_| path.to_path_buf())
+                    .display()
+                    .to_string(),
+            ),
+            special: spec
+                .special
+                .iter()
+                .filter_map(|s| Some((s.text.to_string(), s.id?)))
+                .collect(),
+        });
+        Ok(tok)
     }
 
-    #[cfg(feature = "hf-tokenizers")]
-    fn load_hf(name: String, bytes: &[u8]) -> Result<Tokenizer, String> {
-        let tok = tokenizers::Tokenizer::from_bytes(bytes)
-            .map_err(|e| format!("tokenizer {name}: not a valid tokenizer.json: {e}"))?;
-        Ok(Tokenizer {
-            name,
-            engine: Engine::HuggingFace(Box::new(tok)),
-        })
+    /// A Hugging Face `tokenizer.json`: conform's byte-level BPE reader, else (with the
+    /// `hf-tokenizers` feature) the `tokenizers` crate.
+    #[cfg_attr(not(feature = "hf-tokenizers"), allow(unused_variables))]
+    fn load_json(name: String, doc: &serde_json::Value, bytes: &[u8]) -> Result<Tokenizer, String> {
+        if doc.get("model").is_none() {
+            return Err("not a tokenizer.json (no \"model\") nor a tekken file (no \"vocab\" and \"config\")".into());
+        }
+        match ByteLevelBpe::from_json(doc) {
+            Ok(b) => {
+                let added = b.added().to_vec();
+                Ok(Tokenizer::with_added(
+                    name,
+                    Engine::ByteLevel(Box::new(b)),
+                    added,
+                ))
+            }
+            #[cfg(feature = "hf-tokenizers")]
+            Err(_) => {
+                let tok = tokenizers::Tokenizer::from_bytes(bytes)
+                    .map_err(|e| format!("not a valid tokenizer.json: {e}"))?;
+                let added = tok
+                    .get_added_tokens_decoder()
+                    .into_iter()
+                    .map(|(id, t)| (t.content, id))
+                    .collect();
+                Ok(Tokenizer::with_added(
+                    name,
+                    Engine::HuggingFace(Box::new(tok)),
+                    added,
+                ))
+            }
+            #[cfg(not(feature = "hf-tokenizers"))]
+            Err(e) => Err(format!(
+                "not a tokenizer.json conform reads ({e}); conform built with the \
+                 `hf-tokenizers` feature reads any (cargo build --features hf-tokenizers)"
+            )),
+        }
     }
 
-    #[cfg(not(feature = "hf-tokenizers"))]
-    fn load_hf(name: String, _bytes: &[u8]) -> Result<Tokenizer, String> {
-        Err(format!(
-            "tokenizer {name}: a Hugging Face tokenizer.json needs conform built with the \
-             `hf-tokenizers` feature (cargo build --features hf-tokenizers); a tiktoken ranks \
-             file works without it"
-        ))
+    /// Mistral's tekken JSON: `config` (pattern, sizes), `vocab` (ranks with base64 bytes) and,
+    /// from v7 on, `special_tokens`; a token's id is its rank after the control tokens.
+    fn load_tekken(name: String, doc: &serde_json::Value) -> Result<Tokenizer, String> {
+        use base64::Engine as _;
+        let config = &doc["config"];
+        let field = |k: &str| {
+            config
+                .get(k)
+                .and_then(serde_json::Value::as_u64)
+                .and_then(|v| u32::try_from(v).ok())
+                .ok_or_else(|| format!("tekken config has no {k}"))
+        };
+        let pattern = config
+            .get("pattern")
+            .and_then(serde_json::Value::as_str)
+            .ok_or("tekken config has no pattern")?;
+        let specials = field("default_num_special_tokens")?;
+        let size = field("default_vocab_size")?;
+        let inner = size
+            .checked_sub(specials)
+            .ok_or("tekken vocabulary smaller than its control tokens")?;
+        let vocab = doc["vocab"]
+            .as_array()
+            .ok_or("tekken vocab is not a list")?;
+        let mut ranks = FxHashMap::default();
+        for (i, v) in vocab.iter().take(inner as usize).enumerate() {
+            let bytes = v
+                .get("token_bytes")
+                .and_then(serde_json::Value::as_str)
+                .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+                .ok_or_else(|| format!("tekken vocab entry {i} has no base64 token_bytes"))?;
+            if ranks.insert(bytes, i as u32).is_some() {
+                return Err(format!("tekken vocab entry {i} repeats a token"));
+            }
+        }
+        if ranks.len() < inner as usize {
+            return Err(format!(
+                "tekken vocab has {} entries, its config {inner}",
+                ranks.len()
+            ));
+        }
+        let mut added = Vec::new();
+        for t in doc
+            .get("special_tokens")
+            .and_then(serde_json::Value::as_array)
+            .map_or(&[][..], Vec::as_slice)
+        {
+            match (
+                t.get("token_str").and_then(serde_json::Value::as_str),
+                t.get("rank").and_then(serde_json::Value::as_u64),
+            ) {
+                (Some(s), Some(r)) => added.push((s.to_string(), r as u32)),
+                _ => return Err("a tekken special token without token_str and rank".into()),
+            }
+        }
+        let bpe = tiktoken_rs::CoreBPE::new(ranks, Default::default(), pattern)
+            .map_err(|e| format!("tekken pattern: {e}"))?;
+        let mut tok = Tokenizer::from_bpe(name, bpe, specials, inner, Vec::new());
+        tok.match_added = false;
+        tok.added = added;
+        tok.index_added();
+        Ok(tok)
     }
 
-    fn from_bpe(name: String, bpe: tiktoken_rs::CoreBPE) -> Tokenizer {
+    fn from_bpe(
+        name: String,
+        bpe: tiktoken_rs::CoreBPE,
+        offset: u32,
+        ranks: u32,
+        added: Vec<(String, u32)>,
+    ) -> Tokenizer {
         let mut byte_ids = Box::new([None; 256]);
         let mut found = 0;
         // Byte-level vocabularies hold every single byte, usually among the first ranks.
@@ -148,43 +306,128 @@ impl Tokenizer {
                 && let [one] = b[..]
                 && byte_ids[one as usize].is_none()
             {
-                byte_ids[one as usize] = Some(rank);
+                byte_ids[one as usize] = Some(rank + offset);
                 found += 1;
             }
         }
-        Tokenizer {
-            name,
-            engine: Engine::Tiktoken {
-                bpe: Box::new(bpe),
-                byte_ids,
-            },
-        }
+        let engine = Engine::Tiktoken {
+            bpe: Box::new(bpe),
+            byte_ids,
+            offset,
+            ranks,
+        };
+        Tokenizer::with_added(name, engine, added)
     }
 
-    /// The tokenizer's name: `o200k_base` or the file it was loaded from.
+    fn with_added(name: String, engine: Engine, added: Vec<(String, u32)>) -> Tokenizer {
+        let reference = Arc::new(VocabularyRef {
+            name: name.clone(),
+            ..VocabularyRef::default()
+        });
+        let mut t = Tokenizer {
+            name,
+            engine,
+            added,
+            added_ids: FxHashMap::default(),
+            matcher: None,
+            match_added: true,
+            reference,
+        };
+        t.index_added();
+        t
+    }
+
+    /// Adds declared special tokens, replacing the file's token of the same id or text.
+    fn add_special(&mut self, special: &[SpecialToken]) {
+        if special.is_empty() {
+            return;
+        }
+        for s in special {
+            let Some(id) = s.id else { continue };
+            self.added.retain(|(t, i)| *i != id && t != s.text);
+            self.added.push((s.text.to_string(), id));
+        }
+        self.index_added();
+    }
+
+    fn index_added(&mut self) {
+        self.added.retain(|(t, _)| !t.is_empty());
+        self.added_ids = self.added.iter().cloned().collect();
+        self.matcher = (self.match_added && !self.added.is_empty())
+            .then(|| {
+                aho_corasick::AhoCorasick::builder()
+                    .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+                    .build(self.added.iter().map(|(t, _)| t.as_bytes()))
+                    .ok()
+            })
+            .flatten();
+    }
+
+    /// The tokenizer's name: a vocabulary's id (`o200k_base`, `qwen2`…) or the file it was
+    /// loaded from.
     pub fn name(&self) -> &str {
         &self.name
     }
 
-    /// Cuts `data` into tokens: each occurrence of a special token is one token with its declared
-    /// id (or the tokenizer's own id for that text, or none); the text between them is encoded by
-    /// the tokenizer; bytes that are not UTF-8 are one token each.
+    /// The vocabulary's own special and added tokens (text, id), matched whole.
+    pub fn added(&self) -> &[(String, u32)] {
+        &self.added
+    }
+
+    /// Cuts `data` into tokens: each occurrence of a special token (the format's, `special`,
+    /// and the vocabulary's own) is one token with its id (the format's declared id, else the
+    /// vocabulary's, else none); the text between them is encoded by the tokenizer; bytes that
+    /// are not UTF-8 are one token each.
     pub fn tokenize(&self, data: &[u8], special: &[SpecialToken]) -> Tokenized {
         let mut out = Tokenized::default();
         let mut pos = 0;
-        for (start, token) in special_spans(data, special) {
+        for (start, len, id) in self.spans(data, special) {
             self.encode_text(&data[pos..start], pos, &mut out);
-            let id = token.id.or_else(|| self.special_id(token.text));
             out.push_id(id);
-            pos = start + token.text.len();
+            pos = start + len;
             out.close(pos);
         }
         self.encode_text(&data[pos..], pos, &mut out);
+        out.set_vocabulary(Some(self.reference.clone()));
         out
     }
 
+    /// The whole tokens of `data`: (start, length, id), leftmost first, the longest where
+    /// several start at one offset (the format's token where it and the vocabulary's are the
+    /// same text), never overlapping.
+    fn spans(&self, data: &[u8], special: &[SpecialToken]) -> Vec<(usize, usize, TokenId)> {
+        let mut all: Vec<(usize, usize, TokenId)> = special_spans(data, special)
+            .into_iter()
+            .map(|(s, t)| (s, t.text.len(), t.id.or_else(|| self.special_id(t.text))))
+            .collect();
+        if let Some(m) = &self.matcher {
+            all.extend(m.find_iter(data).map(|h| {
+                (
+                    h.start(),
+                    h.len(),
+                    Some(self.added[h.pattern().as_usize()].1),
+                )
+            }));
+        }
+        // Stable: at one start and length, the format's declaration (listed first) wins.
+        all.sort_by_key(|&(s, len, _)| (s, std::cmp::Reverse(len)));
+        let mut out = Vec::with_capacity(all.len());
+        let mut free_from = 0;
+        for (s, len, id) in all {
+            if s >= free_from {
+                free_from = s + len;
+                out.push((s, len, id));
+            }
+        }
+        out
+    }
+
+    /// The vocabulary's id for a special or added token's text, if it has one.
     #[cfg_attr(not(feature = "hf-tokenizers"), allow(unused_variables))]
-    fn special_id(&self, text: &str) -> TokenId {
+    pub fn special_id(&self, text: &str) -> TokenId {
+        if let Some(&id) = self.added_ids.get(text) {
+            return Some(id);
+        }
         match &self.engine {
             // Only a special token of the vocabulary has an id of its own; any other text
             // would be several ordinary tokens.
@@ -194,9 +437,22 @@ impl Tokenizer {
                     _ => None,
                 }
             }
-            Engine::Tiktoken { .. } => None,
+            Engine::Tiktoken { .. } | Engine::ByteLevel(_) => None,
             #[cfg(feature = "hf-tokenizers")]
             Engine::HuggingFace(t) => t.token_to_id(text),
+        }
+    }
+
+    /// True when `id` is an ordinary (not special, not added) token of a vocabulary loaded from
+    /// a file: a special token declared with that id would be ambiguous.
+    pub fn is_ordinary(&self, id: u32) -> bool {
+        match &self.engine {
+            Engine::Tiktoken { offset, ranks, .. } => id >= *offset && id - offset < *ranks,
+            Engine::ByteLevel(b) => b.token_len(id) > 0,
+            #[cfg(feature = "hf-tokenizers")]
+            Engine::HuggingFace(t) => {
+                t.id_to_token(id).is_some() && !self.added_ids.values().any(|&i| i == id)
+            }
         }
     }
 
@@ -219,15 +475,18 @@ impl Tokenizer {
     fn byte_id(&self, b: u8) -> TokenId {
         match &self.engine {
             Engine::Tiktoken { byte_ids, .. } => byte_ids[b as usize],
+            Engine::ByteLevel(bpe) => Some(bpe.byte_id(b)),
             #[cfg(feature = "hf-tokenizers")]
-            Engine::HuggingFace(t) => t.token_to_id(&format!("<0x{b:02X}>")),
+            Engine::HuggingFace(t) => t
+                .token_to_id(&format!("<0x{b:02X}>"))
+                .or_else(|| t.token_to_id(&super::bpe::byte_chars()[b as usize].to_string())),
         }
     }
 
     /// Encodes valid text; tokens are grouped so that every unit ends on a character boundary.
     fn encode_str(&self, s: &str, base: usize, out: &mut Tokenized) {
         match &self.engine {
-            Engine::Tiktoken { bpe, .. } => {
+            Engine::Tiktoken { bpe, offset, .. } => {
                 // fancy-regex can give up on pathological input (its backtracking limit), and
                 // tiktoken-rs then panics: such text is encoded in smaller pieces instead.
                 let encoded = crate::backends::builtin::catching(|| bpe.encode_ordinary(s));
@@ -236,7 +495,7 @@ impl Tokenizer {
                         let mut end = 0;
                         for r in ranks {
                             end += bpe.decode_bytes(&[r]).map_or(0, |b| b.len());
-                            out.push_id(Some(r));
+                            out.push_id(Some(r + offset));
                             if end < s.len() && s.is_char_boundary(end) {
                                 out.close(base + end);
                             }
@@ -259,6 +518,19 @@ impl Tokenizer {
                         out.close(base + s.len());
                     }
                 }
+            }
+            Engine::ByteLevel(bpe) => {
+                let mut toks = Vec::new();
+                bpe.encode(s, &mut toks);
+                let mut end = 0;
+                for (id, len) in toks {
+                    end += len;
+                    out.push_id(Some(id));
+                    if end < s.len() && s.is_char_boundary(end) {
+                        out.close(base + end);
+                    }
+                }
+                out.close(base + s.len());
             }
             #[cfg(feature = "hf-tokenizers")]
             Engine::HuggingFace(t) => {
@@ -344,24 +616,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_declared_vocabulary_is_built_in_and_agrees_with_the_declared_ids() {
-        for f in crate::formats::REGISTRY {
-            let Some(v) = f.vocabulary else { continue };
-            assert!(
-                VOCABULARIES.contains(&v),
-                "{}: unknown vocabulary {v}",
-                f.id
-            );
-            let tok = Tokenizer::for_vocabulary(Some(v));
-            assert_eq!(tok.name(), v);
-            for s in f.special_tokens {
-                // The vocabulary's own id for the text, found without the declaration.
-                assert_eq!(tok.special_id(s.text), s.id, "{}: {}", f.id, s.text);
-            }
-        }
-    }
-
-    #[test]
     fn harmony_is_tokenized_with_o200k_harmony_unless_a_tokenizer_is_given() {
         let f = crate::formats::by_id("harmony").unwrap();
         assert_eq!(f.vocabulary, Some(HARMONY_TOKENIZER));
@@ -373,7 +627,7 @@ mod tests {
             .collect();
         // Without the declared ids the vocabulary still gives the special tokens theirs.
         let harmony =
-            Tokenizer::for_vocabulary(f.vocabulary).tokenize(text.as_bytes(), &undeclared);
+            crate::harness::vocab::tokenizer_for(f).tokenize(text.as_bytes(), &undeclared);
         let base = Tokenizer::default_shared().tokenize(text.as_bytes(), &undeclared);
         let ids = |k: &Tokenized| k.ids().iter().flatten().copied().collect::<Vec<_>>();
         assert!(ids(&harmony).starts_with(&[200005]), "{:?}", ids(&harmony));
@@ -388,7 +642,7 @@ mod tests {
         };
         assert_eq!(given.tokenizer_for(f).name(), DEFAULT_TOKENIZER);
         assert!(Tokenizer::builtin("cl100k_base").is_none());
-        assert_eq!(Tokenizer::for_vocabulary(None).name(), DEFAULT_TOKENIZER);
+        assert_eq!(BUILTIN, &[DEFAULT_TOKENIZER, HARMONY_TOKENIZER]);
     }
 
     fn specials() -> Vec<SpecialToken> {
@@ -514,9 +768,18 @@ mod tests {
         let p = dir.path().join("tokenizer.json");
         std::fs::write(&p, "{\"nope\": 1}").unwrap();
         let e = Tokenizer::load(&p).unwrap_err();
+        assert!(
+            e.contains("tokenizer.json") && e.contains("no \"model\""),
+            "{e}"
+        );
+        std::fs::write(&p, "{\"model\": {\"type\": \"Unigram\"}}").unwrap();
+        let e = Tokenizer::load(&p).unwrap_err();
         assert!(e.contains("tokenizer.json"), "{e}");
         #[cfg(not(feature = "hf-tokenizers"))]
-        assert!(e.contains("hf-tokenizers"), "{e}");
+        assert!(e.contains("Unigram") && e.contains("hf-tokenizers"), "{e}");
+        std::fs::write(&p, "{\"model\": ").unwrap();
+        let e = Tokenizer::load(&p).unwrap_err();
+        assert!(e.contains("not valid JSON"), "{e}");
     }
 
     #[cfg(feature = "hf-tokenizers")]

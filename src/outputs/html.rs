@@ -1207,6 +1207,7 @@ mod tests {
                 bursts: 4,
                 burst_max_tokens: 8,
                 tokenizer: "o200k_base".into(),
+                tokenizers: Default::default(),
             },
             shard: None,
             corpus: CorpusInfo {

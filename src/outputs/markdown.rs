@@ -181,5 +181,17 @@ pub fn render(r: &Report, matrix: Option<&str>) -> String {
             );
         }
     }
+    if !r.chunking.tokenizers.is_empty() {
+        // Which vocabulary cut each format's token-aligned replays (specs/tokenizers.md).
+        let _ = writeln!(
+            out,
+            "<details><summary>Tokenizers ({})</summary>\n\n| format id | tokenizer |\n|---|---|",
+            r.chunking.tokenizer
+        );
+        for (f, t) in &r.chunking.tokenizers {
+            let _ = writeln!(out, "| {f} | {} |", esc(t));
+        }
+        out.push_str("\n</details>\n\n");
+    }
     out
 }

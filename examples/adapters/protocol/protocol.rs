@@ -25,6 +25,11 @@ pub struct ToolSpec {
 pub struct TurnIn {
     pub chunks: Vec<Vec<u8>>,
     pub token_ids: Option<Vec<Vec<u32>>>,
+    /// The vocabulary of `token_ids` (`specs/adapter.md` §2.2): its `name` (`qwen2`,
+    /// `deepseek_v3`, `o200k_harmony`…; `o200k_base` is the fallback of a format whose model
+    /// vocabulary conform could not load, whose ids are then not the model's), its `file` and
+    /// the `special` tokens the file does not carry.
+    pub tokenizer: Option<Value>,
 }
 
 impl TurnIn {
@@ -190,7 +195,12 @@ pub fn parse_request(req: &Value) -> Result<Request, String> {
                     })
                     .collect::<Option<Vec<_>>>()
             });
-        turns.push(TurnIn { chunks, token_ids });
+        let tokenizer = t.get("tokenizer").filter(|v| v.is_object()).cloned();
+        turns.push(TurnIn {
+            chunks,
+            token_ids,
+            tokenizer,
+        });
     }
     Ok(Request {
         id: req["id"].clone(),
@@ -321,6 +331,7 @@ mod tests {
         let turn = TurnIn {
             chunks: vec![vec![e[0]], vec![e[1], b'x'], vec![0xff], vec![e[0]]],
             token_ids: None,
+            tokenizer: None,
         };
         assert_eq!(turn.texts(), vec!["éx", "\u{FFFD}", "\u{FFFD}"]);
     }
@@ -329,7 +340,8 @@ mod tests {
     fn requests_decode_b64_chunks_and_token_ids() {
         let req = json!({"type":"parse","id":3,"format":"kimi_k2",
             "tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],
-            "turns":[{"chunks":["ab",{"b64":"w6k="}],"token_ids":[[1,2],[3]]}]});
+            "turns":[{"chunks":["ab",{"b64":"w6k="}],"token_ids":[[1,2],[3]],
+                      "tokenizer":{"name":"kimi_k2","file":"/c/kimi_k2.tiktoken"}}]});
         let r = parse_request(&req).unwrap();
         assert_eq!(r.tools[0].name, "f");
         assert_eq!(r.tools[0].json["type"], "function");
@@ -338,6 +350,7 @@ mod tests {
             vec![b"ab".to_vec(), "é".as_bytes().to_vec()]
         );
         assert_eq!(r.turns[0].token_ids, Some(vec![vec![1, 2], vec![3]]));
+        assert_eq!(r.turns[0].tokenizer.as_ref().unwrap()["name"], "kimi_k2");
         let req = json!({"type":"parse","id":4,"format":"harmony","tools":[],
             "turns":[{"chunks":["a","b"],"token_ids":[[1],[null]]}]});
         assert_eq!(parse_request(&req).unwrap().turns[0].token_ids, None);

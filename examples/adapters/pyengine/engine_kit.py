@@ -8,6 +8,7 @@ Python 3.11, standard library only (the engines bring their own dependencies).
 
 import argparse
 import base64
+import json
 import os
 import sys
 from collections import Counter
@@ -249,6 +250,148 @@ class MiniTokenizer:
     unk_token_id = None
 
 
+def _byte_chars():
+    """The byte-level alphabet of tokenizer.json BPE vocabularies: each byte's character."""
+    out, shifted = [], 0
+    for b in range(256):
+        if 0x21 <= b <= 0x7E or 0xA1 <= b <= 0xAC or 0xAE <= b <= 0xFF:
+            out.append(chr(b))
+        else:
+            shifted += 1
+            out.append(chr(255 + shifted))
+    return out
+
+
+class ModelVocabulary:
+    """A model vocabulary as conform names it in a token-aligned turn (`tokenizer`: its name,
+    its file in conform's cache, and special tokens the file does not carry; specs/adapter.md
+    §2.2): every id's bytes and the special tokens, read from the same file conform cut the
+    replay with (a tiktoken ranks file, a tokenizer.json or a tekken JSON)."""
+
+    _loaded = {}
+
+    @classmethod
+    def of(cls, info):
+        key = (info.get("file"), json.dumps(info.get("special") or []))
+        if key not in cls._loaded:
+            cls._loaded[key] = cls(info)
+        return cls._loaded[key]
+
+    def __init__(self, info):
+        self.name = info.get("name", "")
+        self.pieces = {}  # id -> bytes of every ordinary token
+        self.special = {}  # text -> id of every special or added token
+        path = info["file"]
+        with open(path, "rb") as f:
+            data = f.read()
+        if data.lstrip()[:1] != b"{":
+            for line in data.splitlines():
+                if line.strip():
+                    tok, rank = line.split()
+                    self.pieces[int(rank)] = base64.b64decode(tok)
+        else:
+            doc = json.loads(data)
+            if "vocab" in doc and "config" in doc:  # tekken: control tokens first
+                n = doc["config"]["default_num_special_tokens"]
+                inner = doc["config"]["default_vocab_size"] - n
+                for i, v in enumerate(doc["vocab"][:inner]):
+                    self.pieces[i + n] = base64.b64decode(v["token_bytes"])
+                for t in doc.get("special_tokens") or []:
+                    self.special[t["token_str"]] = t["rank"]
+            else:
+                unchar = {c: b for b, c in enumerate(_byte_chars())}
+                for tok, i in doc["model"]["vocab"].items():
+                    if all(c in unchar for c in tok):
+                        self.pieces[i] = bytes(unchar[c] for c in tok)
+                for t in doc.get("added_tokens") or []:
+                    self.special[t["content"]] = t["id"]
+        for text, i in info.get("special") or []:
+            self.special = {t: j for t, j in self.special.items() if j != i}
+            self.special[text] = i
+        for i in self.special.values():
+            self.pieces.pop(i, None)
+
+
+class ModelTokenizer(MiniTokenizer):
+    """The stub tokenizer over a model's own vocabulary: the ids conform sent are this
+    vocabulary's, so decoding them gives the text the server's detokenizer would, special
+    tokens included. Encoding (parsers rarely do) splits special tokens whole and writes
+    ordinary text with the longest vocabulary tokens, so ids and text stay consistent (a real
+    BPE may choose other tokens for the same text)."""
+
+    def __init__(self, fmt, vocabulary):
+        self.vocabulary = vocabulary
+        self.special = dict(vocabulary.special)
+        # The format's special tokens the vocabulary does not hold keep conform's ids.
+        for k, (text, tid) in enumerate(SPECIAL_TOKENS.get(fmt, [])):
+            self.special.setdefault(text, tid if tid is not None else SYNTHETIC_BASE + k)
+        self.by_id = {tid: text for text, tid in self.special.items()}
+        self.order = sorted(self.special, key=len, reverse=True)
+        self.name_or_path = f"conform-{vocabulary.name}"
+        self.by_bytes = {b: i for i, b in vocabulary.pieces.items()}
+        self.longest = max((len(b) for b in self.by_bytes), default=1)
+
+    def encode(self, text, add_special_tokens=False, **kwargs):
+        ids, i = [], 0
+        while i < len(text):
+            for tok in self.order:
+                if text.startswith(tok, i):
+                    ids.append(self.special[tok])
+                    i += len(tok)
+                    break
+            else:
+                j = i + 1
+                while j < len(text) and not any(text.startswith(t, j) for t in self.order):
+                    j += 1
+                ids.extend(self._ordinary(text[i:j].encode("utf-8")))
+                i = j
+        return ids
+
+    def _ordinary(self, data):
+        out, i = [], 0
+        while i < len(data):
+            for n in range(min(self.longest, len(data) - i), 0, -1):
+                tid = self.by_bytes.get(data[i : i + n])
+                if tid is not None:
+                    out.append(tid)
+                    i += n
+                    break
+            else:
+                raise ValueError(f"byte {data[i]:#x} has no token in {self.vocabulary.name}")
+        return out
+
+    def decode(self, ids, skip_special_tokens=False, **kwargs):
+        if isinstance(ids, int):
+            ids = [ids]
+        out = bytearray()
+        for i in ids:
+            if i in self.by_id:
+                if not skip_special_tokens:
+                    out += self.by_id[i].encode("utf-8")
+            else:
+                out += self.vocabulary.pieces.get(i, b"")
+        return out.decode("utf-8", errors="replace")
+
+    def _token_id(self, token):
+        if token in self.special:
+            return self.special[token]
+        return self.by_bytes.get(token.encode("utf-8"))
+
+    @property
+    def vocab_size(self):
+        return max(list(self.vocabulary.pieces) + list(self.by_id), default=0) + 1
+
+
+def tokenizer_for(fmt, turn):
+    """The stub tokenizer an engine is built with for this turn: the model's own vocabulary when
+    conform cut the turn with it (its ids are then the model's: `turn.tokenizer` names the
+    file), else the format's MiniTokenizer."""
+    info = getattr(turn, "tokenizer", None)
+    if info and info.get("file") and getattr(turn, "token_ids", None):
+        return ModelTokenizer(fmt, ModelVocabulary.of(info))
+    return MiniTokenizer(fmt)
+
+
 def check_token_ids(turn, tokenizer):
     """Checks the special-token table against the ids conform sent with a token-aligned turn:
     every special token this tokenizer finds in the turn must be among conform's ids (conform's
@@ -256,7 +399,7 @@ def check_token_ids(turn, tokenizer):
     SPECIAL_TOKENS no longer matches conform's `special_tokens`; it is an adapter error rather
     than a silently different tokenization."""
     ids = turn.get("token_ids")
-    if not ids:
+    if not ids or isinstance(tokenizer, ModelTokenizer):
         return
     sent = Counter(i for chunk in ids for i in chunk if i in tokenizer.by_id)
     text = b"".join(turn["chunks"]).decode("utf-8", errors="replace")
@@ -301,10 +444,12 @@ def variant_name(title, reasoning, overrides):
 
 
 def delta_ids(delta, tokenizer):
-    """The ids a server's parser gets with a delta, in the model's vocabulary. conform sends
-    o200k ids today (`delta.token_ids`), which these tokenizers cannot decode, so the delta's
-    text is encoded with the format's minimal tokenizer (same cuts, the model's special ids).
-    When conform sends the model's own ids (issue 26), map them here instead of re-encoding."""
+    """The ids a server's parser gets with a delta, in the model's vocabulary: conform's own
+    (`delta.token_ids`) when the turn was cut with the model's vocabulary and the engine's
+    tokenizer is that vocabulary (a ModelTokenizer); otherwise the delta's text encoded with the
+    format's minimal tokenizer (same cuts, the model's special ids)."""
+    if isinstance(tokenizer, ModelTokenizer) and delta.token_ids is not None:
+        return list(delta.token_ids)
     return tokenizer.encode(delta.text)
 
 

@@ -1,7 +1,9 @@
 """Unit tests of the shared engine-adapter pieces: `python3 -m unittest discover -s examples/adapters/pyengine`
 (tests/adapters.rs runs them within `cargo test`)."""
 
+import base64
 import io
+import json
 import sys
 import unittest
 
@@ -29,6 +31,73 @@ class MiniTokenizerTest(unittest.TestCase):
     def test_the_longest_special_token_wins(self):
         tok = ca.MiniTokenizer("hermes")
         self.assertEqual(tok.encode("</tool_call>"), [151658])
+
+
+class ModelTokenizerTest(unittest.TestCase):
+    def vocab_file(self, d):
+        import os
+        lines = [f"{base64.b64encode(bytes([b])).decode()} {b}" for b in range(256)]
+        lines.append(f"{base64.b64encode(b'He').decode()} 256")
+        lines.append(f"{base64.b64encode(b'llo').decode()} 257")
+        path = os.path.join(d, "tiny.tiktoken")
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        return path
+
+    def test_the_ids_conform_sends_are_the_engines_and_decode_to_the_text(self):
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as d:
+            info = {"name": "tiny", "file": self.vocab_file(d), "special": [["<tool_call>", 900]]}
+            e = "é".encode()
+            turn = ca.kit.Turn(
+                {
+                    "chunks": ["He", "llo", "<tool_call>", {"b64": base64.b64encode(e[:1]).decode()}, {"b64": base64.b64encode(e[1:]).decode()}],
+                    "token_ids": [[256], [257], [900], [195], [169]],
+                    "tokenizer": info,
+                }
+            )
+            tok = ca.tokenizer_for("hermes", turn)
+            self.assertIsInstance(tok, ca.ModelTokenizer)
+            got = [(d.text, ca.delta_ids(d, tok)) for d in turn.deltas()]
+            # Not re-encoded: the ids as sent, a cut character's ids with the delta completing it.
+            self.assertEqual(got, [("He", [256]), ("llo", [257]), ("<tool_call>", [900]), ("é", [195, 169])])
+            self.assertEqual(tok.decode([256, 257, 900]), "Hello<tool_call>")
+            self.assertEqual(tok.get_vocab()["<tool_call>"], 900)
+            self.assertEqual(tok.convert_tokens_to_ids("<tool_call>"), 900)
+            self.assertEqual(tok.decode(tok.encode("Hello<tool_call>é")), "Hello<tool_call>é")
+            self.assertEqual(tok.encode("Hello")[:1], [256])
+            # A turn without ids keeps the mini tokenizer.
+            plain = ca.tokenizer_for("hermes", ca.kit.Turn({"chunks": ["a"]}))
+            self.assertIsInstance(plain, ca.MiniTokenizer)
+            self.assertNotIsInstance(plain, ca.ModelTokenizer)
+
+    def test_tokenizer_json_and_tekken_vocabularies_load(self):
+        import os
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as d:
+            chars = ca._byte_chars()
+            vocab = {c: i for i, c in enumerate(chars)}
+            vocab["Ġw"] = 256
+            doc = {"model": {"type": "BPE", "vocab": vocab, "merges": ["Ġ w"]},
+                   "added_tokens": [{"id": 300, "content": "<｜tool▁sep｜>"}]}
+            p = os.path.join(d, "tokenizer.json")
+            with open(p, "w") as f:
+                json.dump(doc, f)
+            v = ca.ModelVocabulary({"name": "t", "file": p})
+            self.assertEqual(v.pieces[256], b" w")
+            self.assertEqual(v.special["<｜tool▁sep｜>"], 300)
+            tekken = {"config": {"default_num_special_tokens": 3, "default_vocab_size": 5, "pattern": "."},
+                      "vocab": [{"rank": 0, "token_bytes": base64.b64encode(b"a").decode()},
+                                {"rank": 1, "token_bytes": base64.b64encode(b"b").decode()},
+                                {"rank": 2, "token_bytes": base64.b64encode(b"c").decode()}]}
+            p = os.path.join(d, "tekken.json")
+            with open(p, "w") as f:
+                json.dump(tekken, f)
+            v = ca.ModelVocabulary({"name": "tekken", "file": p, "special": [["[TOOL_CALLS]", 2]]})
+            self.assertEqual(v.pieces, {3: b"a", 4: b"b"})
+            self.assertEqual(v.special, {"[TOOL_CALLS]": 2})
 
 
 class CheckTokenIdsTest(unittest.TestCase):

@@ -120,7 +120,6 @@ class Vllm(kit.Adapter):
             )
             for fmt, name in self.parsers.items()
         }
-        self.tokenizers = {fmt: engine_kit.MiniTokenizer(fmt) for fmt in self.parsers}
         import importlib.metadata
 
         version = importlib.metadata.version("vllm")
@@ -130,8 +129,9 @@ class Vllm(kit.Adapter):
     def parse(self, request):
         fmt = request.format
         tools = [self.ToolParam.model_validate(t) for t in request.tools]
-        tokenizer = self.tokenizers[fmt]
         for turn in request.turns:
+            # The model's own vocabulary when conform cut the turn with it: the engine gets its ids.
+            tokenizer = engine_kit.tokenizer_for(fmt, turn)
             engine_kit.check_token_ids(engine_kit.TurnView(turn), tokenizer)
             text = turn.text
             chat_kwargs = engine_kit.chat_template_kwargs(fmt, request.mode, text)

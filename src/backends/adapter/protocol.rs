@@ -167,6 +167,17 @@ pub fn parse_request(
                     out.push(b']');
                 }
                 out.push(b']');
+                if let Some(v) = cuts.get(t).and_then(Cuts::vocabulary) {
+                    out.extend_from_slice(b",\"tokenizer\":");
+                    let mut o = serde_json::json!({"name": v.name});
+                    if let Some(f) = &v.file {
+                        o["file"] = Value::from(f.as_str());
+                    }
+                    if !v.special.is_empty() {
+                        o["special"] = serde_json::json!(v.special);
+                    }
+                    out.extend_from_slice(o.to_string().as_bytes());
+                }
             }
         }
         out.push(b'}');
@@ -479,6 +490,38 @@ mod tests {
                 {"chunks": ["e"], "token_ids": [[7]]},
             ])
         );
+    }
+
+    #[test]
+    fn a_token_aligned_turn_names_the_vocabulary_of_its_ids() {
+        use crate::backends::cuts::{Grouping, TokenCuts, Tokenized, VocabularyRef};
+        let mut tokens = Tokenized::default();
+        tokens.push_id(Some(151657));
+        tokens.close(11);
+        tokens.push_id(Some(9));
+        tokens.close(12);
+        tokens.set_vocabulary(Some(std::sync::Arc::new(VocabularyRef {
+            name: "qwen2".into(),
+            file: Some("/cache/qwen2/qwen.tiktoken".into()),
+            special: vec![("<tool_call>".into(), 151657)],
+        })));
+        let cuts = [Cuts::Tokens(TokenCuts {
+            tokens: std::sync::Arc::new(tokens),
+            grouping: Grouping::EveryToken,
+        })];
+        let ids = [vec![vec![151657], vec![9]]];
+        let turns = [b"<tool_call>*".to_vec()];
+        let req = parse_request(4, "hermes", &Tools::default(), &turns, &cuts, &ids);
+        let v: Value = serde_json::from_slice(&req).unwrap();
+        assert_eq!(
+            v["turns"][0]["tokenizer"],
+            serde_json::json!({"name": "qwen2", "file": "/cache/qwen2/qwen.tiktoken",
+                               "special": [["<tool_call>", 151657]]})
+        );
+        // Without ids, no vocabulary.
+        let req = parse_request(5, "hermes", &Tools::default(), &turns, &cuts, &[]);
+        let v: Value = serde_json::from_slice(&req).unwrap();
+        assert!(v["turns"][0].get("tokenizer").is_none());
     }
 
     /// `{"a":{"a":…{}…}}`, `depth` objects deep.

@@ -62,8 +62,11 @@ pub struct Format {
     /// inside one are reported apart and do not fail the case; the `tokens` chunking never
     /// cuts inside one. Empty for formats whose delimiters are ordinary text.
     pub special_tokens: &'static [SpecialToken],
-    /// The built-in tokenizer vocabulary the special tokens' ids belong to (`o200k_harmony`),
-    /// used by the `tokens` chunking unless `--tokenizer` is given; `None`: `o200k_base`.
+    /// Its model family's vocabulary, the one the special tokens' ids belong to: an id of the
+    /// harness's vocabulary table (`qwen2`, `deepseek_v3`, `o200k_harmony`…;
+    /// `specs/tokenizers.md`), which cuts the token-aligned replays unless `--tokenizer` is
+    /// given. `None`: no vocabulary of the format's models can be had, and `o200k_base` (the
+    /// declared fallback) cuts them.
     pub vocabulary: Option<&'static str>,
     /// The tokens that end the model's turn, which a server consumes (its stop handling or
     /// detokenizer) before its parser sees the text: an external parser is handed the turn up

@@ -22,6 +22,10 @@ pub trait Entry: 'static {
     const SPECIAL_TOKENS: &'static [SpecialToken] = &[];
     /// The tokens that end the turn, consumed by a server before its parser ([`Format::stop_tokens`]).
     const STOP_TOKENS: &'static [&'static str] = &[];
+    /// Its model family's vocabulary ([`Format::vocabulary`]: an id of the harness's
+    /// vocabulary table, `specs/tokenizers.md`); `None`: no vocabulary of its models can be
+    /// had, `o200k_base` cuts its replays.
+    const VOCABULARY: Option<&'static str> = None;
     /// Renders calls back into the format, when it has a renderer.
     const RENDER: Option<RenderFn> = None;
     /// The configuration: its `bool` options are the format's, its default the format's.
@@ -62,13 +66,14 @@ fn markers<E: Entry>(_tools: &Tools) -> Vec<String> {
     E::MARKERS.iter().map(|m| m.to_string()).collect()
 }
 
-/// The registry entry of `E`; what it does not declare (vocabulary, probes) is set with struct
-/// update syntax.
+/// The registry entry of `E`; what it does not declare (probes) is set with struct update
+/// syntax.
 pub const fn format<E: Entry>() -> Format {
     Format {
         render: E::RENDER,
         special_tokens: E::SPECIAL_TOKENS,
         stop_tokens: E::STOP_TOKENS,
+        vocabulary: E::VOCABULARY,
         reasoning: E::REASONING,
         ..Format::new(
             E::ID,

@@ -293,6 +293,7 @@ impl Entry for Declared {
     /// Qwen2.5 / Qwen3 special tokens that can appear in output, with their ids.
     /// The turn's end, consumed by the server before its tool parser.
     const STOP_TOKENS: &'static [&'static str] = &["<|im_end|>", "<|endoftext|>"];
+    const VOCABULARY: Option<&'static str> = Some("qwen2");
     const SPECIAL_TOKENS: &'static [SpecialToken] = &[
         SpecialToken::new("<|endoftext|>", 151643),
         SpecialToken::new("<|im_start|>", 151644),

@@ -726,6 +726,7 @@ impl Entry for Declared {
     /// Kimi K2's special tokens that can appear in its output, with their ids in its tokenizer.
     /// The turn's end, consumed by the server before its tool parser.
     const STOP_TOKENS: &'static [&'static str] = &["<|im_end|>", "[EOS]"];
+    const VOCABULARY: Option<&'static str> = Some("kimi_k2");
     const SPECIAL_TOKENS: &'static [SpecialToken] = &[
         SpecialToken::new("[EOS]", 163585),
         SpecialToken::new("<|im_end|>", 163586),

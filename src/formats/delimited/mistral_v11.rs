@@ -355,6 +355,7 @@ impl Entry for Declared {
     /// Tekken control tokens that can appear in v11+ output (ids from mistral-common's tests).
     /// The turn's end, consumed by the server before its tool parser.
     const STOP_TOKENS: &'static [&'static str] = &["</s>"];
+    const VOCABULARY: Option<&'static str> = Some("tekken_v11");
     const SPECIAL_TOKENS: &'static [SpecialToken] = &[
         SpecialToken::new("</s>", 2),
         SpecialToken::new(TOOL_CALLS, 9),

@@ -51,6 +51,7 @@ impl tagged::Member for DeepseekV32 {
     const GRAMMAR: &'static Grammar = &GRAMMAR;
     /// The turn's end, consumed by the server before its tool parser.
     const STOP_TOKENS: &'static [&'static str] = &["<｜end▁of▁sentence｜>"];
+    const VOCABULARY: Option<&'static str> = Some("deepseek_v3");
     const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
 
     fn write_calls(out: &mut String, calls: &[ToolCall]) {

@@ -203,6 +203,7 @@ impl tagged::Member for DeepseekV4 {
     const GRAMMAR: &'static Grammar = &GRAMMAR;
     /// The turn's end, consumed by the server before its tool parser.
     const STOP_TOKENS: &'static [&'static str] = &["<｜end▁of▁sentence｜>"];
+    const VOCABULARY: Option<&'static str> = Some("deepseek_v4");
     const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
 
     /// Every engine accepts invokes outside a block; SGLang, tool-parser and Dynamo accept a

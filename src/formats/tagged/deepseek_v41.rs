@@ -82,6 +82,7 @@ impl tagged::Member for DeepseekV41 {
     const GRAMMAR: &'static Grammar = &GRAMMAR;
     /// The turn's end, consumed by the server before its tool parser.
     const STOP_TOKENS: &'static [&'static str] = &["<｜end▁of▁sentence｜>"];
+    const VOCABULARY: Option<&'static str> = Some("deepseek_v4");
     const SPECIAL_TOKENS: &'static [SpecialToken] = deepseek_v4::SPECIAL_TOKENS;
 
     /// SGLang's self-closing invoke is a recovered deviation here as in V4.

@@ -21,6 +21,7 @@ impl tagged::Member for Glm47 {
     const GRAMMAR: &'static Grammar = &GRAMMAR;
     /// The turn's end, consumed by the server before its tool parser.
     const STOP_TOKENS: &'static [&'static str] = &["<|user|>", "<|observation|>"];
+    const VOCABULARY: Option<&'static str> = Some("glm4");
     const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
 
     fn write_calls(out: &mut String, calls: &[ToolCall]) {

@@ -53,6 +53,7 @@ impl tagged::Member for MinimaxM2 {
     const GRAMMAR: &'static Grammar = &GRAMMAR;
     /// The turn's end, consumed by the server before its tool parser.
     const STOP_TOKENS: &'static [&'static str] = &["[e~["];
+    const VOCABULARY: Option<&'static str> = Some("minimax_m2");
     const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
 
     fn write_calls(out: &mut String, calls: &[ToolCall]) {

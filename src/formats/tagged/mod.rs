@@ -1687,6 +1687,9 @@ pub trait Member: 'static {
     const SPECIAL_TOKENS: &'static [SpecialToken];
     /// The tokens that end the turn, consumed by a server before its parser ([`Format::stop_tokens`]).
     const STOP_TOKENS: &'static [&'static str] = &[];
+    /// Its model family's vocabulary (an id of `specs/tokenizers.md`'s table); `None`: none
+    /// can be had, `o200k_base` cuts its replays.
+    const VOCABULARY: Option<&'static str> = None;
     /// Its default options.
     fn config() -> Config {
         Config::default()
@@ -1737,6 +1740,7 @@ pub const fn format<M: Member>() -> Format {
         }),
         special_tokens: M::SPECIAL_TOKENS,
         stop_tokens: M::STOP_TOKENS,
+        vocabulary: M::VOCABULARY,
         reasoning: M::GRAMMAR.reasoning,
         ..Format::new(
             M::ID,

@@ -51,6 +51,7 @@ impl tagged::Member for Qwen3Coder {
     const GRAMMAR: &'static Grammar = &GRAMMAR;
     /// The turn's end, consumed by the server before its tool parser.
     const STOP_TOKENS: &'static [&'static str] = &["<|im_end|>", "<|endoftext|>"];
+    const VOCABULARY: Option<&'static str> = Some("qwen2");
     const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
 
     /// Every leniency of the family on, calls without `<tool_call>` too.

@@ -322,6 +322,7 @@ mod tests {
         TurnIn {
             chunks: chunks.iter().map(|c| c.as_bytes().to_vec()).collect(),
             token_ids: None,
+            tokenizer: None,
         }
     }
 

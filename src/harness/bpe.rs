@@ -1,0 +1,554 @@
+//! A reader of Hugging Face `tokenizer.json` files for byte-level BPE vocabularies (DeepSeek V3
+//! and V4, Llama 3), exact for what those files use, without the `tokenizers` crate and its
+//! 42 dependencies (`specs/tokenizers.md` §3).
+//!
+//! What it reads: a `BPE` model (vocabulary, merges, `ignore_merges`; no byte fallback, no
+//! subword prefix or suffix), no normalizer (or an empty sequence), a pre-tokenizer made of
+//! `Split` (regex or string, `Isolated`, not inverted) and `ByteLevel` (without a prefix space)
+//! steps, and `added_tokens` matched whole. Anything else is refused with a message naming it,
+//! so a file this reader would get wrong never loads quietly (the `hf-tokenizers` feature reads
+//! any file with the `tokenizers` crate). Encoding is what `tokenizers` does for
+//! `encode(text, add_special_tokens=False)` on text without added tokens: split, map each byte
+//! to its byte-level character, then apply the merges lowest rank first, leftmost first.
+
+use rustc_hash::FxHashMap;
+use serde_json::Value;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// A byte-level BPE vocabulary read from a `tokenizer.json`.
+pub struct ByteLevelBpe {
+    /// The id of each single byte.
+    byte_ids: [u32; 256],
+    /// (left id, right id) → (merge rank, merged id).
+    merges: FxHashMap<(u32, u32), (u32, u32)>,
+    /// With `ignore_merges`: a pre-token that is itself in the vocabulary is that one token.
+    whole: Option<FxHashMap<Vec<u8>, u32>>,
+    /// The pre-tokenizer's splitting steps, applied in order.
+    splits: Vec<Split>,
+    /// The added tokens (`added_tokens`): text and id.
+    added: Vec<(String, u32)>,
+    /// Each ordinary token's length in bytes.
+    lengths: FxHashMap<u32, usize>,
+}
+
+/// One splitting step of the pre-tokenizer.
+enum Split {
+    /// A regex whose matches are pieces of their own (`Split`, `Isolated`; `ByteLevel` with
+    /// `use_regex`).
+    Regex(fancy_regex::Regex),
+    /// A literal string, isolated likewise.
+    Literal(String),
+}
+
+/// GPT-2's pre-tokenization regex, which `ByteLevel` applies when `use_regex` is true.
+const GPT2_PATTERN: &str =
+    r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
+
+/// The byte-level alphabet: the character each byte is written as in the vocabulary
+/// (printable Latin-1 bytes as themselves, the others shifted past U+0100, in byte order).
+pub fn byte_chars() -> [char; 256] {
+    let mut out = ['\0'; 256];
+    let mut shifted = 0u32;
+    for b in 0..=255u8 {
+        let printable = matches!(b, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF);
+        out[b as usize] = if printable {
+            char::from(b)
+        } else {
+            shifted += 1;
+            char::from_u32(255 + shifted).unwrap_or('\0')
+        };
+    }
+    out
+}
+
+impl ByteLevelBpe {
+    /// Reads a parsed `tokenizer.json`; the error says what is not supported or malformed.
+    pub fn from_json(doc: &Value) -> Result<ByteLevelBpe, String> {
+        let model = doc.get("model").ok_or("no \"model\"")?;
+        let kind = model.get("type").and_then(Value::as_str).unwrap_or("BPE");
+        if kind != "BPE" {
+            return Err(format!("model type {kind:?} is not BPE"));
+        }
+        if model.get("byte_fallback").and_then(Value::as_bool) == Some(true) {
+            return Err("a BPE model with byte_fallback is not byte-level".into());
+        }
+        for key in ["continuing_subword_prefix", "end_of_word_suffix"] {
+            if model
+                .get(key)
+                .and_then(Value::as_str)
+                .is_some_and(|s| !s.is_empty())
+            {
+                return Err(format!("{key} is not supported"));
+            }
+        }
+        check_normalizer(doc.get("normalizer").unwrap_or(&Value::Null))?;
+        let mut splits = Vec::new();
+        let mut byte_level = false;
+        pre_tokenizer(
+            doc.get("pre_tokenizer").unwrap_or(&Value::Null),
+            &mut splits,
+            &mut byte_level,
+        )?;
+        if !byte_level {
+            return Err("the pre-tokenizer has no ByteLevel step: not a byte-level BPE".into());
+        }
+        let vocab = model
+            .get("vocab")
+            .and_then(Value::as_object)
+            .ok_or("model.vocab is not an object")?;
+        let chars = byte_chars();
+        let mut unchar: FxHashMap<char, u8> = FxHashMap::default();
+        for (b, c) in chars.iter().enumerate() {
+            unchar.insert(*c, b as u8);
+        }
+        let to_bytes =
+            |s: &str| -> Option<Vec<u8>> { s.chars().map(|c| unchar.get(&c).copied()).collect() };
+        let mut ids: FxHashMap<&str, u32> = FxHashMap::default();
+        let mut lengths: FxHashMap<u32, usize> = FxHashMap::default();
+        let mut whole: FxHashMap<Vec<u8>, u32> = FxHashMap::default();
+        for (tok, id) in vocab {
+            let id = id
+                .as_u64()
+                .and_then(|i| u32::try_from(i).ok())
+                .ok_or_else(|| format!("vocabulary entry {tok:?} has no integer id"))?;
+            ids.insert(tok.as_str(), id);
+            // An entry outside the byte alphabet is an added token's (`<｜begin▁of▁sentence｜>`):
+            // only the added-token pass produces it.
+            let Some(bytes) = to_bytes(tok) else { continue };
+            lengths.insert(id, bytes.len());
+            whole.insert(bytes, id);
+        }
+        let mut byte_ids = [0u32; 256];
+        for (b, c) in chars.iter().enumerate() {
+            byte_ids[b] = *ids
+                .get(c.to_string().as_str())
+                .ok_or_else(|| format!("byte 0x{b:02x} ({c}) has no token"))?;
+        }
+        let list = model
+            .get("merges")
+            .and_then(Value::as_array)
+            .ok_or("model.merges is not an array")?;
+        let mut merges = FxHashMap::default();
+        for (rank, m) in list.iter().enumerate() {
+            let (a, b) = match m {
+                Value::String(s) => s
+                    .split_once(' ')
+                    .ok_or_else(|| format!("merge {rank} {s:?} is not \"A B\""))?,
+                Value::Array(p) => match (
+                    p.first().and_then(Value::as_str),
+                    p.get(1).and_then(Value::as_str),
+                    p.len(),
+                ) {
+                    (Some(a), Some(b), 2) => (a, b),
+                    _ => return Err(format!("merge {rank} is not a pair")),
+                },
+                _ => return Err(format!("merge {rank} is neither \"A B\" nor a pair")),
+            };
+            let id = |t: &str| {
+                ids.get(t).copied().ok_or_else(|| {
+                    format!("merge {rank} names {t:?}, which is not in the vocabulary")
+                })
+            };
+            let merged = format!("{a}{b}");
+            let pair = (id(a)?, id(b)?);
+            let rank = u32::try_from(rank).map_err(|_| "too many merges".to_string())?;
+            // The first rule for a pair wins, as in `tokenizers`.
+            merges.entry(pair).or_insert((rank, id(&merged)?));
+        }
+        let ignore_merges = model.get("ignore_merges").and_then(Value::as_bool) == Some(true);
+        let mut added = Vec::new();
+        for t in doc
+            .get("added_tokens")
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice)
+        {
+            let content = t
+                .get("content")
+                .and_then(Value::as_str)
+                .ok_or("an added token has no content")?;
+            let id = t
+                .get("id")
+                .and_then(Value::as_u64)
+                .and_then(|i| u32::try_from(i).ok())
+                .ok_or_else(|| format!("added token {content:?} has no id"))?;
+            for flag in ["lstrip", "rstrip", "single_word"] {
+                if t.get(flag).and_then(Value::as_bool) == Some(true) {
+                    return Err(format!(
+                        "added token {content:?} has {flag}, which is not supported"
+                    ));
+                }
+            }
+            if !content.is_empty() {
+                lengths.remove(&id);
+                added.push((content.to_string(), id));
+            }
+        }
+        Ok(ByteLevelBpe {
+            byte_ids,
+            merges,
+            whole: ignore_merges.then_some(whole),
+            splits,
+            added,
+            lengths,
+        })
+    }
+
+    /// The added tokens: text and id.
+    pub fn added(&self) -> &[(String, u32)] {
+        &self.added
+    }
+
+    /// The id of each single byte.
+    pub fn byte_id(&self, b: u8) -> u32 {
+        self.byte_ids[b as usize]
+    }
+
+    /// Encodes text holding no added token: each token's id and its length in bytes.
+    pub fn encode(&self, text: &str, out: &mut Vec<(u32, usize)>) {
+        let mut pieces = vec![(0usize, text.len())];
+        for split in &self.splits {
+            let mut next = Vec::with_capacity(pieces.len() * 2);
+            for (s, e) in pieces {
+                split.apply(&text[s..e], s, &mut next);
+            }
+            pieces = next;
+        }
+        for (s, e) in pieces {
+            self.encode_piece(&text.as_bytes()[s..e], out);
+        }
+    }
+
+    /// Byte-pair merges over one pre-token: the lowest-ranked applicable merge first, the
+    /// leftmost where several have that rank (as `tokenizers`' `Word::merge_all`).
+    fn encode_piece(&self, bytes: &[u8], out: &mut Vec<(u32, usize)>) {
+        if bytes.is_empty() {
+            return;
+        }
+        if let Some(id) = self.whole.as_ref().and_then(|w| w.get(bytes)) {
+            out.push((*id, bytes.len()));
+            return;
+        }
+        // A doubly linked list of symbols; a merged-away symbol has length 0.
+        let n = bytes.len();
+        let mut id: Vec<u32> = bytes.iter().map(|&b| self.byte_ids[b as usize]).collect();
+        let mut len = vec![1usize; n];
+        let mut prev: Vec<usize> = (0..n).map(|i| i.wrapping_sub(1)).collect();
+        let mut next: Vec<usize> = (1..=n).collect();
+        let mut queue = BinaryHeap::new();
+        for i in 0..n - 1 {
+            if let Some(&(rank, new)) = self.merges.get(&(id[i], id[i + 1])) {
+                queue.push(Reverse((rank, i, new)));
+            }
+        }
+        while let Some(Reverse((rank, i, new))) = queue.pop() {
+            let j = next[i];
+            if len[i] == 0 || j >= n {
+                continue;
+            }
+            // Skip a queued merge the symbols around it no longer make.
+            if self.merges.get(&(id[i], id[j])) != Some(&(rank, new)) {
+                continue;
+            }
+            id[i] = new;
+            len[i] += len[j];
+            len[j] = 0;
+            next[i] = next[j];
+            if next[i] < n {
+                prev[next[i]] = i;
+            }
+            let p = prev[i];
+            if p < n
+                && let Some(&(r, m)) = self.merges.get(&(id[p], id[i]))
+            {
+                queue.push(Reverse((r, p, m)));
+            }
+            if next[i] < n
+                && let Some(&(r, m)) = self.merges.get(&(id[i], id[next[i]]))
+            {
+                queue.push(Reverse((r, i, m)));
+            }
+        }
+        let mut i = 0;
+        while i < n {
+            out.push((id[i], len[i]));
+            i = next[i];
+        }
+    }
+
+    /// The number of bytes of ordinary token `id` (0 for an added token or an id the vocabulary
+    /// does not have).
+    pub fn token_len(&self, id: u32) -> usize {
+        self.lengths.get(&id).copied().unwrap_or(0)
+    }
+}
+
+impl Split {
+    /// Appends the pieces of `s` (at offset `base`): every match and every stretch between.
+    fn apply(&self, s: &str, base: usize, out: &mut Vec<(usize, usize)>) {
+        let mut at = 0;
+        let push = |a: usize, b: usize, out: &mut Vec<(usize, usize)>| {
+            if b > a {
+                out.push((base + a, base + b));
+            }
+        };
+        match self {
+            Split::Regex(re) => {
+                let mut from = 0;
+                while from <= s.len() {
+                    let Ok(Some(m)) = re.find_from_pos(s, from) else {
+                        break;
+                    };
+                    push(at, m.start(), out);
+                    push(m.start(), m.end(), out);
+                    at = m.end();
+                    from = if m.end() > m.start() {
+                        m.end()
+                    } else {
+                        // An empty match: step over one character.
+                        m.end() + s[m.end()..].chars().next().map_or(1, char::len_utf8)
+                    };
+                }
+            }
+            Split::Literal(lit) if !lit.is_empty() => {
+                for (start, _) in s.match_indices(lit.as_str()) {
+                    push(at, start, out);
+                    push(start, start + lit.len(), out);
+                    at = start + lit.len();
+                }
+            }
+            Split::Literal(_) => {}
+        }
+        push(at, s.len(), out);
+    }
+}
+
+fn check_normalizer(n: &Value) -> Result<(), String> {
+    match n {
+        Value::Null => Ok(()),
+        Value::Object(o) => match o.get("type").and_then(Value::as_str) {
+            Some("Sequence") => o
+                .get("normalizers")
+                .and_then(Value::as_array)
+                .map_or(Ok(()), |list| list.iter().try_for_each(check_normalizer)),
+            // A normalizer changes the text's bytes, and cuts are offsets into the exact bytes.
+            Some(t) => Err(format!("normalizer {t} is not supported")),
+            None => Err("a normalizer without a type".into()),
+        },
+        _ => Err("the normalizer is not an object".into()),
+    }
+}
+
+fn pre_tokenizer(p: &Value, splits: &mut Vec<Split>, byte_level: &mut bool) -> Result<(), String> {
+    let Value::Object(o) = p else {
+        return match p {
+            Value::Null => Ok(()),
+            _ => Err("the pre_tokenizer is not an object".into()),
+        };
+    };
+    match o.get("type").and_then(Value::as_str) {
+        Some("Sequence") => {
+            for step in o
+                .get("pretokenizers")
+                .and_then(Value::as_array)
+                .ok_or("a Sequence pre-tokenizer without pretokenizers")?
+            {
+                pre_tokenizer(step, splits, byte_level)?;
+            }
+            Ok(())
+        }
+        Some("Split") => {
+            let behavior = o.get("behavior").and_then(Value::as_str).unwrap_or("");
+            if behavior != "Isolated" {
+                return Err(format!(
+                    "Split behavior {behavior:?} is not supported (only Isolated)"
+                ));
+            }
+            if o.get("invert").and_then(Value::as_bool) == Some(true) {
+                return Err("an inverted Split is not supported".into());
+            }
+            let pattern = o.get("pattern").ok_or("a Split without a pattern")?;
+            if let Some(re) = pattern.get("Regex").and_then(Value::as_str) {
+                let re =
+                    fancy_regex::Regex::new(re).map_err(|e| format!("Split regex {re:?}: {e}"))?;
+                splits.push(Split::Regex(re));
+            } else if let Some(s) = pattern.get("String").and_then(Value::as_str) {
+                splits.push(Split::Literal(s.to_string()));
+            } else {
+                return Err("a Split pattern is neither Regex nor String".into());
+            }
+            Ok(())
+        }
+        Some("ByteLevel") => {
+            if o.get("add_prefix_space").and_then(Value::as_bool) == Some(true) {
+                // It adds a space the transcript does not have.
+                return Err("ByteLevel with add_prefix_space is not supported".into());
+            }
+            if o.get("use_regex").and_then(Value::as_bool) != Some(false) {
+                let re = fancy_regex::Regex::new(GPT2_PATTERN).map_err(|e| e.to_string())?;
+                splits.push(Split::Regex(re));
+            }
+            *byte_level = true;
+            Ok(())
+        }
+        Some(t) => Err(format!("pre-tokenizer {t} is not supported")),
+        None => Err("a pre-tokenizer without a type".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tiny(extra_merges: &[&str], pre: Value) -> Value {
+        let chars = byte_chars();
+        let mut vocab = serde_json::Map::new();
+        for (b, c) in chars.iter().enumerate() {
+            vocab.insert(c.to_string(), json!(b));
+        }
+        for (i, t) in ["he", "ll", "hell", "hello", "Ġw", "Ġwo"]
+            .iter()
+            .enumerate()
+        {
+            vocab.insert(t.to_string(), json!(256 + i));
+        }
+        let mut merges = vec!["h e", "l l", "he ll", "hell o", "Ġ w", "Ġw o"];
+        merges.extend_from_slice(extra_merges);
+        json!({
+            "added_tokens": [{"id": 900, "content": "<|x|>", "single_word": false, "lstrip": false,
+                              "rstrip": false, "normalized": false, "special": true}],
+            "normalizer": {"type": "Sequence", "normalizers": []},
+            "pre_tokenizer": pre,
+            "model": {"type": "BPE", "vocab": vocab, "merges": merges, "byte_fallback": false}
+        })
+    }
+
+    fn encode(b: &ByteLevelBpe, s: &str) -> Vec<(u32, usize)> {
+        let mut out = Vec::new();
+        b.encode(s, &mut out);
+        out
+    }
+
+    #[test]
+    fn merges_apply_by_rank_and_pre_tokens_never_merge_across() {
+        let doc = tiny(
+            &[],
+            json!({"type": "ByteLevel", "add_prefix_space": false, "use_regex": true}),
+        );
+        let b = ByteLevelBpe::from_json(&doc).unwrap();
+        assert_eq!(encode(&b, "hello"), vec![(259, 5)]);
+        // " wo" is one pre-token; "rld" stays bytes.
+        assert_eq!(
+            encode(&b, "hello world"),
+            vec![
+                (259, 5),
+                (261, 3),
+                (b'r' as u32, 1),
+                (b'l' as u32, 1),
+                (b'd' as u32, 1)
+            ]
+        );
+        assert_eq!(b.added(), &[("<|x|>".to_string(), 900)]);
+        assert_eq!(b.byte_id(b'a'), u32::from(b'a'));
+        // A byte that is not printable is written as a shifted character (U+0100 + k).
+        assert_eq!(byte_chars()[0], '\u{100}');
+        assert_eq!(byte_chars()[b' ' as usize], 'Ġ');
+    }
+
+    #[test]
+    fn isolated_splits_cut_before_the_merges() {
+        let pre = json!({"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"String": "l"}, "behavior": "Isolated", "invert": false},
+            {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}]});
+        let b = ByteLevelBpe::from_json(&tiny(&[], pre)).unwrap();
+        // "l" is isolated, so "ll" never forms.
+        let ids: Vec<u32> = encode(&b, "hello").iter().map(|t| t.0).collect();
+        assert_eq!(ids, vec![256, 108, 108, 111]);
+    }
+
+    #[test]
+    fn unsupported_files_are_refused_by_name() {
+        let byte_level =
+            json!({"type": "ByteLevel", "add_prefix_space": false, "use_regex": false});
+        let mut nfc = tiny(&[], byte_level.clone());
+        nfc["normalizer"] = json!({"type": "NFC"});
+        for (doc, why) in [
+            (nfc, "normalizer NFC"),
+            (
+                tiny(&[], json!({"type": "Metaspace"})),
+                "pre-tokenizer Metaspace",
+            ),
+            (tiny(&[], json!(null)), "no ByteLevel"),
+            (tiny(&["x y"], byte_level.clone()), "\"xy\""),
+            (
+                tiny(&[], json!({"type": "ByteLevel", "add_prefix_space": true})),
+                "add_prefix_space",
+            ),
+        ] {
+            let e = ByteLevelBpe::from_json(&doc).err().expect(why);
+            assert!(e.contains(why), "{e}");
+        }
+        let mut doc = tiny(&[], byte_level);
+        doc["added_tokens"][0]["lstrip"] = json!(true);
+        assert!(
+            ByteLevelBpe::from_json(&doc)
+                .err()
+                .unwrap()
+                .contains("lstrip")
+        );
+    }
+
+    /// The reader against the `tokenizers` crate, on every transcript of the corpus (every
+    /// turn of every case, each stretch of valid UTF-8), for every cached `tokenizer.json`
+    /// vocabulary: the same ids, token for token.
+    #[cfg(feature = "hf-tokenizers")]
+    #[test]
+    fn the_reader_gives_the_reference_ids_on_every_corpus_transcript() {
+        use crate::harness::tokens::Tokenizer;
+        use crate::harness::vocab;
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
+        let corpus = crate::harness::corpus::load(
+            &[root.display().to_string()],
+            &crate::harness::corpus::LoadOptions::default(),
+        );
+        assert!(corpus.cases.len() > 1000, "{} cases", corpus.cases.len());
+        for v in vocab::VOCABULARIES
+            .iter()
+            .filter(|v| v.file.ends_with("tokenizer.json"))
+        {
+            let path = vocab::cache_dir().join(v.file);
+            if vocab::cached(v.id).is_none() {
+                continue;
+            }
+            // The file as it is: no declared renames.
+            let ours = Tokenizer::load(&path).unwrap();
+            let reference = tokenizers::Tokenizer::from_file(&path).unwrap();
+            let (mut texts, mut tokens, mut wrong) = (0, 0, Vec::new());
+            for c in &corpus.cases {
+                for turn in &c.turns {
+                    for chunk in turn.utf8_chunks() {
+                        let s = chunk.valid();
+                        if s.is_empty() {
+                            continue;
+                        }
+                        let want = reference.encode(s, false).unwrap().get_ids().to_vec();
+                        let got: Vec<u32> = ours
+                            .tokenize(s.as_bytes(), &[])
+                            .ids()
+                            .iter()
+                            .map(|i| i.unwrap())
+                            .collect();
+                        texts += 1;
+                        tokens += want.len();
+                        if got != want && wrong.len() < 5 {
+                            wrong.push(format!("{}: {got:?} != {want:?}", c.id));
+                        }
+                    }
+                }
+            }
+            eprintln!("{}: {texts} texts, {tokens} tokens compared", v.id);
+            assert!(wrong.is_empty(), "{}: {wrong:#?}", v.id);
+        }
+    }
+}
