@@ -61,6 +61,10 @@ pub enum PolicyKind {
     Whitespace,
     /// The expected text holds the turn's stop token, which the server consumes.
     StopToken,
+    /// A deviation conform's parser recovers with a warning (an accepted case whose
+    /// expectation names warnings) that the engine does not recover: it returns the input
+    /// verbatim as text, or the expected calls with text of the deviating part dropped.
+    Leniency,
 }
 
 /// One failing case's class.
@@ -126,6 +130,7 @@ impl PolicyKind {
             PolicyKind::CallEnd => "call_end",
             PolicyKind::Whitespace => "whitespace",
             PolicyKind::StopToken => "stop_token",
+            PolicyKind::Leniency => "leniency",
         }
     }
 
@@ -141,6 +146,7 @@ impl PolicyKind {
             "call_end" | "end_of_call" | "incomplete_calls" => PolicyKind::CallEnd,
             "whitespace" => PolicyKind::Whitespace,
             "stop_token" => PolicyKind::StopToken,
+            "leniency" => PolicyKind::Leniency,
             _ => return None,
         })
     }
@@ -206,6 +212,12 @@ pub struct TurnContext {
     pub expected_calls: Option<Vec<ToolCall>>,
     /// The error kind the expectation names, if any.
     pub expected_error: Option<String>,
+    /// Whether the expectation names warnings: conform reads the turn only by recovering a
+    /// deviation from the format.
+    pub deviation: bool,
+    /// The turn's transcript as a server hands it to its parser (up to its stop token;
+    /// invalid UTF-8 replaced).
+    pub served: String,
 }
 
 impl CaseContext {
@@ -235,6 +247,8 @@ impl CaseContext {
                             .and_then(|v| v.first())
                             .map(|k| k.as_str().to_string()),
                     }),
+                    deviation: expect.is_some_and(|e| e.warnings.as_ref().is_some_and(|w| !w.is_empty())),
+                    served: served_text(data, format.stop_tokens),
                 }
             })
             .collect();
@@ -284,6 +298,18 @@ impl CaseContext {
             ..CaseContext::default()
         }
     }
+}
+
+/// A transcript as a server hands it to its parser: up to its first stop token.
+fn served_text(data: &[u8], stop_tokens: &[&str]) -> String {
+    let text = String::from_utf8_lossy(data);
+    let end = stop_tokens
+        .iter()
+        .filter(|t| !t.is_empty())
+        .filter_map(|t| text.find(*t))
+        .min()
+        .unwrap_or(text.len());
+    text[..end].to_string()
 }
 
 /// An expectation as a bug report shows it: text, calls and error, as JSON.
@@ -390,6 +416,12 @@ fn declared_policy(
     let (_, msg) = strip_turn(&v.message);
     let undeclared = ctx.has(PolicyKind::UndeclaredTools) && drops_undeclared(ctx, tc, got);
     let reject = ctx.label == Some(Label::Reject);
+    if ctx.has(PolicyKind::Leniency)
+        && matches!(v.invariant, Invariant::Expectation | Invariant::NoMarkupLeak)
+        && unrecovered_deviation(ctx, tc, got)
+    {
+        return Some(PolicyKind::Leniency);
+    }
     match v.invariant {
         Invariant::Expectation if msg.starts_with("text is ") => {
             let want = tc.expected_text.as_deref()?;
@@ -459,6 +491,33 @@ fn declared_policy(
         }
         _ => None,
     }
+}
+
+/// Whether the replay shows a deviation the engine does not recover, and nothing else: an
+/// accepted case whose expectation names warnings, replayed without an error into either
+/// the served input verbatim as text and no call (nothing parsed, nothing lost), or the
+/// expected calls (names and arguments) with text free of the format's markup.
+fn unrecovered_deviation(ctx: &CaseContext, tc: &TurnContext, got: &Got) -> bool {
+    if ctx.label != Some(Label::Accept) || !tc.deviation || !got.errors.is_empty() {
+        return false;
+    }
+    if got.calls.is_empty() {
+        return !tc.served.trim().is_empty() && same_words(&got.text, &tc.served);
+    }
+    let Some(want) = &tc.expected_calls else {
+        return false;
+    };
+    let markup = ctx
+        .markers
+        .iter()
+        .any(|m| !m.is_empty() && got.text.contains(m.as_str()));
+    !markup
+        && got.calls.len() == want.len()
+        && got.calls.iter().zip(want).all(|(g, w)| {
+            g.name == w.name
+                && serde_json::from_str::<serde_json::Value>(&g.arguments).ok().as_ref()
+                    == Some(&w.arguments)
+        })
 }
 
 /// Whether the replay's calls are the expected ones without those to undeclared tools (and
@@ -1152,6 +1211,56 @@ mod tests {
             excerpt(got),
             excerpt(want)
         )
+    }
+
+    #[test]
+    fn a_deviation_the_engine_does_not_recover_is_leniency_only_when_nothing_is_mangled() {
+        // kimi_k2 without its section begin: conform recovers the call (warning
+        // missing_section_begin); vLLM returns the input verbatim as text.
+        let input = "Go.<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{}<|tool_call_end|>ok";
+        let mut c = ctx("Go.ok", "ok");
+        c.label = Some(Label::Accept);
+        c.turns[0].deviation = true;
+        c.turns[0].served = input.into();
+        c.turns[0].expected_calls = Some(vec![ToolCall {
+            name: "f".into(),
+            id: None,
+            server: None,
+            arguments: serde_json::json!({}),
+        }]);
+        let lenient = declaring(c.clone(), &[PolicyKind::Leniency]);
+        let label = |c: &CaseContext, v: &ViolationOut| classify_violation(v, c).label();
+        let e = Invariant::Expectation;
+        let verbatim = with_got(e, &text_msg(input, "Go.ok"), got(input, &[]));
+        assert_eq!(label(&lenient, &verbatim), "policy:leniency");
+        let leak = with_got(
+            Invariant::NoMarkupLeak,
+            "text contains \"<|tool_call_begin|>\" at byte 3",
+            got(input, &[]),
+        );
+        assert_eq!(label(&lenient, &leak), "policy:leniency");
+        // Not declared, not a recovered deviation, or something lost: a bug.
+        assert_eq!(label(&declaring(c.clone(), &[]), &verbatim), "markup_leaked");
+        let mut strict = lenient.clone();
+        strict.turns[0].deviation = false;
+        assert_eq!(label(&strict, &verbatim), "markup_leaked");
+        let cut = with_got(e, &text_msg("Go.", "Go.ok"), got("Go.", &[]));
+        assert_eq!(label(&lenient, &cut), "text_lost");
+        // The expected calls with the deviating text dropped is leniency; other arguments are not.
+        let dropped = with_got(e, &text_msg("Go.", "Go.ok"), got("Go.", &[("f", None, "{}")]));
+        assert_eq!(label(&lenient, &dropped), "policy:leniency");
+        let wrong = with_got(
+            e,
+            &text_msg("Go.", "Go.ok"),
+            got("Go.", &[("f", None, "{\"a\":1}")]),
+        );
+        assert_eq!(label(&lenient, &wrong), "text_lost");
+        let marked = with_got(
+            e,
+            &text_msg("Go.<tool_call>", "Go.ok"),
+            got("Go.<tool_call>", &[("f", None, "{}")]),
+        );
+        assert_eq!(label(&lenient, &marked), "markup_leaked");
     }
 
     #[test]
