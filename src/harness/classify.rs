@@ -507,10 +507,17 @@ fn unrecovered_deviation(ctx: &CaseContext, tc: &TurnContext, got: &Got) -> bool
     let Some(want) = &tc.expected_calls else {
         return false;
     };
+    // A variant that keeps reasoning in the text (policy `reasoning`) may keep a think block.
+    let text = match &ctx.reasoning_tags {
+        Some((open, close)) if ctx.has(PolicyKind::Reasoning) && !open.is_empty() => {
+            without_reasoning(&got.text, open, close)
+        }
+        _ => got.text.clone(),
+    };
     let markup = ctx
         .markers
         .iter()
-        .any(|m| !m.is_empty() && got.text.contains(m.as_str()));
+        .any(|m| !m.is_empty() && text.contains(m.as_str()));
     !markup
         && got.calls.len() == want.len()
         && got.calls.iter().zip(want).all(|(g, w)| {
@@ -1261,6 +1268,16 @@ mod tests {
             got("Go.<tool_call>", &[("f", None, "{}")]),
         );
         assert_eq!(label(&lenient, &marked), "markup_leaked");
+        // SGLang's minimax-append-think puts back the `<think>` the prompt opened: with the
+        // `reasoning` policy declared too, the think block is not the markup that decides.
+        let mut thinking = c.clone();
+        thinking.reasoning_tags = Some(("<think>".into(), "</think>".into()));
+        thinking.markers.push("<think>".into());
+        let v = with_got(e, &text_msg("<think>", "Go.ok"), got("<think>", &[("f", None, "{}")]));
+        let both = declaring(thinking.clone(), &[PolicyKind::Leniency, PolicyKind::Reasoning]);
+        assert_eq!(label(&both, &v), "policy:leniency");
+        let only = declaring(thinking, &[PolicyKind::Leniency]);
+        assert_eq!(label(&only, &v), "markup_leaked");
     }
 
     #[test]
