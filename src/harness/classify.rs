@@ -398,7 +398,7 @@ pub fn classify_violation(v: &ViolationOut, ctx: &CaseContext) -> CaseClass {
         Invariant::CdataSplit | Invariant::TypeInference => bug(B::ArgumentsWrong),
         Invariant::Expectation => expectation_class(msg, &tc, ctx),
         Invariant::SplitInvariance => split_class(msg, &ctx.markers),
-        Invariant::Roundtrip => roundtrip_class(msg),
+        Invariant::Roundtrip => roundtrip_class(msg, ctx),
         Invariant::DeltaContract | Invariant::Deterministic | Invariant::Bounded => bug(B::Other),
     }
 }
@@ -702,7 +702,11 @@ fn split_class(msg: &str, markers: &[String]) -> CaseClass {
     bug(B::Other)
 }
 
-fn roundtrip_class(msg: &str) -> CaseClass {
+/// A roundtrip failure, classified by what differs: a call that came back the same but for
+/// its id is the `ids` policy where declared (the engine numbers calls its own way), another
+/// call difference is judged as an expectation's; text that came back with markup or shorter
+/// is a leak or a loss; a rendering the engine rejects is an error verdict.
+fn roundtrip_class(msg: &str, ctx: &CaseContext) -> CaseClass {
     use BugClass as B;
     let bug = CaseClass::Bug;
     if let Some((head, _)) = msg.split_once(" parsed back")
@@ -714,8 +718,31 @@ fn roundtrip_class(msg: &str) -> CaseClass {
     {
         return bug(if b < r { B::CallLost } else { B::Other });
     }
-    if msg.starts_with("call ") && msg.contains(" came back as ") {
-        return bug(B::ArgumentsWrong);
+    // `… came back as …; rendered: "…"`: the two sides, without the rendering.
+    let sides = |rest: &str| -> Option<(String, String)> {
+        let (want, back) = rest.split_once(" came back as ")?;
+        let back = back.split_once("; rendered: ").map_or(back, |(b, _)| b);
+        Some((want.to_string(), back.trim_end_matches(';').to_string()))
+    };
+    if let Some(rest) = msg.strip_prefix("call ")
+        && let Some((_, rest)) = rest.split_once(' ')
+        && let Some((want, back)) = sides(rest)
+    {
+        return call_difference(&back, &want, ctx.has(PolicyKind::Ids));
+    }
+    if let Some(rest) = msg.strip_prefix("text ")
+        && let Some((want, back)) = sides(rest)
+    {
+        return bug(if leaks(&back, &ctx.markers) {
+            B::MarkupLeaked
+        } else if shorter(&back, &want) {
+            B::TextLost
+        } else {
+            B::Other
+        });
+    }
+    if msg.starts_with("the rendered transcript does not parse") {
+        return bug(B::ErrorVerdict);
     }
     bug(B::Other)
 }
@@ -1106,6 +1133,37 @@ mod tests {
                 Invariant::Roundtrip,
                 r#"call 0 f({}) came back as f({"a":1})"#,
                 &c
+            ),
+            "arguments_wrong"
+        );
+        // A roundtrip is classified by what differs: an id the engine generated afresh is the
+        // ids policy (defaults declare it), the text by what it lost or gained.
+        let rt = |m: &str| class(Invariant::Roundtrip, m, &c);
+        assert_eq!(
+            rt(r#"call 0 get_time(id="9uKTpFfiA", "{}") came back as get_time(id="uGCFuuBKU", "{}"); rendered: "[TOOL_CALLS][…]""#),
+            "policy:ids"
+        );
+        assert_eq!(
+            rt(r#"call 0 get_time(id="a", "{}") came back as put(id="b", "{}")"#),
+            "other"
+        );
+        assert_eq!(
+            rt(r#"text "Hi there" came back as "Hi"; rendered: "Hi there<x>""#),
+            "text_lost"
+        );
+        assert_eq!(
+            rt(r#"text "" came back as "<tool_call>{}"; rendered: "<tool_call>{}""#),
+            "markup_leaked"
+        );
+        assert_eq!(
+            rt("the rendered transcript does not parse: bad"),
+            "error_verdict"
+        );
+        assert_eq!(
+            class(
+                Invariant::Roundtrip,
+                r#"call 0 f(id="1", {}) came back as f(id="2", {})"#,
+                &declaring(c.clone(), &[])
             ),
             "arguments_wrong"
         );
