@@ -422,6 +422,18 @@ fn declared_policy(
     {
         return Some(PolicyKind::Leniency);
     }
+    // No error channel: an input that must be rejected comes back verbatim as text, no call
+    // made of it (harmony's n_plain_text_only: output without any header, shown as content).
+    if reject
+        && ctx.has(PolicyKind::Errors)
+        && matches!(v.invariant, Invariant::Expectation | Invariant::NoMarkupLeak)
+        && got.calls.is_empty()
+        && got.errors.is_empty()
+        && !tc.served.trim().is_empty()
+        && same_words(&got.text, &tc.served)
+    {
+        return Some(PolicyKind::Errors);
+    }
     match v.invariant {
         Invariant::Expectation if msg.starts_with("text is ") => {
             let want = tc.expected_text.as_deref()?;
@@ -1276,6 +1288,28 @@ mod tests {
             excerpt(got),
             excerpt(want)
         )
+    }
+
+    #[test]
+    fn without_an_error_channel_a_rejected_input_passed_through_verbatim_is_policy() {
+        let input = "The weather in Paris is sunny.";
+        let mut c = ctx("", "");
+        c.label = Some(Label::Reject);
+        c.turns[0].served = input.into();
+        c.turns[0].expected_error = Some("malformed_markup".into());
+        let e = Invariant::Expectation;
+        let label = |c: &CaseContext, v: &ViolationOut| classify_violation(v, c).label();
+        let v = with_got(e, &text_msg(input, ""), got(input, &[]));
+        assert_eq!(
+            label(&declaring(c.clone(), &[PolicyKind::Errors]), &v),
+            "policy:errors"
+        );
+        assert_eq!(label(&declaring(c.clone(), &[]), &v), "other");
+        // Part of it, or a call made of it, is not passing it through.
+        let v = with_got(e, &text_msg("The weather", ""), got("The weather", &[]));
+        assert_eq!(label(&declaring(c.clone(), &[PolicyKind::Errors]), &v), "other");
+        let v = with_got(e, &text_msg(input, ""), got(input, &[("f", None, "{}")]));
+        assert_eq!(label(&declaring(c, &[PolicyKind::Errors]), &v), "other");
     }
 
     #[test]
