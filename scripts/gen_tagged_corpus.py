@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes corpus/<id>/ for the tagged-parameter formats (qwen3_coder, seed_oss, glm45, glm47,
-minimax_m2, deepseek_v32, deepseek_v4, deepseek_v41): tools.json, the labelled cases (in
-subfolders with their conform.toml where a case needs other options), and transcripts.jsonl.
+minimax_m2, deepseek_v32, deepseek_v4, deepseek_v41, minimax_m3): tools.json, the labelled
+cases (in subfolders with their conform.toml where a case needs other options), and
+transcripts.jsonl.
 
 Every case is written from the specs (specs/<id>.md, specs/typing.md) by hand: a case gives
 its wire pieces (raw parameter text exactly as the model writes it) and its expectation
@@ -18,7 +19,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FORMATS = ["qwen3_coder", "seed_oss", "glm45", "glm47", "minimax_m2", "deepseek_v32",
-           "deepseek_v4", "deepseek_v41"]
+           "deepseek_v4", "deepseek_v41", "minimax_m3"]
 # The DSML formats: block, invoke and parameter tag names after the sentinel.
 DSML = {"deepseek_v32": ("function_calls", "invoke", "parameter"),
         "deepseek_v4": ("tool_calls", "invoke", "parameter"),
@@ -92,6 +93,8 @@ def is_string_schema(tool_name, key):
 # ---------------------------------------------------------------- wire spelling
 
 DS = "｜DSML｜"
+# MiniMax-M3's namespace token: every structural tag starts with it (specs/minimax_m3.md).
+NS = "]<]minimax[>["
 
 def param_wire(fmt, tool_name, key, raw, attr="auto"):
     if fmt == "qwen3_coder":
@@ -118,6 +121,9 @@ def param_wire(fmt, tool_name, key, raw, attr="auto"):
         a = f' string="{attr}"' if attr else ""
         p = DSML[fmt][2]
         return f'<{DS}{p} name="{key}"{a}>{raw}</{DS}{p}>'
+    if fmt == "minimax_m3":
+        # The template's to_xml: no whitespace between a call's parameters.
+        return f"{NS}<{key}>{raw}{NS}</{key}>"
     raise ValueError(fmt)
 
 def call_wire(fmt, name, params):
@@ -135,6 +141,8 @@ def call_wire(fmt, name, params):
         return f'<invoke name="{name}">\n' + "".join(ps) + "</invoke>\n"
     if fmt == "deepseek_v32":
         return f'\n<{DS}invoke name="{name}">\n' + "\n".join(ps) + f"\n</{DS}invoke>"
+    if fmt == "minimax_m3":
+        return f'{NS}<invoke name="{name}">' + "".join(ps) + f"{NS}</invoke>"
     if fmt in V4:
         # As DeepSeek's encoding script writes it: a no-argument invoke has an empty line.
         i = DSML[fmt][1]
@@ -153,6 +161,8 @@ def block_wire(fmt, calls):
         return f"<{DS}{b}>\n" + "\n".join(cs) + f"\n</{DS}{b}>"
     if fmt == "glm47":
         return "".join(cs)
+    if fmt == "minimax_m3":
+        return f"{NS}<tool_call>\n" + "\n".join(cs) + f"\n{NS}</tool_call>"
     return "\n".join(cs)
 
 def wire(fmt, segments):
@@ -177,6 +187,8 @@ OUTER = {
     "deepseek_v32": [f"</{DS}invoke>", f"</{DS}function_calls>", "</parameter>", "<invoke name=\"x\">"],
     "deepseek_v4": [f"</{DS}invoke>", f"</{DS}tool_calls>", f'<{DS}invoke name="x">', f"<{DS}tool_calls>"],
     "deepseek_v41": [f"</{DS} invoke>", f"</{DS} calls>", f'<{DS} invoke name="x">', f"<{DS} calls>"],
+    # Without the namespace token a tag is data: the format's escape mechanism.
+    "minimax_m3": ["</invoke>", "</tool_call>", '<invoke name="x">', "<tool_call>", "</content>", "<item>"],
 }
 STRUCTURAL = {"qwen3_coder", "seed_oss", "minimax_m2", "deepseek_v32", "deepseek_v4", "deepseek_v41"}
 
@@ -262,9 +274,10 @@ def shared_cases(fmt):
               "minimax_m2": '<minimax:tool_call>\n<invoke name="get_wea',
               "deepseek_v32": f'<{DS}function_calls>\n<{DS}invoke name="get_wea',
               "deepseek_v4": f'<{DS}tool_calls>\n<{DS}invoke name="get_wea',
-              "deepseek_v41": f'<{DS} calls>\n<{DS} invoke name="get_wea'}[fmt]
+              "deepseek_v41": f'<{DS} calls>\n<{DS} invoke name="get_wea',
+              "minimax_m3": f'{NS}<tool_call>\n{NS}<invoke name="get_wea'}[fmt]
     add("n_unterminated_inside_name", "Calling now.\n" + opener, {"text": "Calling now.\n", "calls": [], "error": {"kind": "unterminated"}})
-    add("n_empty_name_then_good_call", [[("", [("city", "x")]), ("get_time", [])]] if fmt in ("minimax_m2",) + tuple(DSML)
+    add("n_empty_name_then_good_call", [[("", [("city", "x")]), ("get_time", [])]] if fmt in ("minimax_m2", "minimax_m3") + tuple(DSML)
         else [[("", [("city", "x")])], [("get_time", [])]],
         {"calls": [call("get_time")], "error": {"kind": "missing_name"}, "errors": ["missing_name"]})
     add("n_name_with_space", [[("get weather", [("city", "x")])]],
@@ -276,7 +289,8 @@ def shared_cases(fmt):
         blk = wire(fmt, [[("get_time", [])]])
         inner = {"qwen3_coder": "<tool_call>\n", "seed_oss": "<seed:tool_call>\n",
                  "minimax_m2": "<minimax:tool_call>\n", "deepseek_v32": f"<{DS}function_calls>",
-                 "deepseek_v4": f"<{DS}tool_calls>\n", "deepseek_v41": f"<{DS} calls>\n"}[fmt]
+                 "deepseek_v4": f"<{DS}tool_calls>\n", "deepseek_v41": f"<{DS} calls>\n",
+                 "minimax_m3": f"{NS}<tool_call>\n"}[fmt]
         add("y_text_inside_block_kept", blk.replace(inner, inner + "(one moment)\n", 1),
             {"text": "(one moment)\n\n" if fmt == "deepseek_v32" else "\n(one moment)\n",
              "calls": [call("get_time")], "error": None, "warnings": ["text_in_block"]})
@@ -285,6 +299,7 @@ def shared_cases(fmt):
 # Each format's reasoning tags (its `REASONING` syntax; the shared layer splits them).
 THINK = {f: ("<think>", "</think>") for f in FORMATS}
 THINK["seed_oss"] = ("<seed:think>", "</seed:think>")
+THINK["minimax_m3"] = ("<mm:think>", "</mm:think>")
 
 def reasoning_cases(fmt):
     """The reasoning layer's rules (specs/streaming.md "Reasoning") in each format's tags.
@@ -296,7 +311,8 @@ def reasoning_cases(fmt):
     add("y_reasoning_then_call", [f"{o}The user wants the time; call get_time.{e}\n\n", [("get_time", [])]],
         {"text": "", "reasoning": "The user wants the time; call get_time.", "calls": [call("get_time")],
          "error": None, "warnings": []})
-    # A call written inside reasoning was only considered: it stays reasoning and never runs.
+    # A call written inside reasoning was only considered: it stays reasoning and never runs
+    # (minimax_m3 ends its reasoning there instead: its own case, y_reasoning_call_ends_reasoning).
     blk = wire(fmt, [[("get_time", [])]])
     if fmt in V4:
         # DeepSeek-V4's calls block ends reasoning (V4: option reasoning.implicit_reasoning_end,
@@ -305,7 +321,7 @@ def reasoning_cases(fmt):
             {"text": " no: I know it.\nIt is noon.", "reasoning": "Maybe ", "calls": [call("get_time")],
              "error": None, "warnings": (["implicit_reasoning_end"] if fmt == "deepseek_v4" else [])
              + ["stray_reasoning_end", "text_after_calls"]})
-    else:
+    elif fmt != "minimax_m3":
         add("y_reasoning_call_inside_reasoning", f"{o}Maybe {blk} no: I know it.{e}\nIt is noon.",
             {"text": "\nIt is noon.", "reasoning": f"Maybe {blk} no: I know it.", "calls": [],
              "error": None, "warnings": ["call_in_reasoning"]})
@@ -431,6 +447,8 @@ def specific_cases(fmt):
             {"calls": [], "error": {"kind": "malformed_markup"}})
         add("n_unterminated_invoke", "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>\n",
             {"calls": [], "error": {"kind": "unterminated"}})
+    if fmt == "minimax_m3":
+        c += m3_cases()
     if fmt == "deepseek_v32":
         inv = lambda name, body: f'\n<{DS}invoke name="{name}">\n{body}\n</{DS}invoke>'
         blk = lambda *invs: f"<{DS}function_calls>" + "".join(invs) + f"\n</{DS}function_calls>"
@@ -594,6 +612,197 @@ def deepseek_v4_cases(fmt):
         {"text": "", "reasoning": "Writing.", "calls": [], "error": {"kind": "unterminated"}})
     return c
 
+# ---------------------------------------------------------------- minimax_m3 (nested elements)
+
+# Tools only minimax_m3's corpus has: nested objects and arrays, keys that are not identifiers.
+M3_TOOLS = [
+    tool("create_order", {
+        "user_id": {"type": "integer"},
+        "items": {"type": "array", "items": {"type": "object", "properties": {
+            "sku": {"type": "string"}, "qty": {"type": "integer"}}}},
+        "shipping": {"type": "object", "properties": {
+            "address": {"type": "string"}, "express": {"type": "boolean"}}},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "note": {"type": ["string", "null"]},
+    }, desc="The fact sheet's example tool"),
+    tool("plot", {
+        "matrix": {"type": "array", "items": {"type": "array", "items": {"type": "number"}}},
+        "origin": {"$ref": "#/$defs/point"},
+        "style": {"anyOf": [{"type": "object", "properties": {"color": {"type": "string"}, "width": {"type": "integer"}}}, {"type": "null"}]},
+    }, defs={"point": {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "number"}}}}),
+    tool("configure", {
+        "settings": {"type": "object"},
+        "values": {},
+    }, desc="Schemas that do not type their members"),
+    tool("grep", {
+        "pattern": {"type": "string"},
+        "-A": {"type": "integer"},
+        "-n": {"type": "boolean"},
+        "path": {"type": "string"},
+    }, desc="Keys like -A and -n (vllm-project/vllm-ascend#12815)"),
+]
+
+def m3(*segments):
+    """Raw minimax_m3 wire: strings as they are, `None` for the namespace token."""
+    return "".join(NS if x is None else x for x in segments)
+
+def el(key, inner):
+    return f"{NS}<{key}>{inner}{NS}</{key}>"
+
+def items(*xs):
+    return "".join(el("item", x) for x in xs)
+
+def m3_block(*invokes):
+    return f"{NS}<tool_call>\n" + "\n".join(invokes) + f"\n{NS}</tool_call>"
+
+def m3_invoke(name, *params, q='"'):
+    return f"{NS}<invoke name={q}{name}{q}>" + "".join(params) + f"{NS}</invoke>"
+
+def m3_cases():
+    c = []
+    add = lambda name, seg, exp: c.append((name, seg, exp))
+    order = m3_invoke("create_order", el("user_id", "42"), el("items", el("item", el("sku", "book-001"))))
+    add("y_template_example_nested", "I'll check." + m3_block(order),
+        {"text": "I'll check.", "calls": [call("create_order", user_id=42, items=[{"sku": "book-001"}])],
+         "error": None, "warnings": []})
+    # vLLM's docstring and mlx-lm#1416 show a newline between parameters: whitespace between
+    # elements is not data.
+    spaced = (f'{NS}<invoke name="create_order">\n' + el("user_id", "7") + "\n" + el("items", "\n" + el("item", el("sku", "a") + "\n" + el("qty", "2")) + "\n") + f"\n{NS}</invoke>")
+    add("y_newlines_between_elements", m3_block(spaced),
+        {"text": "", "calls": [call("create_order", user_id=7, items=[{"sku": "a", "qty": 2}])], "error": None, "warnings": []})
+    add("y_array_of_objects_typed_by_items", m3_block(m3_invoke("create_order", el("items", items(el("sku", "b-1") + el("qty", "3"), el("sku", "b-2") + el("qty", "010"))))),
+        {"calls": [call("create_order", items=[{"sku": "b-1", "qty": 3}, {"sku": "b-2", "qty": 10}])], "error": None, "warnings": []})
+    add("y_array_of_strings_edges_kept", m3_block(m3_invoke("create_order", el("tags", items("gift", " fragile ", "")))),
+        {"calls": [call("create_order", tags=["gift", " fragile ", ""])], "error": None, "warnings": []})
+    add("y_nested_arrays", m3_block(m3_invoke("plot", el("matrix", items(items("1", "2.5"), items("-3"))))),
+        {"calls": [call("plot", matrix=[[1, 2.5], [-3]])], "error": None, "warnings": []})
+    add("y_empty_elements_are_empty_containers", m3_block(m3_invoke("create_order", el("tags", ""), el("shipping", ""), el("items", "\n"))),
+        {"calls": [call("create_order", tags=[], shipping={}, items=[])], "error": None, "warnings": []})
+    add("y_nested_object_typed_by_properties", m3_block(m3_invoke("create_order", el("shipping", el("address", "1 Main St, 东京 🏠") + el("express", "True")))),
+        {"calls": [call("create_order", shipping={"address": "1 Main St, 东京 🏠", "express": True})], "error": None, "warnings": []})
+    add("y_ref_and_anyof_schemas_type_members", m3_block(m3_invoke("plot", el("origin", el("x", "1.5") + el("y", "-2")), el("style", el("color", "red") + el("width", "3")))),
+        {"calls": [call("plot", origin={"x": 1.5, "y": -2}, style={"color": "red", "width": 3})], "error": None, "warnings": []})
+    add("y_object_written_as_json_text", m3_block(m3_invoke("create_order", el("shipping", '{"address": "x", "express": false}'), el("tags", '["a"]'))),
+        {"calls": [call("create_order", shipping={"address": "x", "express": False}, tags=["a"])], "error": None, "warnings": []})
+    add("y_nested_value_failing_its_type_stays_string", m3_block(m3_invoke("create_order", el("items", el("item", el("sku", "s") + el("qty", "two"))))),
+        {"calls": [call("create_order", items=[{"sku": "s", "qty": "two"}])], "error": None, "warnings": ["type_mismatch"]})
+    add("y_untyped_members_stay_strings", m3_block(m3_invoke("configure", el("settings", el("retries", "3") + el("verbose", "true") + el("name", "x")))),
+        {"calls": [call("configure", settings={"retries": "3", "verbose": "true", "name": "x"})], "error": None, "warnings": []})
+    add("y_repeated_member_names_collect_in_order", m3_block(m3_invoke("configure", el("settings", el("host", "a") + el("port", "1") + el("host", "b") + el("host", "c")))),
+        {"calls": [call("configure", settings={"host": ["a", "b", "c"], "port": "1"})], "error": None, "warnings": []})
+    add("y_untyped_items_are_an_array", m3_block(m3_invoke("configure", el("values", items("x", el("k", "v"))))),
+        {"calls": [call("configure", values=["x", {"k": "v"}])], "error": None, "warnings": []})
+    add("y_unknown_tool_values_nest_untyped", m3_block(m3_invoke("deploy", el("target", "prod"), el("replicas", "3"), el("labels", el("team", "core") + el("tier", "1")), el("regions", items("eu", "us")))),
+        {"calls": [call("deploy", target="prod", replicas="3", labels={"team": "core", "tier": "1"}, regions=["eu", "us"])], "error": None, "warnings": ["unknown_tool"]})
+    add("y_mixed_content_kept_as_text_member", m3_block(m3_invoke("create_order", el("shipping", "Leave it at the door. " + el("address", "1 Main St") + "\n")), ),
+        {"calls": [call("create_order", shipping={"address": "1 Main St", "$text": "Leave it at the door. \n"})], "error": None, "warnings": ["mixed_content"]})
+    add("n_text_between_array_items", m3_block(m3_invoke("create_order", el("tags", el("item", "a") + " and " + el("item", "b")))),
+        {"calls": [], "error": {"kind": "malformed_markup"}})
+    add("y_keys_that_are_not_identifiers", m3_block(m3_invoke("grep", el("pattern", "fn main"), el("-A", "3"), el("-n", "true"), el("path", "src/"))),
+        {"calls": [call("grep", **{"pattern": "fn main", "-A": 3, "-n": True, "path": "src/"})], "error": None, "warnings": []})
+    look = f"a]<]minimax b]]<]minimax[x ]<]minimax[>]< x[1]] <tool_call><item>v</item></tool_call>"
+    add("y_namespace_look_alikes_are_content", m3_block(m3_invoke("write_file", el("path", "n.txt"), el("content", look))),
+        {"calls": [call("write_file", path="n.txt", content=look)], "error": None, "warnings": []})
+    add("y_two_blocks_back_to_back", m3_block(m3_invoke("get_time")) + "\n" + m3_block(m3_invoke("get_weather", el("city", "Oslo"))),
+        {"text": "", "calls": [call("get_time"), call("get_weather", city="Oslo")], "error": None, "warnings": []})
+    add("y_two_blocks_with_text_between", ["Time first.", [("get_time", [])], "\nNow the weather.", [("get_weather", [("city", "Rome")])]],
+        {"text": "Time first.\nNow the weather.", "calls": [call("get_time"), call("get_weather", city="Rome")], "error": None, "warnings": []})
+    add("y_single_quoted_name", m3_block(m3_invoke("get_weather", el("city", "Paris"), q="'")),
+        {"calls": [call("get_weather", city="Paris")], "error": None, "warnings": ["single_quotes"]})
+    add("y_unquoted_name", m3_block(m3_invoke("get_weather", el("city", "Paris"), q="")),
+        {"calls": [call("get_weather", city="Paris")], "error": None, "warnings": ["unquoted_attribute"]})
+    add("y_spaced_namespace_markers", f"{NS} <tool_call>\n" + f'{NS}<invoke name="get_weather">{NS}\t<city>Oslo{NS}</city>{NS}\n</invoke>' + f"\n{NS}</tool_call>",
+        {"calls": [call("get_weather", city="Oslo")], "error": None, "warnings": ["spaced_marker", "spaced_marker", "spaced_marker"]})
+    add("y_invoke_without_block", "Sure." + m3_invoke("get_weather", el("city", "Lima")),
+        {"text": "Sure.", "calls": [call("get_weather", city="Lima")], "error": None, "warnings": ["missing_wrapper"]})
+    add("i_missing_section_end", f"{NS}<tool_call>\n" + m3_invoke("get_time") + "\n",
+        {"calls": [call("get_time")], "error": None, "warnings": ["missing_section_end"]})
+    add("y_block_close_ends_unclosed_invoke", f"{NS}<tool_call>\n" + f'{NS}<invoke name="get_weather">' + el("city", "Kyiv") + f"\n{NS}</tool_call>",
+        {"calls": [call("get_weather", city="Kyiv")], "error": None, "warnings": ["missing_call_close"]})
+    add("i_duplicate_parameter_last_wins", m3_block(m3_invoke("create_order", el("user_id", "1"), el("user_id", "2"))),
+        {"calls": [call("create_order", user_id=2)], "error": None, "warnings": ["duplicate_parameter"]})
+    add("i_elements_inside_integer_parameter", m3_block(m3_invoke("create_order", el("user_id", el("id", "5")))),
+        {"calls": [call("create_order", user_id={"id": "5"})], "error": None, "warnings": ["type_mismatch"]})
+    add("i_leading_whitespace_then_adaptive_close", "\n</mm:think>\n\nThe answer is 4.",
+        {"text": "\n\n\nThe answer is 4.", "reasoning": "", "calls": [], "error": None, "warnings": []})
+    add("n_element_inside_string_parameter", m3_block(m3_invoke("get_weather", el("city", el("name", "Paris"))), m3_invoke("get_time")),
+        {"calls": [call("get_time")], "error": {"kind": "malformed_markup"}, "errors": ["malformed_markup"]})
+    add("n_mismatched_close_then_good_call", m3_block(f'{NS}<invoke name="get_weather">{NS}<city>Paris{NS}</town>{NS}</invoke>', m3_invoke("get_time")),
+        {"calls": [call("get_time")], "error": {"kind": "malformed_markup"}, "errors": ["malformed_markup"]})
+    add("n_invoke_close_inside_value_then_good_call", m3_block(f'{NS}<invoke name="get_weather">{NS}<city>Paris{NS}</invoke>', m3_invoke("get_time")),
+        {"calls": [call("get_time")], "error": {"kind": "malformed_markup"}, "errors": ["malformed_markup"]})
+    add("n_text_between_parameters", m3_block(m3_invoke("get_weather", el("city", "Paris") + ", and " + el("days", "3"))),
+        {"calls": [], "error": {"kind": "malformed_markup"}})
+    add("n_bare_namespace_token_in_value", m3_block(m3_invoke("get_weather", el("city", f"Par{NS} is"))),
+        {"calls": [], "error": {"kind": "malformed_markup"}})
+    deep = el("settings", "".join(f"{NS}<d{i}>" for i in range(130)) + "x" + "".join(f"{NS}</d{i}>" for i in reversed(range(130))))
+    add("n_nesting_deeper_than_the_limit_then_good_call", m3_block(m3_invoke("configure", deep), m3_invoke("get_time")),
+        {"calls": [call("get_time")], "error": {"kind": "limit_exceeded"}, "errors": ["limit_exceeded"]})
+    full = m3_block(order)
+    add("n_unterminated_inside_nested_element", full[:full.index("book-0") + 4], {"calls": [], "error": {"kind": "unterminated"}})
+    add("n_unterminated_inside_close_tag", full[:full.index("</sku") + 4], {"calls": [], "error": {"kind": "unterminated"}})
+    add("n_unterminated_invoke", full[:full.index(f"{NS}</invoke>")], {"calls": [], "error": {"kind": "unterminated"}})
+    # Reasoning: <mm:think> blocks, the adaptive mode's bare close, a call ending a block.
+    add("y_adaptive_bare_close_first", "</mm:think>The answer is 4.",
+        {"text": "The answer is 4.", "reasoning": "", "calls": [], "error": None, "warnings": []})
+    add("y_adaptive_bare_close_then_call", "</mm:think>" + m3_block(m3_invoke("get_time")),
+        {"text": "", "reasoning": "", "calls": [call("get_time")], "error": None, "warnings": []})
+    add("y_reasoning_call_ends_reasoning", "<mm:think>The user wants Oslo's weather." + m3_block(m3_invoke("get_weather", el("city", "Oslo"))),
+        {"text": "", "reasoning": "The user wants Oslo's weather.", "calls": [call("get_weather", city="Oslo")], "error": None,
+         "warnings": ["implicit_reasoning_end"]})
+    add("y_reasoning_interleaved_with_calls", "<mm:think>Time first.</mm:think>" + m3_block(m3_invoke("get_time")) + "<mm:think>Then the weather.</mm:think>\n" + m3_block(m3_invoke("get_weather", el("city", "Oslo"))),
+        {"text": "", "reasoning": "Time first.Then the weather.", "calls": [call("get_time"), call("get_weather", city="Oslo")], "error": None, "warnings": []})
+    add("y_reasoning_with_cjk_then_text", "<mm:think>用户想知道天气 🌤</mm:think>\n\n北京今天晴。",
+        {"text": "\n\n北京今天晴。", "reasoning": "用户想知道天气 🌤", "calls": [], "error": None, "warnings": []})
+    add("y_stray_close_after_text_is_warned", "Paris.</mm:think> Sunny.",
+        {"text": "Paris. Sunny.", "reasoning": "", "calls": [], "error": None, "warnings": ["stray_reasoning_end"]})
+    return c
+
+# Request modes (thinking_mode of the chat template) and an option: a folder each, set in its
+# conform.toml.
+M3_FOLDERS = {
+    # thinking_mode=enabled: the prompt ends with <mm:think>, the output begins inside it.
+    "thinking_enabled": ('"minimax_m3.reasoning.starts_inside" = true', [
+        ("y_enabled_reasoning_then_call", "The user wants the time.</mm:think>" + m3_block(m3_invoke("get_time")),
+         {"text": "", "reasoning": "The user wants the time.", "calls": [call("get_time")], "error": None, "warnings": []}),
+        ("y_enabled_call_without_close", "Need the weather in Oslo." + m3_block(m3_invoke("get_weather", el("city", "Oslo"))),
+         {"text": "", "reasoning": "Need the weather in Oslo.", "calls": [call("get_weather", city="Oslo")], "error": None,
+          "warnings": ["implicit_reasoning_end"]}),
+        ("y_enabled_empty_reasoning", "</mm:think>Hello!",
+         {"text": "Hello!", "reasoning": "", "calls": [], "error": None, "warnings": []}),
+        ("y_enabled_unterminated_reasoning", "Still thinking about <item> tags",
+         {"text": "", "reasoning": "Still thinking about <item> tags", "calls": [], "error": None, "warnings": ["unterminated_reasoning"]}),
+    ]),
+    # thinking_mode=disabled: the prompt wrote a bare </mm:think>; the output is the answer.
+    "thinking_disabled": (None, [
+        ("y_disabled_answer_then_call", "Let me look that up." + m3_block(m3_invoke("get_weather", el("city", "Lima"))),
+         {"text": "Let me look that up.", "reasoning": "", "calls": [call("get_weather", city="Lima")], "error": None, "warnings": []}),
+        ("y_disabled_plain_answer", "2 + 2 = 4.",
+         {"text": "2 + 2 = 4.", "reasoning": "", "calls": [], "error": None, "warnings": []}),
+    ]),
+    # SGLang's reading of untyped leaves.
+    "infer_untyped_scalars": ('"minimax_m3.infer_untyped_scalars" = true', [
+        ("y_untyped_literals_read_as_json", m3_block(m3_invoke("configure", el("settings", el("a", "true") + el("b", "false") + el("c", "null") + el("d", "True") + el("e", "3"))), m3_invoke("deploy", el("dry_run", "true"))),
+         {"calls": [call("configure", settings={"a": True, "b": False, "c": None, "d": "True", "e": "3"}), call("deploy", dry_run=True)],
+          "error": None, "warnings": ["unknown_tool"]}),
+    ]),
+}
+
+def m3_transcripts():
+    t = []
+    def add(id_, transcript, expect=None):
+        line = {"id": id_, "transcript": transcript}
+        if expect is not None:
+            line["expect"] = expect
+        t.append(line)
+    add("agent_order_with_thinking", "<mm:think>The user wants two copies of book-001 shipped express.</mm:think>\n\nPlacing the order now." + m3_block(m3_invoke("create_order", el("user_id", "1024"), el("items", el("item", el("sku", "book-001") + el("qty", "2"))), el("shipping", el("address", "221B Baker St") + el("express", "true")), el("tags", items("gift")))),
+        {"text": "\n\nPlacing the order now.", "calls": [call("create_order", user_id=1024, items=[{"sku": "book-001", "qty": 2}], shipping={"address": "221B Baker St", "express": True}, tags=["gift"])], "error": None})
+    add("agent_adaptive_no_thinking_parallel", "</mm:think>Checking both cities." + m3_block(m3_invoke("get_weather", el("city", "Tokyo"), el("unit", "celsius")), m3_invoke("get_weather", el("city", "東京"))))
+    add("agent_grep_then_plot", "<mm:think>Search first.</mm:think>" + m3_block(m3_invoke("grep", el("pattern", "TODO|FIXME"), el("-n", "true"), el("-A", "2"), el("path", "src/"))))
+    add("agent_plot_matrix", m3_block(m3_invoke("plot", el("matrix", items(items("0", "1"), items("1", "0"))), el("origin", el("x", "0") + el("y", "0")))))
+    add("agent_write_html", "</mm:think>" + m3_block(m3_invoke("write_file", el("path", "index.html"), el("content", "<!doctype html>\n<html><body><p class=\"x\">Tom &amp; Jerry &lt;3</p></body></html>\n"))))
+    return t
+
 # ---------------------------------------------------------------- transcripts (.jsonl)
 
 def transcripts(fmt):
@@ -628,6 +837,13 @@ def transcripts(fmt):
 
 # ---------------------------------------------------------------- write
 
+def write_case(d, name, text, exp):
+    with open(os.path.join(d, name + ".txt"), "wb") as f:
+        f.write(text.encode())
+    with open(os.path.join(d, name + ".expect.json"), "w") as f:
+        json.dump(exp, f, ensure_ascii=False)
+        f.write("\n")
+
 def main():
     for fmt in FORMATS:
         d = os.path.join(ROOT, "corpus", fmt)
@@ -637,8 +853,9 @@ def main():
                 shutil.rmtree(os.path.join(d, f))
             else:
                 os.remove(os.path.join(d, f))
+        tools = V4_TOOLS if fmt in V4 else TOOLS + (M3_TOOLS if fmt == "minimax_m3" else [])
         with open(os.path.join(d, "tools.json"), "w") as f:
-            json.dump(V4_TOOLS if fmt in V4 else TOOLS, f, indent=1, ensure_ascii=False)
+            json.dump(tools, f, indent=1, ensure_ascii=False)
             f.write("\n")
         shared = shared_cases(fmt)
         if fmt in DSML:
@@ -668,10 +885,23 @@ def main():
             f.write(wire(fmt, [[("write_file", [("path", "a"), ("content", "XX")])]]).encode().replace(b"XX", b"a\xffb"))
         with open(os.path.join(d, "n_invalid_utf8_in_value.expect.json"), "w") as f:
             f.write('{"calls": [], "error": {"kind": "invalid_utf8"}}\n')
+        lines = transcripts(fmt) + (m3_transcripts() if fmt == "minimax_m3" else [])
         with open(os.path.join(d, "transcripts.jsonl"), "w") as f:
-            for line in transcripts(fmt):
+            for line in lines:
                 f.write(json.dumps(line, ensure_ascii=False) + "\n")
         labelled = len(cases) + 1
+        if fmt == "minimax_m3":
+            for sub, (options, sub_cases) in M3_FOLDERS.items():
+                sd = os.path.join(d, sub)
+                os.makedirs(sd)
+                if options:
+                    with open(os.path.join(sd, "conform.toml"), "w") as f:
+                        f.write("[options]\n" + options + "\n")
+                for name, text, exp in sub_cases:
+                    assert name not in names, name
+                    names.add(name)
+                    write_case(sd, name, text, exp)
+                labelled += len(sub_cases)
         print(f"{fmt}: {labelled} labelled cases", file=sys.stderr)
 
 if __name__ == "__main__":

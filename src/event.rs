@@ -187,12 +187,30 @@ pub enum WarningKind {
     PythonLiteral,
     /// A call marker inside reasoning, ending it there (option `reasoning.implicit_reasoning_end`).
     ImplicitReasoningEnd,
+    /// Whitespace inside a marker (a namespace token and its tag, `<|open|> tools <|sep|>`), read as the marker.
+    SpacedMarker,
+    /// An unquoted attribute value, read up to the tag's end.
+    UnquotedAttribute,
+    /// Text beside child elements, kept under `$text`.
+    MixedContent,
     /// Another spelling of a delimiter, read as markup (option `marker_variants`).
     MarkerVariant,
     /// A call whose body is a JSON object, read as its arguments (option `json_invoke_body`).
     JsonInvokeBody,
     /// A self-closing call, read as a call without arguments (option `self_closing_invoke`).
     SelfClosingInvoke,
+    /// A call written `call:NAME(…)`, read as `call:NAME{…}` (gemma4 option `paren_call`).
+    ParenCall,
+    /// A call header without its `call` word, read (gemma4 option `missing_call_prefix`).
+    MissingCallPrefix,
+    /// An unquoted word read as a string (gemma4 option `unquoted_string`).
+    UnquotedString,
+    /// A marker outside the construct it belongs to, dropped (gemma4 option `stray_marker`).
+    StrayMarker,
+    /// Output after a stop token, dropped (gemma4 option `text_after_stop`).
+    TextAfterStop,
+    /// Text outside every channel of a channel format, kept as text.
+    TextOutsideChannel,
 }
 
 impl WarningKind {}
@@ -261,9 +279,18 @@ wire_names! {
         NullAlias => "null_alias",
         PythonLiteral => "python_literal",
         ImplicitReasoningEnd => "implicit_reasoning_end",
+        SpacedMarker => "spaced_marker",
+        UnquotedAttribute => "unquoted_attribute",
+        MixedContent => "mixed_content",
         MarkerVariant => "marker_variant",
         JsonInvokeBody => "json_invoke_body",
         SelfClosingInvoke => "self_closing_invoke",
+        ParenCall => "paren_call",
+        MissingCallPrefix => "missing_call_prefix",
+        UnquotedString => "unquoted_string",
+        StrayMarker => "stray_marker",
+        TextAfterStop => "text_after_stop",
+        TextOutsideChannel => "text_outside_channel",
     }
 }
 

@@ -6,7 +6,8 @@
 //! - `tagged/`: parameters as tagged raw text typed by the tool's schema, one parser;
 //! - `xml/`: XML inside prose, over the streaming XML tokenizer;
 //! - `sse/`: provider event streams;
-//! - a file of its own for a format with a grammar of its own (`harmony.rs`);
+//! - `gemma/`: Gemma's `call:NAME{…}` calls with token-quoted arguments, one parser;
+//! - a file of its own for a format with a grammar of its own (`harmony.rs`, `kimi_k3.rs`);
 //! - `registry.rs`: every format, registered once ([`REGISTRY`]), above the families.
 //!
 //! Each format module stays reachable as `formats::<id>` (re-exported below). A format knows
@@ -14,7 +15,9 @@
 
 pub mod core;
 pub mod delimited;
+pub mod gemma;
 pub mod harmony;
+pub mod kimi_k3;
 pub mod registry;
 pub mod sse;
 pub mod tagged;
@@ -28,10 +31,12 @@ pub use self::core::{config, options, reasoning, typing};
 pub use delimited::{
     deepseek_v3, deepseek_v31, hermes, kimi_k2, llama3_json, mistral, mistral_v11, pythonic,
 };
+pub use gemma::{functiongemma, gemma4};
 pub use registry::{REGISTRY, by_id};
 pub use sse::{anthropic_sse, openai_sse};
 pub use tagged::{
-    deepseek_v4, deepseek_v32, deepseek_v41, glm45, glm47, minimax_m2, qwen3_coder, seed_oss,
+    deepseek_v4, deepseek_v32, deepseek_v41, glm45, glm47, minimax_m2, minimax_m3, qwen3_coder,
+    seed_oss,
 };
 #[cfg(feature = "schema")]
 pub use xml::strict_xml;

@@ -6,9 +6,9 @@ use crate::formats::options::{parse_assignment, unknown};
 use crate::formats::strict_xml;
 use crate::formats::{
     Format, OptionValues, OptionsByFormat, anthropic_sse, deepseek_v3, deepseek_v4, deepseek_v31,
-    deepseek_v32, deepseek_v41, forge_json, forge_xml, glm45, glm47, harmony, hermes, kimi_k2,
-    llama3_json, minimax_m2, mistral, mistral_v11, openai_sse, pythonic, qwen3_coder, roo_xml,
-    seed_oss,
+    deepseek_v32, deepseek_v41, forge_json, forge_xml, functiongemma, gemma4, glm45, glm47,
+    harmony, hermes, kimi_k2, kimi_k3, llama3_json, minimax_m2, minimax_m3, mistral, mistral_v11,
+    openai_sse, pythonic, qwen3_coder, roo_xml, seed_oss,
 };
 
 /// Every format, in a fixed order. Adding a format is one module and one line here.
@@ -38,6 +38,10 @@ pub static REGISTRY: &[&Format] = &[
     &deepseek_v32::FORMAT,
     &deepseek_v4::FORMAT,
     &deepseek_v41::FORMAT,
+    &gemma4::FORMAT,
+    &functiongemma::FORMAT,
+    &minimax_m3::FORMAT,
+    &kimi_k3::FORMAT,
 ];
 
 /// Looks a format up by id.
@@ -191,6 +195,7 @@ mod tests {
             "deepseek_v32",
             "deepseek_v4",
             "deepseek_v41",
+            "minimax_m3",
         ];
         match kind {
             "null_alias" => Some("typing.null_aliases"),
@@ -238,7 +243,9 @@ mod tests {
                     };
                     let option = renamed(f.id, &kind).map_or(kind.clone(), str::to_string);
                     let known = names.iter().chain(&inner).any(|n| {
-                        *n == option || n.strip_prefix("reasoning.") == Some(option.as_str())
+                        *n == option
+                            || *n == kind
+                            || n.strip_prefix("reasoning.") == Some(option.as_str())
                     }) || NOTES.iter().any(|k| k.as_str() == kind);
                     assert!(known, "{}: warning {kind} names no option", p.display());
                 }

@@ -170,6 +170,14 @@ impl MarkerScanner {
         std::mem::take(&mut self.pending)
     }
 
+    /// Hands `s` back to be tokenised before what is held and the next input: for a caller
+    /// that read past a delimiter and found it must be scanned after all (the tagged family's
+    /// spaced namespace token). The caller keeps `s` short (a delimiter or so): what is held is
+    /// scanned from its front.
+    pub fn unread(&mut self, s: &str) {
+        self.pending.insert_str(0, s);
+    }
+
     /// Forgets held bytes and string state; ready for a new stream.
     pub fn reset(&mut self) {
         self.pending.clear();

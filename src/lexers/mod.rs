@@ -1,5 +1,5 @@
-//! Format-agnostic lexers: incremental JSON, streaming XML, SSE, literal delimiters, and UTF-8
-//! reassembly.
+//! Format-agnostic lexers: incremental JSON, streaming XML, XTML special-token markup, SSE,
+//! literal delimiters, and UTF-8 reassembly.
 //!
 //! Nothing here knows a tool-call format.
 
@@ -8,8 +8,10 @@ pub mod markdown;
 pub mod marker;
 pub mod python;
 pub mod sse;
+pub mod token_value;
 pub mod utf8;
 pub mod xml;
+pub mod xtml;
 
 /// Appends a piece of streamed text to `buf`: `push_str`, with a piece of 1 to 8 bytes (the
 /// deltas of a token stream, and the characters a cut chunk completes) copied as two

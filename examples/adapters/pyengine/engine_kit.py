@@ -51,6 +51,12 @@ _GLM = [
     ("<|observation|>", None),
 ]
 SPECIAL_TOKENS = {
+    "kimi_k3": [
+        ("<|end_of_msg|>", 163586),
+        ("<|open|>", 163587),
+        ("<|close|>", 163588),
+        ("<|sep|>", 163589),
+    ],
     "kimi_k2": [
         ("[EOS]", 163585),
         ("<|im_end|>", 163586),
@@ -129,6 +135,34 @@ SPECIAL_TOKENS = {
         ("</seed:think>", None),
         ("<seed:cot_budget_reflect>", None),
     ],
+    "gemma4": [
+        ("<eos>", None),
+        ("<|tool>", 46),
+        ("<tool|>", 47),
+        ("<|tool_call>", 48),
+        ("<tool_call|>", 49),
+        ("<|tool_response>", 50),
+        ("<tool_response|>", 51),
+        ('<|"|>', 52),
+        ("<|think|>", 98),
+        ("<|channel>", 100),
+        ("<channel|>", 101),
+        ("<|turn>", 105),
+        ("<turn|>", 106),
+    ],
+    "minimax_m3": [
+        ("]<]minimax[>[", 200058),
+        ("<mm:think>", None),
+        ("</mm:think>", None),
+        ("[e~[", None),
+    ],
+}
+
+#: Declared tokens that the model's tokenizer has as added but not special tokens: decoding with
+#: special tokens skipped (the serving default) keeps them. MiniMax-M3's markers are such tokens
+#: (vLLM's `MinimaxM3Parser.adjust_request` relies on it).
+NOT_SPECIAL = {
+    "minimax_m3": {"]<]minimax[>[", "<mm:think>", "</mm:think>"},
 }
 
 #: Ids given to special tokens conform declares without one.
@@ -154,6 +188,7 @@ class MiniTokenizer:
         for k, (text, tid) in enumerate(SPECIAL_TOKENS.get(fmt, [])):
             self.special[text] = tid if tid is not None else SYNTHETIC_BASE + k
         self.by_id = {tid: text for text, tid in self.special.items()}
+        self.kept = NOT_SPECIAL.get(fmt, set())
         # Longest first, so a token that is a prefix of another never wins.
         self.order = sorted(self.special, key=len, reverse=True)
         self.name_or_path = f"conform-mini-{fmt}"
@@ -185,7 +220,7 @@ class MiniTokenizer:
         out = []
         for i in ids:
             if i in self.by_id:
-                if not skip_special_tokens:
+                if not skip_special_tokens or self.by_id[i] in self.kept:
                     out.append(self.by_id[i])
             elif i >= CHAR_BASE:
                 out.append(chr(i - CHAR_BASE))
@@ -221,15 +256,15 @@ class MiniTokenizer:
 
     @property
     def all_special_tokens(self):
-        return list(self.special)
+        return [t for t in self.special if t not in self.kept]
 
     @property
     def all_special_ids(self):
-        return list(self.special.values())
+        return [i for t, i in self.special.items() if t not in self.kept]
 
     @property
     def additional_special_tokens(self):
-        return list(self.special)
+        return self.all_special_tokens
 
     @property
     def vocab_size(self):

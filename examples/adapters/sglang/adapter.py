@@ -55,6 +55,9 @@ PARSERS = {
     "glm45": "glm45",
     "glm47": "glm47",
     "minimax_m2": "minimax-m2",
+    "gemma4": "gemma4",
+    "minimax_m3": "minimax-m3",
+    "kimi_k3": "kimi_k3",
 }
 
 #: conform format id -> SGLang `--reasoning-parser` name, for the `--reasoning` variant: the
@@ -73,6 +76,9 @@ REASONING = {
     "mistral_v11": "mistral",
     "deepseek_v4": "deepseek-v4",
     "deepseek_v41": "deepseek-v41",
+    "gemma4": "gemma4",
+    "minimax_m3": "minimax-m3",
+    "kimi_k3": "kimi_k3",
 }
 
 #: Packages the detectors' modules import but never use to parse text.

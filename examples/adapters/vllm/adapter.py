@@ -56,6 +56,9 @@ PARSERS = {
     "glm47": "glm47",
     "minimax_m2": "minimax_m2",
     "seed_oss": "seed_oss",
+    "gemma4": "gemma4",
+    "minimax_m3": "minimax_m3",
+    "kimi_k3": "kimi_k3",
 }
 
 #: conform format id -> vLLM `--reasoning-parser` name, for the `--reasoning` variant: the
@@ -75,6 +78,9 @@ REASONING = {
     "mistral_v11": "mistral",
     "deepseek_v4": "deepseek_v4",
     "deepseek_v41": "deepseek_v41",
+    "gemma4": "gemma4",
+    "minimax_m3": "minimax_m3",
+    "kimi_k3": "kimi_k3",
 }
 
 #: Packages the tool parsers' modules import but never use to parse text, and vLLM's own

@@ -64,9 +64,15 @@ config! {
             /// A close tag outside any block (the open tag was in the prompt but `starts_inside` is
             /// off) is dropped with a warning; off: dropped with a `malformed_markup` error.
             stray_reasoning_end,
+            /// A close tag before anything but whitespace in the turn is the model's own "no
+            /// thinking this turn" (MiniMax-M3's adaptive mode writes a bare `</mm:think>` first),
+            /// dropped without a warning; off: it is stray like any other. On only where the format's
+            /// models write it (minimax_m3).
+            adaptive_start,
             /// A call marker inside a block ends the block there, with a warning, and is parsed as
             /// a call (a model that forgot the close before acting: ai-dynamo/dynamo#10646,
-            /// DeepSeek-V4); off: `call_in_reasoning` applies. Off by default.
+            /// ai-dynamo/frontend-crates#133); off: `call_in_reasoning` applies. On only where the
+            /// format's spec says why (minimax_m3).
             implicit_reasoning_end,
         }
     }
@@ -80,6 +86,7 @@ impl Default for Config {
             call_in_reasoning: true,
             unterminated_reasoning: true,
             stray_reasoning_end: true,
+            adaptive_start: false,
             implicit_reasoning_end: false,
         }
     }
@@ -121,6 +128,8 @@ pub struct Reasoned<P> {
     pos: u64,
     /// Call markup was already reported in the current block.
     call_reported: bool,
+    /// Nothing but whitespace has been read in this turn (the adaptive start's window).
+    at_start: bool,
     /// The format's models end reasoning with a call natively: a call marker inside a block
     /// ends it without a warning, whatever `implicit_reasoning_end` says.
     native_call_end: bool,
@@ -131,6 +140,8 @@ pub struct Reasoned<P> {
     only_first: Option<u8>,
     /// The longest tag or call marker.
     longest: usize,
+    /// The turn has ended: a tag prefix is what it is, no longer tag can follow.
+    eof: bool,
 }
 
 impl<P: StreamParser> Reasoned<P> {
@@ -160,6 +171,7 @@ impl<P: StreamParser> Reasoned<P> {
             utf8: Utf8Decoder::new(),
             pos: 0,
             call_reported: false,
+            at_start: true,
             native_call_end: false,
             only_first: match *first {
                 [b] => Some(b),
@@ -167,6 +179,7 @@ impl<P: StreamParser> Reasoned<P> {
             },
             first: ByteSet::new(first),
             longest,
+            eof: false,
         }
     }
 
@@ -192,44 +205,48 @@ impl<P: StreamParser> Reasoned<P> {
     }
 
     /// Classifies the bytes at `s` (which start with a candidate byte) in the current state.
+    /// Where several tags match, the longest wins, and a shorter one only once no longer one
+    /// can still match (Gemma 4's `<|channel>thought⏎` and `<|channel>`): `NeedMore` until
+    /// then, unless the turn has ended ([`eof`](Reasoned::eof)).
     fn classify(&self, s: &[u8]) -> Tag {
-        let mut need_more = false;
-        let mut test = |t: &str| -> bool {
+        // The longest whole match, and the longest tag `s` is a proper prefix of.
+        let mut best = (0, Tag::Not);
+        let mut partial = 0;
+        let mut test = |t: &str, tag: Tag| {
             // Byte by byte, not `starts_with`: most candidates (a `<` in code) differ at their
             // second byte, where a loop has already answered and a `memcmp` call has not begun.
             let t = t.as_bytes();
             let n = s.len().min(t.len());
             if !s[..n].iter().zip(&t[..n]).all(|(a, b)| a == b) {
-                return false;
+            } else if n < t.len() {
+                partial = partial.max(t.len());
+            } else if t.len() > best.0 {
+                best = (t.len(), tag);
             }
-            need_more |= n < t.len();
-            n == t.len()
         };
         match self.state {
             State::Outside => {
                 for (i, (open, close)) in self.syntax.pairs.iter().enumerate() {
-                    if test(open) {
-                        return Tag::Open(i, open.len());
-                    }
-                    if test(close) {
-                        return Tag::Close(close.len());
-                    }
+                    test(open, Tag::Open(i, open.len()));
+                    test(close, Tag::Close(close.len()));
                 }
             }
             State::Inside(pair) => {
                 for (i, (_, close)) in self.syntax.pairs.iter().enumerate() {
-                    if pair.is_none_or(|p| p == i) && test(close) {
-                        return Tag::Close(close.len());
+                    if pair.is_none_or(|p| p == i) {
+                        test(close, Tag::Close(close.len()));
                     }
                 }
                 for m in self.syntax.call_markers {
-                    if test(m) {
-                        return Tag::Call(m.len());
-                    }
+                    test(m, Tag::Call(m.len()));
                 }
             }
         }
-        if need_more { Tag::NeedMore } else { Tag::Not }
+        if partial > best.0 && !self.eof {
+            Tag::NeedMore
+        } else {
+            best.1
+        }
     }
 
     /// Processes bytes with nothing held back, holding back a trailing tag prefix.
@@ -283,6 +300,9 @@ impl<P: StreamParser> Reasoned<P> {
     /// Bytes that are no tag: to the format's parser, or reasoning.
     #[inline]
     fn pass(&mut self, s: &[u8], out: &mut dyn Sink) {
+        if self.at_start && !s.iter().all(u8::is_ascii_whitespace) {
+            self.at_start = false;
+        }
         self.pos += s.len() as u64;
         match self.state {
             State::Outside => self.inner.feed(s, out),
@@ -309,12 +329,16 @@ impl<P: StreamParser> Reasoned<P> {
                 self.pos += len as u64;
                 self.state = State::Inside(Some(pair));
                 self.call_reported = false;
+                self.at_start = false;
                 len
             }
             Tag::Close(len) => {
                 let at = self.pos;
                 self.pos += len as u64;
-                if self.state == State::Outside {
+                let adaptive = std::mem::replace(&mut self.at_start, false);
+                if self.state == State::Outside && adaptive && self.cfg.adaptive_start {
+                    // The model's own "no thinking": not a deviation.
+                } else if self.state == State::Outside {
                     let msg = format!(
                         "reasoning end at byte {at} outside any reasoning block (was the open tag in the prompt?)"
                     );
@@ -421,7 +445,13 @@ impl<P: StreamParser> StreamParser for Reasoned<P> {
                 }
                 tag => {
                     let len = self.on_tag(tag, &tmp, out);
-                    input = &input[len - held..];
+                    if len < held {
+                        // A shorter tag matched inside the held bytes: the rest of them come
+                        // before `input`.
+                        self.run(&tmp[len..held], out);
+                    } else {
+                        input = &input[len - held..];
+                    }
                 }
             }
         }
@@ -430,9 +460,12 @@ impl<P: StreamParser> StreamParser for Reasoned<P> {
 
     fn finish(&mut self, out: &mut dyn Sink) {
         if self.cfg.enabled {
-            // A tag prefix cut short by the end of the turn is no tag.
+            // A tag prefix cut short by the end of the turn is no tag, but a shorter tag may
+            // start it.
             let held = std::mem::take(&mut self.held);
-            self.pass(&held, out);
+            self.eof = true;
+            self.run(&held, out);
+            self.eof = false;
             if let State::Inside(_) = self.state {
                 self.flush_utf8(out);
                 let msg = "the turn ended inside a reasoning block".to_string();
@@ -448,6 +481,7 @@ impl<P: StreamParser> StreamParser for Reasoned<P> {
         self.utf8 = Utf8Decoder::new();
         self.pos = 0;
         self.call_reported = false;
+        self.at_start = true;
     }
 
     fn at_text(&self) -> bool {
@@ -583,6 +617,69 @@ mod tests {
         };
         let r = parse_cfg(strict, "<think><call></think>");
         assert_eq!(r.error_kinds(), [ErrorKind::MalformedMarkup]);
+    }
+
+    /// Gemma 4's shape: the canonical open tag carries a label a bare open tag lacks.
+    static LABELLED: Syntax = Syntax {
+        pairs: &[("<c>thought\n", "</c>"), ("<c>", "</c>")],
+        call_markers: &["<call>"],
+        on_by_default: true,
+    };
+
+    fn parse_labelled(s: &str) -> ParseResult {
+        let b = s.as_bytes();
+        let run = |chunks: Vec<&[u8]>| {
+            let mut p = Reasoned::new(Plain, &LABELLED, Config::default());
+            ParseResult::fold(&run_chunks(&mut p, chunks))
+        };
+        let whole = run(vec![b]);
+        assert_eq!(run(b.chunks(1).collect()), whole, "byte by byte: {s:?}");
+        for cut in 1..b.len() {
+            assert_eq!(
+                run(vec![&b[..cut], &b[cut..]]),
+                whole,
+                "cut at {cut}: {s:?}"
+            );
+        }
+        whole
+    }
+
+    #[test]
+    fn the_longest_tag_wins_and_a_shorter_one_only_once_no_longer_one_can() {
+        let r = parse_labelled("a<c>thought\nplan</c>b");
+        assert_eq!((r.reasoning_text(), r.text.as_str()), ("plan", "ab"));
+        // Not the label: the bare open tag, and what follows is reasoning.
+        let r = parse_labelled("<c>thoughtful</c>b");
+        assert_eq!((r.reasoning_text(), r.text.as_str()), ("thoughtful", "b"));
+        let r = parse_labelled("<c>plan</c>");
+        assert_eq!(r.reasoning_text(), "plan");
+        // Cut short by the end of the turn: the bare tag opened, the rest is reasoning.
+        let r = parse_labelled("x<c>though");
+        assert_eq!((r.reasoning_text(), r.text.as_str()), ("though", "x"));
+        assert_eq!(warnings(&r), ["unterminated_reasoning"]);
+        let r = parse_labelled("x<c");
+        assert_eq!((r.reasoning_text(), r.text.as_str()), ("", "x<c"));
+    }
+
+    #[test]
+    fn an_adaptive_start_drops_a_first_close_silently_and_only_first() {
+        let cfg = Config {
+            adaptive_start: true,
+            ..Config::default()
+        };
+        let r = parse_cfg(cfg, "</think>answer");
+        assert_eq!(r.text, "answer");
+        assert!(r.warnings.is_empty());
+        // Whitespace before it is still the start, and stays text.
+        let r = parse_cfg(cfg, " \n</think>answer");
+        assert_eq!(r.text, " \nanswer");
+        assert!(r.warnings.is_empty());
+        // Anything else before it, or a second one, makes it stray.
+        for s in ["a</think>", "</think></think>", "<think>x</think></think>"] {
+            assert_eq!(warnings(&parse_cfg(cfg, s)), ["stray_reasoning_end"], "{s}");
+        }
+        // Off (the default), the first close is stray too.
+        assert_eq!(warnings(&parse("</think>a")), ["stray_reasoning_end"]);
     }
 
     #[test]

@@ -112,6 +112,19 @@ impl ParamType {
         self.0 == 0
     }
 
+    /// The kinds a JSON Schema type name allows (`number` includes the integers), for a wire
+    /// that writes each value's type beside it (Kimi K3's `type="…"`); `None` for a name that
+    /// is not one of JSON Schema's seven.
+    pub fn named(name: &str) -> Option<ParamType> {
+        type_name(name).ok()
+    }
+
+    /// True when the set allows `v`'s kind (an integer is a number too).
+    pub fn admits(self, v: &Value) -> bool {
+        let k = Kind::of_value(v);
+        self.has(k) || (k == Kind::Integer && self.has(Kind::Number))
+    }
+
     /// The kinds' names joined by `|`, in priority order.
     pub fn describe(self) -> String {
         let names: Vec<&str> = PRIORITY

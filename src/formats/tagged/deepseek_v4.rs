@@ -48,6 +48,7 @@ pub static GRAMMAR: Grammar = Grammar {
     follow_block_close: false,
     pad: false,
     string_attr: true,
+    nested: false,
     block_end_warning: WarningKind::MissingSectionEnd,
     reasoning: Some(&REASONING),
     native: Native::NONE,

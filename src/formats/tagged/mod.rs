@@ -1,14 +1,19 @@
 //! The tagged-parameter family's one machinery: `qwen3_coder`, `seed_oss`, `glm45`, `glm47`,
-//! `minimax_m2`, `deepseek_v32`, `deepseek_v4` and `deepseek_v41` are each a [`Grammar`] (their
-//! delimiters and tag forms) and a [`Config`] (their leniencies) over this parser.
+//! `minimax_m2`, `deepseek_v32`, `deepseek_v4`, `deepseek_v41` and `minimax_m3` are each a
+//! [`Grammar`] (their delimiters and tag forms) and a [`Config`] (their leniencies) over this
+//! parser.
 //!
 //! Values are raw text between tags, never escaped; their JSON type comes from the tool's
 //! schema through [`crate::formats::typing`]. A value whose schema says string is streamed as it
 //! arrives; any other value is held until its closing tag and typed then. Delimiters are found
 //! by the shared [`MarkerScanner`] (one over all of a grammar's delimiters outside values, one
-//! over the value close inside them, where nothing else is a delimiter; a
-//! delimiter that means nothing in the current state is text), so a delimiter cut across
-//! chunks is held back, never rescanned, and the whole parse is linear for every chunking.
+//! over the value close inside them, where nothing else is a delimiter — or, in a grammar whose
+//! delimiters all start with a namespace token, over all of them; a delimiter that means
+//! nothing in the current state is text), so a delimiter cut across chunks is held back, never
+//! rescanned, and the whole parse is linear for every chunking. A namespace token followed by
+//! whitespace hands itself back to its scanner once the tag shows (`spacing`): at most a
+//! delimiter's length is scanned twice. Nested values (`Grammar::nested`) are collected as
+//! they arrive and read by [`elements`] at their close.
 //!
 //! The structural close rule (`specs/qwen3_coder.md`): where the grammar says so, a value's
 //! closing tag ends the value only when what follows it (after whitespace) continues the call
@@ -19,9 +24,11 @@
 pub mod deepseek_v32;
 pub mod deepseek_v4;
 pub mod deepseek_v41;
+pub mod elements;
 pub mod glm45;
 pub mod glm47;
 pub mod minimax_m2;
+pub mod minimax_m3;
 pub mod qwen3_coder;
 pub mod seed_oss;
 
@@ -40,6 +47,7 @@ use crate::lexers::marker::{MarkerScanner, Token};
 use crate::lexers::python::{Quotes, write_literal};
 use crate::lexers::utf8::Utf8Decoder;
 use crate::tools::Tools;
+use elements::{ReadOptions, Schemas, Tree};
 use serde_json::Value;
 
 /// What a delimiter means to the grammar.
@@ -63,6 +71,12 @@ pub enum Role {
     ValueClose,
     /// An end-of-turn token dropped outside calls (`<seed:eos>`).
     Drop,
+    /// The namespace token alone (`]<]minimax[>[`), in a grammar whose every delimiter starts
+    /// with it: matched only where no delimiter follows at once. Whitespace and then a tag make
+    /// it that tag spaced out (`spaced_marker`); anything else is no markup (text in prose,
+    /// `malformed_markup` in a call). Its presence also says that the token never occurs in
+    /// content: inside a value every delimiter is markup.
+    Namespace,
 }
 
 /// How a call names its function.
@@ -86,12 +100,16 @@ pub enum ParamForm {
     Attr,
     /// `<arg_key>KEY</arg_key>⏎<arg_value>VALUE</arg_value>`.
     KeyValue,
+    /// `<KEY>VALUE</KEY>`: the parameter open is followed by the key up to `>`, the value close
+    /// by the same key and `>` (MiniMax-M3).
+    Named,
 }
 
 /// A format of the family: its delimiters and tag forms.
 #[derive(Debug)]
 pub struct Grammar {
-    /// Every delimiter with its role (each a literal starting with `<`).
+    /// Every delimiter with its role (literals with one first byte, `<` or the namespace
+    /// token's; where one is a prefix of another the longest that matches wins).
     pub markers: &'static [(&'static str, Role)],
     /// How calls are written.
     pub call: CallForm,
@@ -106,6 +124,9 @@ pub struct Grammar {
     pub pad: bool,
     /// Parameters carry a `string="true|false"` attribute that decides their typing.
     pub string_attr: bool,
+    /// Values may hold child elements (`ParamForm::Named` tags nested to any depth: objects,
+    /// `item` lists), read by the schema once the parameter closes ([`elements`]).
+    pub nested: bool,
     /// The warning (or, option off, the error) when the stream ends inside a block after
     /// complete calls.
     pub block_end_warning: WarningKind,
@@ -152,6 +173,11 @@ impl Grammar {
             .find(|m| m.1 == role)
             .map_or("", |m| m.0)
     }
+
+    /// Every delimiter starts with a namespace token that never occurs in content.
+    fn namespaced(&self) -> bool {
+        self.markers.iter().any(|m| m.1 == Role::Namespace)
+    }
 }
 
 config! {
@@ -168,7 +194,8 @@ config! {
             /// A call outside any block is a call, with a warning: `<function=NAME>` only for a
             /// declared tool (Qwen3-Coder writes calls without `<tool_call>`; vLLM and llama.cpp
             /// accept them; prose writes such tags too), an attribute-form open (`<｜DSML｜invoke
-            /// name=`) whatever the name (every DeepSeek-V4 engine accepts block-less invokes).
+            /// name=`, MiniMax-M3's namespaced `<invoke name=`) whatever the name (every
+            /// DeepSeek-V4 engine accepts block-less invokes; Dynamo recovers M3's).
             missing_wrapper,
             /// The stream ending inside a block after complete calls keeps them, with a warning; off →
             /// `unterminated`.
@@ -191,6 +218,18 @@ config! {
             /// A parameter without its `string` attribute is typed by the schema, with a warning; off
             /// → `malformed_markup`.
             missing_string_attribute,
+            /// An unquoted attribute value (`name=f`, which vLLM and tool-parser read for MiniMax-M3)
+            /// is read up to `>`, with a warning; off → `malformed_markup`. On only for minimax_m3.
+            unquoted_attribute,
+            /// A namespace token, whitespace, then a tag (SGLang normalises MiniMax-M3's `NS <tag>`)
+            /// is read as the tag, with a warning; off → the token is no markup.
+            spaced_marker,
+            /// Text beside child elements of an object value is kept under `$text` (vLLM and
+            /// tool-parser), with a warning; off → `malformed_markup`.
+            mixed_content,
+            /// Values without a schema read `true`, `false` and `null` as JSON (SGLang's MiniMax-M3
+            /// reading); off, they stay strings like every untyped value. Off by default.
+            infer_untyped_scalars,
             /// A call whose body is one JSON object instead of parameters takes that object as its
             /// arguments, with a warning (SGLang, tool-parser and Dynamo read DeepSeek-V4 invokes
             /// so); off → `malformed_markup`. Off by default.
@@ -230,6 +269,10 @@ impl Default for Config {
             escaped_newline: true,
             single_quotes: true,
             missing_string_attribute: true,
+            unquoted_attribute: false,
+            spaced_marker: true,
+            mixed_content: true,
+            infer_untyped_scalars: false,
             json_invoke_body: false,
             self_closing_invoke: false,
             marker_variants: false,
@@ -316,6 +359,9 @@ enum Mode {
     Typed(ParamType),
     /// Held and read as JSON (`string="false"`).
     Json,
+    /// Held as elements (nested grammars) or as untyped text read by the element rules
+    /// (`infer_untyped_scalars`), read by [`elements::read`] at the close.
+    Tree,
 }
 
 #[derive(Debug)]
@@ -326,6 +372,10 @@ struct Param {
     bytes: usize,
     lead: Lead,
     hold: &'static str,
+    /// The elements of a `Mode::Tree` value so far.
+    tree: Option<Tree>,
+    /// The schema types the value (`Mode::Tree` reads members by it).
+    typed: bool,
 }
 
 #[derive(Debug)]
@@ -413,6 +463,10 @@ enum St {
     Value,
     /// After a value close, held with the whitespace after it until what follows decides.
     AfterClose(String),
+    /// Inside a value of a nested grammar, after a parameter open: a child element's tag.
+    ChildName(String),
+    /// After a named value close: the tag it closes, up to `>`.
+    CloseName(String),
     /// Inside a call's JSON object body.
     JsonBody(JsonBody),
     /// After an error inside a call: everything up to the call's end is dropped.
@@ -429,13 +483,22 @@ pub struct Parser {
     scan: MarkerScanner,
     /// `scan`'s delimiters: text, role, and whether it is one of the grammar's variants.
     all: Vec<(&'static str, Role, bool)>,
-    /// The value close alone (and its variants): used inside values, where nothing else is a
-    /// delimiter.
+    /// The delimiters of a value — the value close alone (and its variants), or, in a
+    /// namespaced grammar, all — used inside values.
     vscan: MarkerScanner,
     /// `vscan`'s delimiters, as `all`.
     vall: Vec<(&'static str, Role, bool)>,
     /// A variant spelling was read as markup in this turn (warned once).
     variant_seen: bool,
+    /// The byte every delimiter starts with: a piece of a value without it holds none.
+    first: u8,
+    /// Every member's schema, for the members of nested values.
+    schemas: Schemas,
+    /// The whitespace read after a bare namespace token, while its tag may still follow.
+    spaced: Option<String>,
+    /// That whitespace once a tag followed, until the tag's delimiter comes back from the
+    /// scanner (markup: a warning; text where it means nothing: written as it came).
+    respaced: Option<String>,
     utf8: Utf8Decoder,
     st: St,
     seg: Segment,
@@ -460,7 +523,8 @@ impl Parser {
         let vall: Vec<_> = all
             .iter()
             .copied()
-            .filter(|m| m.1 == Role::ValueClose)
+            // Behind a namespace token every delimiter is markup, inside values too.
+            .filter(|m| g.namespaced() || m.1 == Role::ValueClose)
             .collect();
         let texts = |v: &[(&'static str, Role, bool)]| v.iter().map(|m| m.0).collect::<Vec<_>>();
         Parser {
@@ -473,6 +537,14 @@ impl Parser {
             all,
             vall,
             variant_seen: false,
+            first: g.markers.first().map_or(b'<', |m| m.0.as_bytes()[0]),
+            schemas: if g.nested {
+                Schemas::new(tools)
+            } else {
+                Schemas::default()
+            },
+            spaced: None,
+            respaced: None,
             utf8: Utf8Decoder::new(),
             st: St::Text,
             seg: Segment::default(),
@@ -498,12 +570,13 @@ impl Parser {
 
     #[inline]
     fn feed_str(&mut self, mut s: &str, out: &mut dyn Sink) {
-        // Inside a value, a piece without `<` (every delimiter starts with one) is value text
-        // whatever the scanner would say: the common streaming delta, without its machinery.
+        // Inside a value, a piece without the delimiters' first byte is value text whatever
+        // the scanner would say: the common streaming delta, without its machinery.
         if matches!(self.st, St::Value)
             && self.vscan.held().is_empty()
             && self.scan.held().is_empty()
-            && !has_byte(s.as_bytes(), b'<')
+            && self.spaced.is_none()
+            && !has_byte(s.as_bytes(), self.first)
         {
             // The most common piece of all, taken here whole: value text with nothing for the
             // padding rule to decide, streamed as it came (within the limit, no escape).
@@ -529,6 +602,12 @@ impl Parser {
                 self.feed_str(&held, out);
                 continue;
             }
+            if self.spaced.is_some() {
+                if self.spacing(&mut s, in_value, out) {
+                    continue;
+                }
+                break;
+            }
             let t = if in_value {
                 self.vscan.next(&mut s)
             } else {
@@ -537,6 +616,95 @@ impl Parser {
             match t {
                 Some(t) => self.token(t, in_value, out),
                 None => break,
+            }
+        }
+    }
+
+    /// After a bare namespace token: reads whitespace from what the scanner of this state
+    /// holds and then from `s`, until a tag shows (handed back to the scanner behind the
+    /// token: it is that tag, spaced out) or something else does (the token was no markup);
+    /// `false` when the input ran out first.
+    fn spacing(&mut self, s: &mut &str, in_value: bool, out: &mut dyn Sink) -> bool {
+        let scanner = if in_value {
+            &mut self.vscan
+        } else {
+            &mut self.scan
+        };
+        let held = scanner.take_held();
+        let ns = self.g.marker(Role::Namespace);
+        let Some(ws) = self.spaced.as_mut() else {
+            return true;
+        };
+        // The held bytes (at most a delimiter's length) come before `s`.
+        let (from_held, rest) = match held.find(|c: char| !c.is_ascii_whitespace()) {
+            Some(k) => (true, &held[k..]),
+            None => {
+                ws.push_str(&held);
+                let k = s
+                    .find(|c: char| !c.is_ascii_whitespace())
+                    .unwrap_or(s.len());
+                ws.push_str(&s[..k]);
+                *s = &s[k..];
+                (false, *s)
+            }
+        };
+        if from_held {
+            ws.push_str(&held[..held.len() - rest.len()]);
+        }
+        if ws.len() > self.cfg.max_tag_bytes {
+            let ws = self.spaced.take().unwrap_or_default();
+            self.bare_namespace(&ws, out);
+            if from_held {
+                self.scanner_mut(in_value).unread(rest);
+            }
+            return true;
+        }
+        if rest.is_empty() {
+            return false;
+        }
+        let ws = self.spaced.take().unwrap_or_default();
+        if rest.starts_with('<') {
+            self.respaced = Some(ws);
+            let back = if from_held {
+                format!("{ns}{rest}")
+            } else {
+                ns.to_string()
+            };
+            self.scanner_mut(in_value).unread(&back);
+        } else {
+            self.bare_namespace(&ws, out);
+            if from_held {
+                self.scanner_mut(in_value).unread(rest);
+            }
+        }
+        true
+    }
+
+    fn scanner_mut(&mut self, in_value: bool) -> &mut MarkerScanner {
+        if in_value {
+            &mut self.vscan
+        } else {
+            &mut self.scan
+        }
+    }
+
+    /// A namespace token followed by no tag (`ws`: the whitespace after it): text in prose, an
+    /// error inside a call.
+    fn bare_namespace(&mut self, ws: &str, out: &mut dyn Sink) {
+        let ns = self.g.marker(Role::Namespace);
+        match self.st {
+            St::Text | St::ImplicitName(_) => {
+                self.seg_text(ns, false, out);
+                self.seg_text(ws, false, out);
+            }
+            St::Block => {
+                self.seg_text(ns, true, out);
+                self.seg_text(ws, true, out);
+            }
+            St::Skip => {}
+            _ => {
+                let msg = format!("{ns} without a tag inside a call");
+                self.fail(ErrorKind::MalformedMarkup, &msg, out);
             }
         }
     }
@@ -649,6 +817,7 @@ impl Parser {
                 }
                 St::ImplicitName(_) => self.implicit_name_text(t, out),
                 St::CallName { .. } => self.call_name_text(t, out),
+                St::ChildName(_) | St::CloseName(_) => self.element_tag_text(t, out),
                 St::BareName(buf) => {
                     buf.push_str(t);
                     if buf.len() > self.cfg.max_tag_bytes {
@@ -697,6 +866,31 @@ impl Parser {
     }
 
     fn marker(&mut self, m: &'static str, role: Role, out: &mut dyn Sink) {
+        if role == Role::Namespace {
+            // Its tag (or what else) follows: see `spacing`.
+            if self.cfg.spaced_marker {
+                self.spaced = Some(String::new());
+            } else {
+                self.bare_namespace("", out);
+            }
+            return;
+        }
+        let namespaced = self.g.namespaced();
+        if let Some(ws) = self.respaced.take() {
+            // The delimiter was written `NS`, whitespace, tag.
+            let ns = self.g.marker(Role::Namespace);
+            if !self.is_markup(role) {
+                let in_block = matches!(self.st, St::Block);
+                self.seg_text(ns, in_block, out);
+                self.seg_text(&ws, in_block, out);
+                self.seg_text(&m[ns.len()..], in_block, out);
+                return;
+            }
+            out.push(Event::warning(
+                WarningKind::SpacedMarker,
+                format!("{ns} is followed by {} before its tag", excerpt(&ws)),
+            ));
+        }
         match &mut self.st {
             St::Text => match role {
                 Role::BlockOpen => {
@@ -755,7 +949,7 @@ impl Parser {
                     junk: String::new(),
                 };
             }
-            St::CallName { .. } | St::Key { .. } => {
+            St::CallName { .. } | St::Key { .. } | St::ChildName(_) | St::CloseName(_) => {
                 let msg = format!("{m} inside a tag (a missing `>`?)");
                 self.fail(ErrorKind::MalformedMarkup, &msg, out);
                 self.marker(m, role, out);
@@ -824,17 +1018,33 @@ impl Parser {
                     self.marker(m, role, out);
                 }
             }
-            St::Value => {
-                if role == Role::ValueClose {
-                    if self.g.structural {
-                        self.st = St::AfterClose(m.to_string());
-                    } else {
-                        self.close_value(out);
-                    }
-                } else {
-                    self.value_text(m, out);
+            St::Value => match role {
+                Role::ValueClose if self.g.param == ParamForm::Named => {
+                    self.st = St::CloseName(String::new());
                 }
-            }
+                Role::ValueClose if self.g.structural => {
+                    self.st = St::AfterClose(m.to_string());
+                }
+                Role::ValueClose => self.close_value(out),
+                Role::ParamOpen
+                    if self.g.nested && self.param.as_ref().is_some_and(|p| p.tree.is_some()) =>
+                {
+                    self.st = St::ChildName(String::new());
+                }
+                _ if namespaced => {
+                    let key = self.param.as_ref().map_or("", |p| p.key.as_str());
+                    let msg = if role == Role::ParamOpen {
+                        format!(
+                            "an element inside {key:?}, a string parameter (it streams as text)"
+                        )
+                    } else {
+                        format!("{m} inside the value of {key:?}, which is not closed")
+                    };
+                    self.fail(ErrorKind::MalformedMarkup, &msg, out);
+                    self.marker(m, role, out);
+                }
+                _ => self.value_text(m, out),
+            },
             St::JsonBody(b) if b.in_str => {
                 self.json_body_text(m, out);
             }
@@ -868,6 +1078,18 @@ impl Parser {
                     self.call = None;
                     self.param = None;
                     self.end_block();
+                }
+                // Behind a namespace token these are markup, never content: the broken call is
+                // over, and they act in their own right.
+                Role::CallOpen | Role::BlockOpen if namespaced => {
+                    self.call = None;
+                    self.param = None;
+                    self.st = St::Block;
+                    self.end_implicit();
+                    if role == Role::BlockOpen && self.in_block {
+                        self.end_block();
+                    }
+                    self.marker(m, role, out);
                 }
                 _ => {}
             },
@@ -1220,6 +1442,20 @@ impl Parser {
             }
             return t.len();
         }
+        if form == ParamForm::Named {
+            // The key is the tag: everything up to `>`, quotes and newlines included.
+            let (used, key) = plain_tag(buf, t);
+            let too_long = buf.len() > self.cfg.max_tag_bytes
+                || key
+                    .as_ref()
+                    .is_some_and(|k| k.len() > self.cfg.max_tag_bytes);
+            if too_long {
+                self.fail(ErrorKind::LimitExceeded, "a key is too long", out);
+            } else if let Some(key) = key {
+                self.begin_param(&key, None, out);
+            }
+            return used;
+        }
         let eq = form == ParamForm::Eq;
         let (used, raw) = self.tag_text(t, eq, ("key", "a key is too long"), out);
         let Some(raw) = raw else {
@@ -1251,6 +1487,18 @@ impl Parser {
         };
         let mut single = false;
         let Some((name, mut rest)) = quoted(raw.trim_start(), &mut single) else {
+            let bare = raw.trim();
+            if self.cfg.unquoted_attribute
+                && !string_attr
+                && !bare.is_empty()
+                && !bare.contains(|c: char| c.is_whitespace() || c == '"' || c == '\'')
+            {
+                out.push(Event::warning(
+                    WarningKind::UnquotedAttribute,
+                    format!("unquoted attribute value {}", excerpt(bare)),
+                ));
+                return Some((bare.to_string(), None));
+            }
             return bad(self, out);
         };
         let mut string = None;
@@ -1318,6 +1566,7 @@ impl Parser {
             _ => {}
         }
         let pt = lookup.param_type();
+        let typed = matches!(lookup, Lookup::Typed(_));
         let mode = if self.g.string_attr {
             match string {
                 Some(s) => {
@@ -1350,6 +1599,11 @@ impl Parser {
                     }
                 }
             }
+        } else if self.g.nested && !(typed && pt.is_string_only()) {
+            // Whether it holds elements shows only as it arrives.
+            Mode::Tree
+        } else if !typed && self.cfg.infer_untyped_scalars {
+            Mode::Tree
         } else if pt.is_string_only() {
             Mode::Stream
         } else {
@@ -1374,8 +1628,86 @@ impl Parser {
             bytes: 0,
             lead: if self.g.pad { Lead::Start } else { Lead::Done },
             hold: "",
+            tree: (mode == Mode::Tree).then(Tree::default),
+            typed,
         });
         self.st = St::Value;
+    }
+
+    // ---- nested elements ----
+
+    /// A child element's tag or a named close's, up to `>`.
+    fn element_tag_text(&mut self, t: &str, out: &mut dyn Sink) -> usize {
+        let (St::ChildName(buf) | St::CloseName(buf)) = &mut self.st else {
+            return 0;
+        };
+        let (used, tag) = plain_tag(buf, t);
+        let max = self.cfg.max_tag_bytes;
+        if buf.len() > max || tag.as_ref().is_some_and(|k| k.len() > max) {
+            self.fail(
+                ErrorKind::LimitExceeded,
+                "an element's tag is too long",
+                out,
+            );
+            return used;
+        }
+        let Some(tag) = tag else {
+            return used;
+        };
+        if matches!(self.st, St::ChildName(_)) {
+            self.open_child(&tag, out);
+        } else {
+            self.close_named(&tag, out);
+        }
+        used
+    }
+
+    fn open_child(&mut self, tag: &str, out: &mut dyn Sink) {
+        let Some(p) = &mut self.param else {
+            return;
+        };
+        let key = p.key.clone();
+        let Some(tree) = &mut p.tree else {
+            return;
+        };
+        if tag.is_empty() {
+            let msg = format!("an element with an empty tag inside {key:?}");
+            return self.fail(ErrorKind::MalformedMarkup, &msg, out);
+        }
+        if tree.depth() >= MAX_VALUE_DEPTH {
+            let msg = format!("the value of {key:?} nests deeper than {MAX_VALUE_DEPTH} elements");
+            return self.fail(ErrorKind::LimitExceeded, &msg, out);
+        }
+        p.bytes += tag.len();
+        if p.bytes > self.cfg.max_value_bytes {
+            let msg = format!(
+                "the value of {key:?} is longer than {} bytes",
+                self.cfg.max_value_bytes
+            );
+            return self.fail(ErrorKind::LimitExceeded, &msg, out);
+        }
+        tree.open(tag);
+        self.st = St::Value;
+    }
+
+    /// A named close: it must name the innermost open element (the parameter's own last).
+    fn close_named(&mut self, tag: &str, out: &mut dyn Sink) {
+        let Some(p) = &mut self.param else {
+            return;
+        };
+        let open = p.tree.as_ref().and_then(Tree::innermost).unwrap_or(&p.key);
+        if tag != open {
+            let ns = self.g.marker(Role::Namespace);
+            let msg = format!("{ns}</{tag}> where {ns}</{open}> belongs");
+            return self.fail(ErrorKind::MalformedMarkup, &msg, out);
+        }
+        match &mut p.tree {
+            Some(tree) if tree.depth() > 0 => {
+                tree.close();
+                self.st = St::Value;
+            }
+            _ => self.close_value(out),
+        }
     }
 
     /// Value text after the padding rule, streamed or held.
@@ -1476,6 +1808,8 @@ impl Parser {
                     out.args_delta(c.index, &self.scratch);
                 }
             }
+        } else if let Some(tree) = &mut p.tree {
+            tree.text(s);
         } else {
             p.buf.push_str(s);
         }
@@ -1540,6 +1874,28 @@ impl Parser {
                     ));
                 }
                 v
+            }
+            Mode::Tree => {
+                let root = p.tree.take().unwrap_or_default().into_root();
+                let schema = if p.typed {
+                    self.schemas.param(&c.name, &p.key)
+                } else {
+                    None
+                };
+                let opts = ReadOptions {
+                    typing: self.cfg.typing,
+                    mixed_content: self.cfg.mixed_content,
+                    infer_untyped_scalars: self.cfg.infer_untyped_scalars,
+                };
+                let mut notes = Vec::new();
+                let read = elements::read(&root, &p.key, schema, opts, &mut notes);
+                for (kind, msg) in notes {
+                    out.push(Event::warning(kind, msg));
+                }
+                match read {
+                    Ok(v) => v,
+                    Err((kind, msg)) => return self.fail(kind, &msg, out),
+                }
             }
             Mode::Json => match read_json(&p.buf) {
                 Some(v) => v,
@@ -1622,7 +1978,24 @@ impl Parser {
         self.next_index = 0;
         self.call = None;
         self.param = None;
+        self.spaced = None;
+        self.respaced = None;
         self.variant_seen = false;
+    }
+}
+
+/// Reads `t` into `buf` up to the first `>`: the bytes used, and the tag's text once the `>`
+/// came.
+fn plain_tag(buf: &mut String, t: &str) -> (usize, Option<String>) {
+    match t.find('>') {
+        Some(k) => {
+            buf.push_str(&t[..k]);
+            (k + 1, Some(std::mem::take(buf)))
+        }
+        None => {
+            buf.push_str(t);
+            (t.len(), None)
+        }
     }
 }
 
@@ -1799,6 +2172,18 @@ impl StreamParser for Parser {
                 self.feed_str(&held, out);
                 continue;
             }
+            if self.spaced.is_some() {
+                let mut none = "";
+                if !self.spacing(&mut none, in_value, out) {
+                    // Cut off after the token and whitespace: text in prose, else the rest of
+                    // a cut tag (the end of the turn says what was left open).
+                    let ws = self.spaced.take().unwrap_or_default();
+                    if matches!(self.st, St::Text | St::ImplicitName(_) | St::Block) {
+                        self.bare_namespace(&ws, out);
+                    }
+                }
+                continue;
+            }
             let t = if in_value {
                 self.vscan.finish()
             } else {
@@ -1824,7 +2209,7 @@ impl StreamParser for Parser {
 
     fn at_text(&self) -> bool {
         // Outside blocks, and between a block's calls, where text is kept as text.
-        matches!(self.st, St::Text | St::Block)
+        matches!(self.st, St::Text | St::Block) && self.spaced.is_none() && self.respaced.is_none()
     }
 }
 

@@ -36,6 +36,7 @@ pub static GRAMMAR: Grammar = Grammar {
     follow_block_close: true,
     pad: true,
     string_attr: false,
+    nested: false,
     block_end_warning: WarningKind::MissingCallEnd,
     reasoning: Some(&REASONING),
     native: Native::NONE,

@@ -38,6 +38,7 @@ pub static GRAMMAR: Grammar = Grammar {
     follow_block_close: true,
     pad: false,
     string_attr: false,
+    nested: false,
     block_end_warning: WarningKind::MissingCallEnd,
     reasoning: Some(&REASONING),
     native: Native::NONE,

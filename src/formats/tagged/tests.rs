@@ -31,20 +31,34 @@ fn tag_ends_respect_quotes_and_newlines() {
     assert_eq!(quoted("f", &mut single), None);
 }
 
-/// The scanner holds a partial delimiter only from a `<`; a delimiter with a second `<` or
-/// one that is a prefix of another of its grammar would make roles ambiguous.
+/// The value fast path skips pieces without the delimiters' one first byte (`<`, or the
+/// namespace token's); a delimiter that is a prefix of another would make roles ambiguous,
+/// except in a namespaced grammar, where the longest match wins and every delimiter is the
+/// token and a tag.
 #[test]
-fn every_grammar_delimiter_starts_with_lt_and_no_role_is_ambiguous() {
+fn every_grammar_delimiter_shares_one_first_byte_and_no_role_is_ambiguous() {
     for f in REGISTRY {
         let Some(_) = f.typing.as_ref().and_then(|t| t.schema_tool) else {
             continue;
         };
         let ms = (f.markers)(&Tools::default());
         assert!(!ms.is_empty(), "{}", f.id);
+        let first = ms[0].as_bytes()[0];
+        // A namespace token: the shortest delimiter, which starts every other.
+        let ns = ms
+            .iter()
+            .min_by_key(|m| m.len())
+            .filter(|s| ms.len() > 1 && ms.iter().all(|m| m.starts_with(s.as_str())));
         for m in &ms {
-            assert!(m.starts_with('<'), "{}: {m}", f.id);
-            for n in &ms {
-                assert!(m == n || !n.starts_with(m.as_str()), "{}: {m} / {n}", f.id);
+            assert_eq!(m.as_bytes()[0], first, "{}: {m}", f.id);
+            match ns {
+                Some(ns) => assert!(m.starts_with(ns.as_str()), "{}: {m}", f.id),
+                None => {
+                    assert_eq!(first, b'<', "{}", f.id);
+                    for n in &ms {
+                        assert!(m == n || !n.starts_with(m.as_str()), "{}: {m} / {n}", f.id);
+                    }
+                }
             }
         }
     }
@@ -72,7 +86,7 @@ fn family_tools() -> Tools {
 }
 
 #[test]
-fn the_family_is_eight_formats() {
+fn the_family_is_nine_formats() {
     let ids: Vec<&str> = family().iter().map(|f| f.id).collect();
     assert_eq!(
         ids,
@@ -84,7 +98,8 @@ fn the_family_is_eight_formats() {
             "minimax_m2",
             "deepseek_v32",
             "deepseek_v4",
-            "deepseek_v41"
+            "deepseek_v41",
+            "minimax_m3"
         ]
     );
 }
@@ -191,7 +206,8 @@ fn reasoning_is_split_where_the_family_reads_text_and_nowhere_else() {
 /// The grammar of a family member, by id.
 fn grammar(id: &str) -> &'static Grammar {
     use crate::formats::{
-        deepseek_v4, deepseek_v32, deepseek_v41, glm45, minimax_m2, qwen3_coder, seed_oss,
+        deepseek_v4, deepseek_v32, deepseek_v41, glm45, minimax_m2, minimax_m3, qwen3_coder,
+        seed_oss,
     };
     match id {
         "qwen3_coder" => &qwen3_coder::GRAMMAR,
@@ -199,6 +215,7 @@ fn grammar(id: &str) -> &'static Grammar {
         "glm45" => &glm45::GRAMMAR,
         "glm47" => &glm45::GRAMMAR,
         "minimax_m2" => &minimax_m2::GRAMMAR,
+        "minimax_m3" => &minimax_m3::GRAMMAR,
         "deepseek_v32" => &deepseek_v32::GRAMMAR,
         "deepseek_v4" => &deepseek_v4::GRAMMAR,
         "deepseek_v41" => &deepseek_v41::GRAMMAR,
@@ -238,7 +255,7 @@ proptest! {
 
     #[test]
     fn every_family_format_is_split_invariant_on_tag_soup(
-        which in 0usize..8,
+        which in 0usize..9,
         picks in proptest::collection::vec(any::<usize>(), 0..30),
         cuts in proptest::collection::vec(any::<usize>(), 0..10),
     ) {
@@ -254,7 +271,7 @@ proptest! {
 
     #[test]
     fn every_family_renderer_parses_back(
-        which in 0usize..8,
+        which in 0usize..9,
         s in "[a-z<>/&\"' \n中😀]{0,24}",
         n in any::<i64>(),
         o in crate::formats::core::testkit::arb_json("[a-z ]{0,6}"),

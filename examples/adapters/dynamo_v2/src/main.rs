@@ -46,6 +46,9 @@ const TOOL_FAMILIES: &[(&str, &str)] = &[
     ("minimax_m2", "minimax_m2"),
     ("harmony", "harmony"),
     ("deepseek_v4", "deepseek_v4"),
+    ("gemma4", "gemma4"),
+    ("minimax_m3", "minimax_m3"),
+    ("kimi_k3", "kimi_k3"),
 ];
 
 /// conform format id → the family name of the unified registry (reasoning + text + calls).
@@ -56,6 +59,9 @@ const UNIFIED_FAMILIES: &[(&str, &str)] = &[
     ("harmony", "gpt_oss"),
     ("deepseek_v4", "deepseek_v4"),
     ("deepseek_v41", "deepseek_v41"),
+    ("gemma4", "gemma4"),
+    ("minimax_m3", "minimax_m3"),
+    ("kimi_k3", "kimi_k3"),
 ];
 
 #[derive(Clone, Copy, PartialEq)]

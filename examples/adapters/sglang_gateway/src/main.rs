@@ -62,6 +62,9 @@ const FORMATS: &[(&str, &str)] = &[
     ("glm45", "glm45_moe"),
     ("glm47", "glm47_moe"),
     ("minimax_m2", "minimax_m2"),
+    ("gemma4", "gemma4"),
+    ("minimax_m3", "minimax_m3"),
+    ("kimi_k3", "kimi_k3"),
 ];
 
 /// Runs a future of the engine's async API to completion. Its futures never wait on anything
