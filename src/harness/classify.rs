@@ -247,7 +247,8 @@ impl CaseContext {
                             .and_then(|v| v.first())
                             .map(|k| k.as_str().to_string()),
                     }),
-                    deviation: expect.is_some_and(|e| e.warnings.as_ref().is_some_and(|w| !w.is_empty())),
+                    deviation: expect
+                        .is_some_and(|e| e.warnings.as_ref().is_some_and(|w| !w.is_empty())),
                     served: served_text(data, format.stop_tokens),
                 }
             })
@@ -417,7 +418,10 @@ fn declared_policy(
     let undeclared = ctx.has(PolicyKind::UndeclaredTools) && drops_undeclared(ctx, tc, got);
     let reject = ctx.label == Some(Label::Reject);
     if ctx.has(PolicyKind::Leniency)
-        && matches!(v.invariant, Invariant::Expectation | Invariant::NoMarkupLeak)
+        && matches!(
+            v.invariant,
+            Invariant::Expectation | Invariant::NoMarkupLeak
+        )
         && unrecovered_deviation(ctx, tc, got)
     {
         return Some(PolicyKind::Leniency);
@@ -426,7 +430,10 @@ fn declared_policy(
     // made of it (harmony's n_plain_text_only: output without any header, shown as content).
     if reject
         && ctx.has(PolicyKind::Errors)
-        && matches!(v.invariant, Invariant::Expectation | Invariant::NoMarkupLeak)
+        && matches!(
+            v.invariant,
+            Invariant::Expectation | Invariant::NoMarkupLeak
+        )
         && got.calls.is_empty()
         && got.errors.is_empty()
         && !tc.served.trim().is_empty()
@@ -534,7 +541,9 @@ fn unrecovered_deviation(ctx: &CaseContext, tc: &TurnContext, got: &Got) -> bool
         && got.calls.len() == want.len()
         && got.calls.iter().zip(want).all(|(g, w)| {
             g.name == w.name
-                && serde_json::from_str::<serde_json::Value>(&g.arguments).ok().as_ref()
+                && serde_json::from_str::<serde_json::Value>(&g.arguments)
+                    .ok()
+                    .as_ref()
                     == Some(&w.arguments)
         })
 }
@@ -1152,7 +1161,9 @@ mod tests {
         // ids policy (defaults declare it), the text by what it lost or gained.
         let rt = |m: &str| class(Invariant::Roundtrip, m, &c);
         assert_eq!(
-            rt(r#"call 0 get_time(id="9uKTpFfiA", "{}") came back as get_time(id="uGCFuuBKU", "{}"); rendered: "[TOOL_CALLS][…]""#),
+            rt(
+                r#"call 0 get_time(id="9uKTpFfiA", "{}") came back as get_time(id="uGCFuuBKU", "{}"); rendered: "[TOOL_CALLS][…]""#
+            ),
             "policy:ids"
         );
         assert_eq!(
@@ -1307,7 +1318,10 @@ mod tests {
         assert_eq!(label(&declaring(c.clone(), &[]), &v), "other");
         // Part of it, or a call made of it, is not passing it through.
         let v = with_got(e, &text_msg("The weather", ""), got("The weather", &[]));
-        assert_eq!(label(&declaring(c.clone(), &[PolicyKind::Errors]), &v), "other");
+        assert_eq!(
+            label(&declaring(c.clone(), &[PolicyKind::Errors]), &v),
+            "other"
+        );
         let v = with_got(e, &text_msg(input, ""), got(input, &[("f", None, "{}")]));
         assert_eq!(label(&declaring(c, &[PolicyKind::Errors]), &v), "other");
     }
@@ -1316,7 +1330,8 @@ mod tests {
     fn a_deviation_the_engine_does_not_recover_is_leniency_only_when_nothing_is_mangled() {
         // kimi_k2 without its section begin: conform recovers the call (warning
         // missing_section_begin); vLLM returns the input verbatim as text.
-        let input = "Go.<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{}<|tool_call_end|>ok";
+        let input =
+            "Go.<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{}<|tool_call_end|>ok";
         let mut c = ctx("Go.ok", "ok");
         c.label = Some(Label::Accept);
         c.turns[0].deviation = true;
@@ -1339,14 +1354,21 @@ mod tests {
         );
         assert_eq!(label(&lenient, &leak), "policy:leniency");
         // Not declared, not a recovered deviation, or something lost: a bug.
-        assert_eq!(label(&declaring(c.clone(), &[]), &verbatim), "markup_leaked");
+        assert_eq!(
+            label(&declaring(c.clone(), &[]), &verbatim),
+            "markup_leaked"
+        );
         let mut strict = lenient.clone();
         strict.turns[0].deviation = false;
         assert_eq!(label(&strict, &verbatim), "markup_leaked");
         let cut = with_got(e, &text_msg("Go.", "Go.ok"), got("Go.", &[]));
         assert_eq!(label(&lenient, &cut), "text_lost");
         // The expected calls with the deviating text dropped is leniency; other arguments are not.
-        let dropped = with_got(e, &text_msg("Go.", "Go.ok"), got("Go.", &[("f", None, "{}")]));
+        let dropped = with_got(
+            e,
+            &text_msg("Go.", "Go.ok"),
+            got("Go.", &[("f", None, "{}")]),
+        );
         assert_eq!(label(&lenient, &dropped), "policy:leniency");
         let wrong = with_got(
             e,
@@ -1365,8 +1387,15 @@ mod tests {
         let mut thinking = c.clone();
         thinking.reasoning_tags = Some(("<think>".into(), "</think>".into()));
         thinking.markers.push("<think>".into());
-        let v = with_got(e, &text_msg("<think>", "Go.ok"), got("<think>", &[("f", None, "{}")]));
-        let both = declaring(thinking.clone(), &[PolicyKind::Leniency, PolicyKind::Reasoning]);
+        let v = with_got(
+            e,
+            &text_msg("<think>", "Go.ok"),
+            got("<think>", &[("f", None, "{}")]),
+        );
+        let both = declaring(
+            thinking.clone(),
+            &[PolicyKind::Leniency, PolicyKind::Reasoning],
+        );
         assert_eq!(label(&both, &v), "policy:leniency");
         let only = declaring(thinking, &[PolicyKind::Leniency]);
         assert_eq!(label(&only, &v), "markup_leaked");
