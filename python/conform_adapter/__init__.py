@@ -36,7 +36,11 @@ What the kit does for you:
   before the name; a call that never gets a name is a `missing_name` error, arguments that are
   not a JSON object at the end of the stream an `invalid_json` (or `empty_arguments`) error;
 - the request's options: `request.tools`, `request.mode` (the request modes the case was
-  served under: `starting_state`, `tool_choice`, `finish_reason` always, `thinking` when set).
+  served under: `starting_state`, `tool_choice`, `finish_reason` always, `thinking` when set);
+- serving paths: set `paths = ("batch", "stream")` when your server has a non-streaming entry
+  point besides the streaming one; conform then sends the whole output with
+  `request.path == "batch"` (answer with `turn.result(...)`, what `stream=false` returns) and
+  token-aligned deltas with `request.path == "stream"`.
 
 Python 3.9 or later, standard library only.
 """
@@ -218,6 +222,30 @@ class Turn:
         self.tokenizer = raw.get("tokenizer")
         #: Where your parser's events go.
         self.out = Events()
+        #: The turn's final result, when the parser answered one (`result`) instead of events.
+        self.final = None
+
+    def result(self, text="", calls=(), reasoning=None, errors=(), warnings=()):
+        """Answers the turn with a final result instead of events (a non-streaming parser):
+        `calls` as OpenAI `tool_calls` entries ({"id", "function": {"name", "arguments"}}) or
+        {"name", "id", "arguments"}; arguments a JSON string or an object."""
+        out = []
+        for c in calls:
+            fn = c.get("function") or c
+            call = {"name": fn.get("name") or "", "arguments": fn.get("arguments")}
+            if call["arguments"] is None:
+                call["arguments"] = "{}"
+            if c.get("id"):
+                call["id"] = c["id"]
+            out.append(call)
+        self.final = {
+            "text": text or "",
+            "calls": out,
+            "errors": [e if isinstance(e, dict) else {"kind": e, "message": ""} for e in errors],
+            "warnings": [w if isinstance(w, dict) else {"kind": w, "message": ""} for w in warnings],
+        }
+        if reasoning:
+            self.final["reasoning"] = reasoning
 
     @property
     def text(self):
@@ -259,6 +287,9 @@ class Request:
         #: {"name": NAME}), `finish_reason` ("stop", "length"), always present (the defaults
         #: spelled out), and `thinking` (true/false) when the case sets it.
         self.mode = msg.get("request") or {}
+        #: The serving path conform asks for (`batch`, `stream`), or None when the adapter
+        #: declared no paths.
+        self.path = msg.get("path")
         #: The turns, fed to one parser in order.
         self.turns = [Turn(t) for t in msg.get("turns") or []]
         self._ns = 0
@@ -281,6 +312,8 @@ class Adapter:
     name = "unnamed parser"
     #: The conform format ids it parses (`conform formats` lists them).
     formats = ()
+    #: The serving paths it has (`"batch"`, `"stream"`), or () for one unnamed path.
+    paths = ()
 
     def parse(self, request):
         """Feeds every turn of `request` to one fresh parser, writing each turn's events to
@@ -291,7 +324,10 @@ class Adapter:
     # -- the protocol ------------------------------------------------------------------------
     def hello(self):
         """The answer to conform's hello."""
-        return {"type": "hello", "protocol": PROTOCOL, "name": self.name, "formats": sorted(self.formats)}
+        hello = {"type": "hello", "protocol": PROTOCOL, "name": self.name, "formats": sorted(self.formats)}
+        if self.paths:
+            hello["paths"] = sorted(self.paths)
+        return hello
 
     def handle(self, msg):
         """The answer to one message."""
@@ -304,6 +340,11 @@ class Adapter:
             if request.format not in self.formats:
                 raise ValueError(f"this adapter does not parse {request.format!r}")
             self.parse(request)
+            if request.turns and all(t.final is not None for t in request.turns):
+                results = [t.final for t in request.turns]
+                return {"type": "result", "id": request.id, "turns": results, "engine_ns": request._ns}
+            if any(t.final is not None for t in request.turns):
+                raise ValueError("some turns answered a result and others events")
             turns = [t.out.finish() for t in request.turns]
         except Exception as e:  # the parser raised: a crash of this replay, the process goes on
             print(traceback.format_exc(limit=8), file=sys.stderr, flush=True)

@@ -219,3 +219,39 @@ def test_the_example_adapter_speaks_the_protocol():
     assert hello["formats"] == ["hermes"]
     types = [e["type"] for e in events["turns"][0]]
     assert types == ["text", "call_start", "args_delta", "call_end"], events
+
+
+class TwoPaths(Adapter):
+    name = "two paths"
+    formats = ["hermes"]
+    paths = ("stream", "batch")
+
+    def parse(self, request):
+        for turn in request.turns:
+            if request.path == "batch":
+                turn.result(
+                    text=turn.text.upper(),
+                    calls=[{"id": "call_1", "function": {"name": "f", "arguments": '{"a": 1}'}}],
+                )
+            else:
+                for delta in turn.deltas():
+                    turn.out.text(delta.text)
+
+
+def test_declared_paths_are_in_the_hello_and_a_batch_turn_answers_a_result():
+    hello = TwoPaths().handle({"type": "hello", "protocol": 2})
+    assert hello["paths"] == ["batch", "stream"]
+    assert "paths" not in Echo().handle({"type": "hello", "protocol": 2})
+    reply = TwoPaths().handle(parse_request([{"chunks": ["ab"]}], path="batch"))
+    assert reply["type"] == "result"
+    assert reply["turns"] == [
+        {
+            "text": "AB",
+            "calls": [{"name": "f", "arguments": '{"a": 1}', "id": "call_1"}],
+            "errors": [],
+            "warnings": [],
+        }
+    ]
+    streamed = TwoPaths().handle(parse_request([{"chunks": ["ab"]}], path="stream"))
+    assert streamed["type"] == "events"
+    assert streamed["turns"] == [[{"type": "text", "text": "ab"}]]

@@ -55,6 +55,57 @@ pub enum Outcome {
     Broke(Breakdown, String),
 }
 
+/// How a server reaches its parser (`specs/adapter.md` §2.1 `paths`): the non-streaming entry
+/// point on the whole output (`stream=false`), or the incremental one per delta.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServingPath {
+    /// The non-streaming parser, given the whole output once.
+    Batch,
+    /// The streaming parser, given the output delta by delta.
+    Stream,
+}
+
+impl ServingPath {
+    /// The wire name (`batch`, `stream`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServingPath::Batch => "batch",
+            ServingPath::Stream => "stream",
+        }
+    }
+}
+
+impl std::str::FromStr for ServingPath {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "batch" => Ok(ServingPath::Batch),
+            "stream" => Ok(ServingPath::Stream),
+            other => Err(format!(
+                "unknown serving path {other:?} (known: batch, stream)"
+            )),
+        }
+    }
+}
+
+/// The serving paths an external parser declares; both false for one that declares none
+/// (it is then sent every replay alike, and the whole input is its baseline).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Paths {
+    /// It has a non-streaming entry point.
+    pub batch: bool,
+    /// It has a streaming entry point.
+    pub stream: bool,
+}
+
+impl Paths {
+    /// Whether any path is declared.
+    pub fn declared(self) -> bool {
+        self.batch || self.stream
+    }
+}
+
 /// Whatever parses a case's turns under a chunking: the built-in parsers or an external one.
 pub trait Backend: Sync {
     /// The name reports give the parser (`builtin`, `cmd:python3 adapter.py`).
@@ -79,6 +130,27 @@ pub trait Backend: Sync {
     /// external parser is not blamed for cuts its deployment never produces.
     fn is_builtin(&self) -> bool {
         false
+    }
+    /// The serving paths the parser declares (none by default).
+    fn paths(&self) -> Paths {
+        Paths::default()
+    }
+    /// Replays through one serving path (`None`: the parser's only one); a backend without
+    /// paths replays as [`Backend::replay`] does.
+    // The replay's inputs are [`Backend::replay`]'s and the path: bundling them would only
+    // move the list into a struct every caller builds.
+    #[allow(clippy::too_many_arguments)]
+    fn replay_on(
+        &self,
+        _path: Option<ServingPath>,
+        format: &Format,
+        tools: &Tools,
+        options: &OptionValues,
+        request: &Request,
+        turns: &[Vec<u8>],
+        cuts: &[Cuts],
+    ) -> Outcome {
+        self.replay(format, tools, options, request, turns, cuts)
     }
 }
 

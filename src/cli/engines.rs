@@ -42,6 +42,11 @@ pub(crate) fn run(dir: &Path, corpus_paths: &[String]) -> u8 {
             engines::html_page(&pages.html, &footer),
         ),
     ];
+    files.push((dir.join("BUGS.md"), engines::markdown(&pages.bugs)));
+    files.push((
+        dir.join("bugs.json"),
+        serde_json::to_string_pretty(&pages.bugs_json).unwrap_or_default() + "\n",
+    ));
     for (name, blocks) in &pages.failures {
         files.push((
             dir.join(name).join("FAILURES.md"),

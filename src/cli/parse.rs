@@ -2,12 +2,12 @@
 
 use super::{EXIT_FAIL, EXIT_OK, TokenArgs, adapter_options, count, seconds, usage_error};
 use clap::Args;
-use conform::backends::adapter;
+use conform::backends::{ServingPath, adapter};
 use conform::formats;
 use conform::harness::chunking::{ChunkingParams, Strategy};
 use conform::harness::corpus::{self, LoadOptions};
 use conform::harness::select::{Choice, Selection, select_cuts};
-use conform::harness::session;
+use conform::harness::{serving, session};
 use std::time::Duration;
 
 #[derive(Args)]
@@ -58,6 +58,10 @@ pub(crate) struct ParseArgs {
     /// `[request]`), as `conform run --request` does.
     #[arg(long = "request", value_name = "KEY=VALUE")]
     requests: Vec<String>,
+    /// The serving path of an adapter that declares paths: `batch` (its non-streaming
+    /// parser) or `stream` (its streaming parser), as the `replay:` lines of a run name it.
+    #[arg(long, value_name = "batch|stream")]
+    path: Option<ServingPath>,
 }
 
 fn parse_cuts(spec: &str) -> Result<Vec<Vec<usize>>, String> {
@@ -147,6 +151,11 @@ pub(crate) fn run(a: ParseArgs) -> u8 {
     let Some(format) = formats::by_id(case.format) else {
         return usage_error(format!("unknown format {}", case.format));
     };
+    // An external parser gets what a server hands it: each turn up to its stop token.
+    let served = (a.parser != "builtin")
+        .then(|| serving::served_case(case, format))
+        .flatten();
+    let case = served.as_ref().unwrap_or(case);
     // The format's vocabulary, loaded and checked here so that a bad file is an error naming
     // it rather than a quiet fallback.
     let needs_tokens = selection.token_ids
@@ -165,7 +174,7 @@ pub(crate) fn run(a: ParseArgs) -> u8 {
         return usage_error(e);
     }
     let opts = adapter_options(None, a.timeout);
-    match session::parse_one(case, &a.parser, &opts, &cuts, !a.result_only) {
+    match session::parse_one(case, &a.parser, &opts, &cuts, !a.result_only, a.path) {
         Ok((doc, ok)) => {
             // Written as it is serialized: the document of a recording of millions of deltas
             // is never held whole as text.

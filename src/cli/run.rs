@@ -97,6 +97,11 @@ pub(crate) struct RunArgs {
     /// `finish_reason=stop|length` (`specs/corpus.md` §1.2).
     #[arg(long = "request", value_name = "KEY=VALUE")]
     requests: Vec<String>,
+    /// An external parser's dialect, `FORMAT.NAME=true|false` (repeatable): a rule the format's
+    /// spec settles one way and the engine legitimately another (`kimi_k2.id_whole_header`).
+    /// Its expectations are judged as conform's parser with these options reads the case.
+    #[arg(long = "dialect", value_name = "FORMAT.NAME=BOOL")]
+    dialect: Vec<String>,
 }
 
 /// `conform run`: the plan from the arguments, the run, what it prints, what it writes.
@@ -212,6 +217,7 @@ fn plan(a: &RunArgs) -> Result<RunPlan, String> {
     let baseline = baseline(a)?;
     let options = formats::registry::from_assignments(&a.options)?;
     let request = request_of(&a.requests)?;
+    let dialect = formats::registry::from_assignments(&a.dialect)?;
     Ok(RunPlan {
         paths,
         load: LoadOptions {
@@ -232,6 +238,7 @@ fn plan(a: &RunArgs) -> Result<RunPlan, String> {
             compare: a.compare,
             case_budget: a.case_budget,
             tokenizer,
+            dialect,
             ..RunConfig::default()
         },
         parsers,

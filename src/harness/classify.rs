@@ -5,12 +5,14 @@
 //! enough. Where conform's rule is a choice engines legitimately make differently (ids, text
 //! after the calls, warnings, error names), the case is marked `policy`, apart from bugs.
 
-use super::corpus::Case;
+use super::corpus::{Case, Label};
 use super::invariants::Invariant;
 use super::report::{CaseOut, CaseStatus, ViolationOut};
-use crate::event::{Event, excerpt};
+use super::serving::{Got, GotCall};
+use crate::event::{Event, ToolCall, excerpt};
 use crate::formats;
 use serde::Serialize;
+use std::collections::BTreeSet;
 
 /// A bug class, most telling first: a case showing several is put in the first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -45,6 +47,24 @@ pub enum PolicyKind {
     Warnings,
     /// Both report an error, of different kinds (their names are conform's).
     ErrorKinds,
+    /// The engine has no error channel: an input that must be rejected gives the right calls
+    /// and text and no error.
+    Errors,
+    /// The engine (this variant) does not split reasoning: the think block stays in the text.
+    Reasoning,
+    /// Calls to tools the request does not declare are dropped (their markup left as text).
+    UndeclaredTools,
+    /// The engine ends every started call with the stream: a call the expectation leaves
+    /// unterminated is closed and kept.
+    CallEnd,
+    /// The text differs only in whitespace.
+    Whitespace,
+    /// The expected text holds the turn's stop token, which the server consumes.
+    StopToken,
+    /// A deviation conform's parser recovers with a warning (an accepted case whose
+    /// expectation names warnings) that the engine does not recover: it returns the input
+    /// verbatim as text, or the expected calls with text of the deviating part dropped.
+    Leniency,
 }
 
 /// One failing case's class.
@@ -104,7 +124,43 @@ impl PolicyKind {
             PolicyKind::TextAfterCalls => "text_after_calls",
             PolicyKind::Warnings => "warnings",
             PolicyKind::ErrorKinds => "error_kinds",
+            PolicyKind::Errors => "errors",
+            PolicyKind::Reasoning => "reasoning",
+            PolicyKind::UndeclaredTools => "undeclared_tools",
+            PolicyKind::CallEnd => "call_end",
+            PolicyKind::Whitespace => "whitespace",
+            PolicyKind::StopToken => "stop_token",
+            PolicyKind::Leniency => "leniency",
         }
+    }
+
+    /// The policy an engine.json `policy` key declares (`end_of_call` and `incomplete_calls`
+    /// are older names of `call_end`); `None` for a key that is only a note.
+    pub fn from_key(key: &str) -> Option<PolicyKind> {
+        Some(match key {
+            "ids" => PolicyKind::Ids,
+            "text_after_calls" => PolicyKind::TextAfterCalls,
+            "errors" => PolicyKind::Errors,
+            "reasoning" => PolicyKind::Reasoning,
+            "undeclared_tools" => PolicyKind::UndeclaredTools,
+            "call_end" | "end_of_call" | "incomplete_calls" => PolicyKind::CallEnd,
+            "whitespace" => PolicyKind::Whitespace,
+            "stop_token" => PolicyKind::StopToken,
+            "leniency" => PolicyKind::Leniency,
+            _ => return None,
+        })
+    }
+
+    /// What conform applies when no engine declares its policies: the rules every engine
+    /// settles its own way (ids, text after the calls) and what `--compare` leaves out.
+    pub fn defaults() -> BTreeSet<PolicyKind> {
+        [
+            PolicyKind::Ids,
+            PolicyKind::TextAfterCalls,
+            PolicyKind::Warnings,
+            PolicyKind::ErrorKinds,
+        ]
+        .into()
     }
 }
 
@@ -120,21 +176,48 @@ impl CaseClass {
 
 /// What the classifier knows of a case beyond the report: the format's delimiters, and per
 /// turn the expected text and the text conform's own parser finds after the last call.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct CaseContext {
     /// The format's delimiters (the markup-leak check's list).
     pub markers: Vec<String>,
     /// One entry per turn.
     pub turns: Vec<TurnContext>,
+    /// The policies the engine declares (`None`: [`PolicyKind::defaults`]); warnings and
+    /// error kinds are always policies.
+    pub policies: Option<BTreeSet<PolicyKind>>,
+    /// The case's label.
+    pub label: Option<Label>,
+    /// The format's reasoning wrapper, open and close tags.
+    pub reasoning_tags: Option<(String, String)>,
+    /// The format's stop tokens (consumed by a server before its parser).
+    pub stop_tokens: Vec<String>,
+    /// The names of the tools the case declares.
+    pub tools: Vec<String>,
+    /// The case's size in bytes (all turns): the smallest case of a bug shows it.
+    pub bytes: usize,
+    /// The first turn's transcript (invalid UTF-8 replaced), for a bug report.
+    pub transcript: String,
+    /// The first turn's expectation as JSON text, for a bug report.
+    pub expected: Option<String>,
 }
 
 /// One turn's context.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct TurnContext {
     /// The expectation's text, if it has one.
     pub expected_text: Option<String>,
     /// The text conform's parser emits after the turn's last call ends (empty without calls).
     pub text_after_calls: String,
+    /// The expectation's calls, if it states them.
+    pub expected_calls: Option<Vec<ToolCall>>,
+    /// The error kind the expectation names, if any.
+    pub expected_error: Option<String>,
+    /// Whether the expectation names warnings: conform reads the turn only by recovering a
+    /// deviation from the format.
+    pub deviation: bool,
+    /// The turn's transcript as a server hands it to its parser (up to its stop token;
+    /// invalid UTF-8 replaced).
+    pub served: String,
 }
 
 impl CaseContext {
@@ -151,20 +234,60 @@ impl CaseContext {
             .map(|(t, data)| {
                 let mut events = formats::run_chunks(parser.as_mut(), [data.as_slice()]);
                 parser.finish(&mut events);
+                let expect = case.expects.get(t).and_then(Option::as_ref);
                 TurnContext {
-                    expected_text: case
-                        .expects
-                        .get(t)
-                        .and_then(Option::as_ref)
-                        .and_then(|e| e.text.clone()),
+                    expected_text: expect.and_then(|e| e.text.clone()),
                     text_after_calls: text_after_last_call(&events),
+                    expected_calls: expect.and_then(|e| e.calls.clone()),
+                    expected_error: expect.and_then(|e| match &e.error {
+                        Some(Some(k)) => Some(k.kind.as_str().to_string()),
+                        _ => e
+                            .errors
+                            .as_ref()
+                            .and_then(|v| v.first())
+                            .map(|k| k.as_str().to_string()),
+                    }),
+                    deviation: expect
+                        .is_some_and(|e| e.warnings.as_ref().is_some_and(|w| !w.is_empty())),
+                    served: served_text(data, format.stop_tokens),
                 }
             })
             .collect();
         CaseContext {
             markers: (format.markers)(&case.tools),
             turns,
+            policies: None,
+            label: Some(case.label),
+            reasoning_tags: format.reasoning.map(|r| {
+                let t = r.tags();
+                (
+                    t.first().cloned().unwrap_or_default(),
+                    t.get(1).cloned().unwrap_or_default(),
+                )
+            }),
+            stop_tokens: format.stop_tokens.iter().map(|t| t.to_string()).collect(),
+            tools: case.tools.defs.iter().map(|d| d.name.clone()).collect(),
+            bytes: case.len(),
+            transcript: case
+                .turns
+                .first()
+                .map(|t| String::from_utf8_lossy(t).into_owned())
+                .unwrap_or_default(),
+            expected: case
+                .expects
+                .first()
+                .and_then(Option::as_ref)
+                .map(expectation_json),
         }
+    }
+
+    /// Whether the engine declares `p` (or, without declarations, whether it is a default).
+    pub fn has(&self, p: PolicyKind) -> bool {
+        matches!(p, PolicyKind::Warnings | PolicyKind::ErrorKinds)
+            || self
+                .policies
+                .as_ref()
+                .map_or_else(|| PolicyKind::defaults().contains(&p), |s| s.contains(&p))
     }
 
     /// The context of a case known only by its format (no expectation, no transcript).
@@ -173,9 +296,45 @@ impl CaseContext {
             markers: formats::by_id(format)
                 .map(|f| (f.markers)(&crate::tools::Tools::default()))
                 .unwrap_or_default(),
-            turns: Vec::new(),
+            ..CaseContext::default()
         }
     }
+}
+
+/// A transcript as a server hands it to its parser: up to its first stop token.
+fn served_text(data: &[u8], stop_tokens: &[&str]) -> String {
+    let text = String::from_utf8_lossy(data);
+    let end = stop_tokens
+        .iter()
+        .filter(|t| !t.is_empty())
+        .filter_map(|t| text.find(*t))
+        .min()
+        .unwrap_or(text.len());
+    text[..end].to_string()
+}
+
+/// An expectation as a bug report shows it: text, calls and error, as JSON.
+fn expectation_json(e: &super::corpus::Expectation) -> String {
+    let mut v = serde_json::Map::new();
+    if let Some(t) = &e.text {
+        v.insert("text".into(), t.clone().into());
+    }
+    if let Some(r) = &e.reasoning {
+        v.insert("reasoning".into(), r.clone().into());
+    }
+    if let Some(c) = &e.calls {
+        v.insert("calls".into(), serde_json::to_value(c).unwrap_or_default());
+    }
+    match &e.error {
+        Some(Some(k)) => {
+            v.insert("error".into(), k.kind.as_str().into());
+        }
+        Some(None) => {
+            v.insert("error".into(), serde_json::Value::Null);
+        }
+        None => {}
+    }
+    serde_json::Value::Object(v).to_string()
 }
 
 /// The text events after the last `call_end`, concatenated (empty when no call ends).
@@ -231,15 +390,224 @@ pub fn classify_violation(v: &ViolationOut, ctx: &CaseContext) -> CaseClass {
     let (turn, msg) = strip_turn(&v.message);
     let tc = ctx.turns.get(turn).cloned().unwrap_or_default();
     let bug = CaseClass::Bug;
+    if let Some(p) = declared_policy(v, ctx, &tc, v.got.get(turn)) {
+        return CaseClass::Policy(p);
+    }
     match v.invariant {
         Invariant::NoMarkupLeak => bug(B::MarkupLeaked),
         Invariant::Bounded if msg.contains("panicked") => bug(B::Crash),
         Invariant::CdataSplit | Invariant::TypeInference => bug(B::ArgumentsWrong),
-        Invariant::Expectation => expectation_class(msg, &tc, &ctx.markers),
+        Invariant::Expectation => expectation_class(msg, &tc, ctx),
         Invariant::SplitInvariance => split_class(msg, &ctx.markers),
-        Invariant::Roundtrip => roundtrip_class(msg),
+        Invariant::Roundtrip => roundtrip_class(msg, ctx),
         Invariant::DeltaContract | Invariant::Deterministic | Invariant::Bounded => bug(B::Other),
     }
+}
+
+/// The policy an engine declared that explains a violation, judged on what the replay
+/// returned (`got`) against the case's expectation; `None` for a bug. A policy never hides
+/// markup in a call's name or id, nor a call made from input that must be rejected.
+fn declared_policy(
+    v: &ViolationOut,
+    ctx: &CaseContext,
+    tc: &TurnContext,
+    got: Option<&Got>,
+) -> Option<PolicyKind> {
+    let got = got?;
+    let (_, msg) = strip_turn(&v.message);
+    let undeclared = ctx.has(PolicyKind::UndeclaredTools) && drops_undeclared(ctx, tc, got);
+    let reject = ctx.label == Some(Label::Reject);
+    if ctx.has(PolicyKind::Leniency)
+        && matches!(
+            v.invariant,
+            Invariant::Expectation | Invariant::NoMarkupLeak
+        )
+        && unrecovered_deviation(ctx, tc, got)
+    {
+        return Some(PolicyKind::Leniency);
+    }
+    // No error channel: an input that must be rejected comes back verbatim as text, no call
+    // made of it (harmony's n_plain_text_only: output without any header, shown as content).
+    if reject
+        && ctx.has(PolicyKind::Errors)
+        && matches!(
+            v.invariant,
+            Invariant::Expectation | Invariant::NoMarkupLeak
+        )
+        && got.calls.is_empty()
+        && got.errors.is_empty()
+        && !tc.served.trim().is_empty()
+        && same_words(&got.text, &tc.served)
+    {
+        return Some(PolicyKind::Errors);
+    }
+    match v.invariant {
+        Invariant::Expectation if msg.starts_with("text is ") => {
+            let want = tc.expected_text.as_deref()?;
+            let got_text = got.text.as_str();
+            if ctx.has(PolicyKind::StopToken) {
+                let cut = ctx
+                    .stop_tokens
+                    .iter()
+                    .filter_map(|t| want.find(t.as_str()))
+                    .min();
+                if let Some(k) = cut
+                    && same_words(got_text, &want[..k])
+                {
+                    return Some(PolicyKind::StopToken);
+                }
+            }
+            if ctx.has(PolicyKind::Reasoning)
+                && let Some((open, close)) = &ctx.reasoning_tags
+                && got_text.contains(open.as_str())
+                && same_words(&without_reasoning(got_text, open, close), want)
+            {
+                return Some(PolicyKind::Reasoning);
+            }
+            if ctx.has(PolicyKind::Whitespace) && same_words(got_text, want) {
+                return Some(PolicyKind::Whitespace);
+            }
+            if undeclared {
+                return Some(PolicyKind::UndeclaredTools);
+            }
+            None
+        }
+        Invariant::Expectation if msg.contains(" call(s) parsed (") => {
+            undeclared.then_some(PolicyKind::UndeclaredTools)
+        }
+        Invariant::NoMarkupLeak => {
+            if undeclared {
+                return Some(PolicyKind::UndeclaredTools);
+            }
+            let (open, close) = ctx.reasoning_tags.as_ref()?;
+            let leaked = ctx
+                .markers
+                .iter()
+                .filter(|m| !m.is_empty() && got.text.contains(m.as_str()))
+                .all(|m| m == open || m == close);
+            (ctx.has(PolicyKind::Reasoning) && leaked).then_some(PolicyKind::Reasoning)
+        }
+        Invariant::Expectation
+            if reject
+                && (msg.starts_with("no error, but the expectation says")
+                    || msg.starts_with("must be rejected")
+                    || msg.starts_with("errors are [] but")) =>
+        {
+            let expected = tc.expected_calls.as_ref().map_or(0, Vec::len);
+            let clean = got.calls.iter().all(|c| !holds_marker(c, &ctx.markers));
+            if ctx.has(PolicyKind::CallEnd)
+                && tc.expected_error.as_deref() == Some("unterminated")
+                && got.calls.len() > expected
+                && clean
+                && got.calls[expected..]
+                    .iter()
+                    .all(|c| is_object(&c.arguments))
+            {
+                return Some(PolicyKind::CallEnd);
+            }
+            (ctx.has(PolicyKind::Errors) && got.calls.len() <= expected && clean)
+                .then_some(PolicyKind::Errors)
+        }
+        _ => None,
+    }
+}
+
+/// Whether the replay shows a deviation the engine does not recover, and nothing else: an
+/// accepted case whose expectation names warnings, replayed without an error into either
+/// the served input verbatim as text and no call (nothing parsed, nothing lost), or the
+/// expected calls (names and arguments) with text free of the format's markup.
+fn unrecovered_deviation(ctx: &CaseContext, tc: &TurnContext, got: &Got) -> bool {
+    if ctx.label != Some(Label::Accept) || !tc.deviation || !got.errors.is_empty() {
+        return false;
+    }
+    if got.calls.is_empty() {
+        return !tc.served.trim().is_empty() && same_words(&got.text, &tc.served);
+    }
+    let Some(want) = &tc.expected_calls else {
+        return false;
+    };
+    // A variant that keeps reasoning in the text (policy `reasoning`) may keep a think block.
+    let text = match &ctx.reasoning_tags {
+        Some((open, close)) if ctx.has(PolicyKind::Reasoning) && !open.is_empty() => {
+            without_reasoning(&got.text, open, close)
+        }
+        _ => got.text.clone(),
+    };
+    let markup = ctx
+        .markers
+        .iter()
+        .any(|m| !m.is_empty() && text.contains(m.as_str()));
+    !markup
+        && got.calls.len() == want.len()
+        && got.calls.iter().zip(want).all(|(g, w)| {
+            g.name == w.name
+                && serde_json::from_str::<serde_json::Value>(&g.arguments)
+                    .ok()
+                    .as_ref()
+                    == Some(&w.arguments)
+        })
+}
+
+/// Whether the replay's calls are the expected ones without those to undeclared tools (and
+/// the expectation has some).
+fn drops_undeclared(ctx: &CaseContext, tc: &TurnContext, got: &Got) -> bool {
+    let Some(want) = &tc.expected_calls else {
+        return false;
+    };
+    let declared: Vec<&ToolCall> = want
+        .iter()
+        .filter(|c| ctx.tools.contains(&c.name))
+        .collect();
+    declared.len() < want.len()
+        && declared.len() == got.calls.len()
+        && declared.iter().zip(&got.calls).all(|(w, g)| {
+            w.name == g.name
+                && serde_json::from_str::<serde_json::Value>(&g.arguments)
+                    .ok()
+                    .as_ref()
+                    == Some(&w.arguments)
+        })
+}
+
+/// Equal but for whitespace: the same words in the same order.
+fn same_words(a: &str, b: &str) -> bool {
+    a.split_whitespace().eq(b.split_whitespace())
+}
+
+/// The text with every `open…close` block taken out (an unclosed one to the end).
+fn without_reasoning(text: &str, open: &str, close: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find(open) {
+        out.push_str(&rest[..i]);
+        match rest[i..].find(close) {
+            Some(j) => rest = &rest[i + j + close.len()..],
+            None => {
+                rest = "";
+                break;
+            }
+        }
+    }
+    out.push_str(rest);
+    // A close tag alone (the template opened the block in the prompt) ends reasoning too.
+    match out.rfind(close) {
+        Some(k) => out[k + close.len()..].to_string(),
+        None => out,
+    }
+}
+
+/// Whether a call's name or id holds one of the format's delimiters.
+fn holds_marker(c: &GotCall, markers: &[String]) -> bool {
+    markers.iter().filter(|m| !m.is_empty()).any(|m| {
+        c.name.contains(m.as_str()) || c.id.as_deref().is_some_and(|i| i.contains(m.as_str()))
+    })
+}
+
+fn is_object(json: &str) -> bool {
+    matches!(
+        serde_json::from_str::<serde_json::Value>(json),
+        Ok(serde_json::Value::Object(_))
+    )
 }
 
 /// `turn 2: …` → (1, `…`); other messages are turn 0.
@@ -254,9 +622,11 @@ fn strip_turn(msg: &str) -> (usize, &str) {
     (0, msg)
 }
 
-fn expectation_class(msg: &str, tc: &TurnContext, markers: &[String]) -> CaseClass {
+fn expectation_class(msg: &str, tc: &TurnContext, ctx: &CaseContext) -> CaseClass {
     use BugClass as B;
     let bug = CaseClass::Bug;
+    let markers = &ctx.markers[..];
+    let ctx_has_text_after = ctx.has(PolicyKind::TextAfterCalls);
     if let Some(rest) = msg.strip_prefix("text is ") {
         let (got, want) = split_pair(
             rest,
@@ -267,6 +637,7 @@ fn expectation_class(msg: &str, tc: &TurnContext, markers: &[String]) -> CaseCla
             return bug(B::MarkupLeaked);
         }
         if let Some(full) = &tc.expected_text
+            && ctx_has_text_after
             && drops_text_after_calls(got, full, &tc.text_after_calls)
         {
             return CaseClass::Policy(PolicyKind::TextAfterCalls);
@@ -284,7 +655,9 @@ fn expectation_class(msg: &str, tc: &TurnContext, markers: &[String]) -> CaseCla
         && let Some((_, pair)) = rest.split_once(" differs: parsed ")
     {
         let (got, want) = split_pair(pair, " but the expectation says ", None);
-        return call_difference(got, want, true);
+        // Markup inside an id is a bug, never a difference of ids.
+        let ids = ctx.has(PolicyKind::Ids) && !leaks(described_id(got), markers);
+        return call_difference(got, want, ids);
     }
     if msg.starts_with("warnings are ") {
         return CaseClass::Policy(PolicyKind::Warnings);
@@ -350,7 +723,11 @@ fn split_class(msg: &str, markers: &[String]) -> CaseClass {
     bug(B::Other)
 }
 
-fn roundtrip_class(msg: &str) -> CaseClass {
+/// A roundtrip failure, classified by what differs: a call that came back the same but for
+/// its id is the `ids` policy where declared (the engine numbers calls its own way), another
+/// call difference is judged as an expectation's; text that came back with markup or shorter
+/// is a leak or a loss; a rendering the engine rejects is an error verdict.
+fn roundtrip_class(msg: &str, ctx: &CaseContext) -> CaseClass {
     use BugClass as B;
     let bug = CaseClass::Bug;
     if let Some((head, _)) = msg.split_once(" parsed back")
@@ -362,8 +739,31 @@ fn roundtrip_class(msg: &str) -> CaseClass {
     {
         return bug(if b < r { B::CallLost } else { B::Other });
     }
-    if msg.starts_with("call ") && msg.contains(" came back as ") {
-        return bug(B::ArgumentsWrong);
+    // `… came back as …; rendered: "…"`: the two sides, without the rendering.
+    let sides = |rest: &str| -> Option<(String, String)> {
+        let (want, back) = rest.split_once(" came back as ")?;
+        let back = back.split_once("; rendered: ").map_or(back, |(b, _)| b);
+        Some((want.to_string(), back.trim_end_matches(';').to_string()))
+    };
+    if let Some(rest) = msg.strip_prefix("call ")
+        && let Some((_, rest)) = rest.split_once(' ')
+        && let Some((want, back)) = sides(rest)
+    {
+        return call_difference(&back, &want, ctx.has(PolicyKind::Ids));
+    }
+    if let Some(rest) = msg.strip_prefix("text ")
+        && let Some((want, back)) = sides(rest)
+    {
+        return bug(if leaks(&back, &ctx.markers) {
+            B::MarkupLeaked
+        } else if shorter(&back, &want) {
+            B::TextLost
+        } else {
+            B::Other
+        });
+    }
+    if msg.starts_with("the rendered transcript does not parse") {
+        return bug(B::ErrorVerdict);
     }
     bug(B::Other)
 }
@@ -380,6 +780,23 @@ fn call_difference(got: &str, want: &str, ids_policy: bool) -> CaseClass {
     } else {
         BugClass::Other
     })
+}
+
+/// The `id="…"` part of a described call (empty without one).
+fn described_id(s: &str) -> &str {
+    let Some(start) = s.find("(id=\"") else {
+        return "";
+    };
+    let body = &s[start + 4..];
+    let mut escaped = false;
+    for (i, ch) in body.char_indices().skip(1) {
+        match ch {
+            '\\' if !escaped => escaped = true,
+            '"' if !escaped => return &body[..=i],
+            _ => escaped = false,
+        }
+    }
+    body
 }
 
 /// A described call without its `id="…", ` part.
@@ -478,6 +895,8 @@ mod tests {
             message: message.into(),
             replay: "conform parse …".into(),
             cut_class: None,
+            path: None,
+            got: Vec::new(),
         }
     }
 
@@ -496,6 +915,7 @@ mod tests {
             completion: None,
             token_split_replays: 0,
             token_split_violations: vec![],
+            coalesced_violations: Vec::new(),
             options: Default::default(),
             request: Default::default(),
         }
@@ -507,7 +927,9 @@ mod tests {
             turns: vec![TurnContext {
                 expected_text: Some(expected.into()),
                 text_after_calls: after.into(),
+                ..TurnContext::default()
             }],
+            ..CaseContext::default()
         }
     }
 
@@ -736,10 +1158,44 @@ mod tests {
             ),
             "arguments_wrong"
         );
+        // A roundtrip is classified by what differs: an id the engine generated afresh is the
+        // ids policy (defaults declare it), the text by what it lost or gained.
+        let rt = |m: &str| class(Invariant::Roundtrip, m, &c);
+        assert_eq!(
+            rt(
+                r#"call 0 get_time(id="9uKTpFfiA", "{}") came back as get_time(id="uGCFuuBKU", "{}"); rendered: "[TOOL_CALLS][…]""#
+            ),
+            "policy:ids"
+        );
+        assert_eq!(
+            rt(r#"call 0 get_time(id="a", "{}") came back as put(id="b", "{}")"#),
+            "other"
+        );
+        assert_eq!(
+            rt(r#"text "Hi there" came back as "Hi"; rendered: "Hi there<x>""#),
+            "text_lost"
+        );
+        assert_eq!(
+            rt(r#"text "" came back as "<tool_call>{}"; rendered: "<tool_call>{}""#),
+            "markup_leaked"
+        );
+        assert_eq!(
+            rt("the rendered transcript does not parse: bad"),
+            "error_verdict"
+        );
+        assert_eq!(
+            class(
+                Invariant::Roundtrip,
+                r#"call 0 f(id="1", {}) came back as f(id="2", {})"#,
+                &declaring(c.clone(), &[])
+            ),
+            "arguments_wrong"
+        );
         // A session's turn prefix selects that turn's context.
         let two = CaseContext {
             markers: vec![],
             turns: vec![TurnContext::default(), ctx("A.B.", "B.").turns[0].clone()],
+            ..CaseContext::default()
         };
         let msg = format!(
             "turn 2: text is {} but the expectation says {}",
@@ -809,5 +1265,268 @@ mod tests {
         let c = CaseContext::of(case);
         assert_eq!(c.turns[0].text_after_calls, "Done.");
         assert!(c.markers.iter().any(|m| m == "<tool_call>"));
+    }
+
+    fn got(text: &str, calls: &[(&str, Option<&str>, &str)]) -> Got {
+        Got {
+            text: text.into(),
+            calls: calls
+                .iter()
+                .map(|(n, id, a)| GotCall {
+                    name: (*n).into(),
+                    id: id.map(Into::into),
+                    arguments: (*a).into(),
+                })
+                .collect(),
+            ..Got::default()
+        }
+    }
+
+    fn with_got(inv: Invariant, msg: &str, g: Got) -> ViolationOut {
+        ViolationOut {
+            got: vec![g],
+            ..v(inv, msg)
+        }
+    }
+
+    fn declaring(mut c: CaseContext, p: &[PolicyKind]) -> CaseContext {
+        c.policies = Some(p.iter().copied().collect());
+        c
+    }
+
+    fn text_msg(got: &str, want: &str) -> String {
+        format!(
+            "text is {} but the expectation says {}",
+            excerpt(got),
+            excerpt(want)
+        )
+    }
+
+    #[test]
+    fn without_an_error_channel_a_rejected_input_passed_through_verbatim_is_policy() {
+        let input = "The weather in Paris is sunny.";
+        let mut c = ctx("", "");
+        c.label = Some(Label::Reject);
+        c.turns[0].served = input.into();
+        c.turns[0].expected_error = Some("malformed_markup".into());
+        let e = Invariant::Expectation;
+        let label = |c: &CaseContext, v: &ViolationOut| classify_violation(v, c).label();
+        let v = with_got(e, &text_msg(input, ""), got(input, &[]));
+        assert_eq!(
+            label(&declaring(c.clone(), &[PolicyKind::Errors]), &v),
+            "policy:errors"
+        );
+        assert_eq!(label(&declaring(c.clone(), &[]), &v), "other");
+        // Part of it, or a call made of it, is not passing it through.
+        let v = with_got(e, &text_msg("The weather", ""), got("The weather", &[]));
+        assert_eq!(
+            label(&declaring(c.clone(), &[PolicyKind::Errors]), &v),
+            "other"
+        );
+        let v = with_got(e, &text_msg(input, ""), got(input, &[("f", None, "{}")]));
+        assert_eq!(label(&declaring(c, &[PolicyKind::Errors]), &v), "other");
+    }
+
+    #[test]
+    fn a_deviation_the_engine_does_not_recover_is_leniency_only_when_nothing_is_mangled() {
+        // kimi_k2 without its section begin: conform recovers the call (warning
+        // missing_section_begin); vLLM returns the input verbatim as text.
+        let input =
+            "Go.<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{}<|tool_call_end|>ok";
+        let mut c = ctx("Go.ok", "ok");
+        c.label = Some(Label::Accept);
+        c.turns[0].deviation = true;
+        c.turns[0].served = input.into();
+        c.turns[0].expected_calls = Some(vec![ToolCall {
+            name: "f".into(),
+            id: None,
+            server: None,
+            arguments: serde_json::json!({}),
+        }]);
+        let lenient = declaring(c.clone(), &[PolicyKind::Leniency]);
+        let label = |c: &CaseContext, v: &ViolationOut| classify_violation(v, c).label();
+        let e = Invariant::Expectation;
+        let verbatim = with_got(e, &text_msg(input, "Go.ok"), got(input, &[]));
+        assert_eq!(label(&lenient, &verbatim), "policy:leniency");
+        let leak = with_got(
+            Invariant::NoMarkupLeak,
+            "text contains \"<|tool_call_begin|>\" at byte 3",
+            got(input, &[]),
+        );
+        assert_eq!(label(&lenient, &leak), "policy:leniency");
+        // Not declared, not a recovered deviation, or something lost: a bug.
+        assert_eq!(
+            label(&declaring(c.clone(), &[]), &verbatim),
+            "markup_leaked"
+        );
+        let mut strict = lenient.clone();
+        strict.turns[0].deviation = false;
+        assert_eq!(label(&strict, &verbatim), "markup_leaked");
+        let cut = with_got(e, &text_msg("Go.", "Go.ok"), got("Go.", &[]));
+        assert_eq!(label(&lenient, &cut), "text_lost");
+        // The expected calls with the deviating text dropped is leniency; other arguments are not.
+        let dropped = with_got(
+            e,
+            &text_msg("Go.", "Go.ok"),
+            got("Go.", &[("f", None, "{}")]),
+        );
+        assert_eq!(label(&lenient, &dropped), "policy:leniency");
+        let wrong = with_got(
+            e,
+            &text_msg("Go.", "Go.ok"),
+            got("Go.", &[("f", None, "{\"a\":1}")]),
+        );
+        assert_eq!(label(&lenient, &wrong), "text_lost");
+        let marked = with_got(
+            e,
+            &text_msg("Go.<tool_call>", "Go.ok"),
+            got("Go.<tool_call>", &[("f", None, "{}")]),
+        );
+        assert_eq!(label(&lenient, &marked), "markup_leaked");
+        // SGLang's minimax-append-think puts back the `<think>` the prompt opened: with the
+        // `reasoning` policy declared too, the think block is not the markup that decides.
+        let mut thinking = c.clone();
+        thinking.reasoning_tags = Some(("<think>".into(), "</think>".into()));
+        thinking.markers.push("<think>".into());
+        let v = with_got(
+            e,
+            &text_msg("<think>", "Go.ok"),
+            got("<think>", &[("f", None, "{}")]),
+        );
+        let both = declaring(
+            thinking.clone(),
+            &[PolicyKind::Leniency, PolicyKind::Reasoning],
+        );
+        assert_eq!(label(&both, &v), "policy:leniency");
+        let only = declaring(thinking, &[PolicyKind::Leniency]);
+        assert_eq!(label(&only, &v), "markup_leaked");
+    }
+
+    #[test]
+    fn declared_policies_explain_what_the_engine_returned_and_undeclared_ones_do_not() {
+        let e = Invariant::Expectation;
+        let label = |c: &CaseContext, v: &ViolationOut| classify_violation(v, c).label();
+        // Whitespace: the same words.
+        let c = ctx("Hi.", "");
+        let v = with_got(e, &text_msg("Hi.\n\n", "Hi."), got("Hi.\n\n", &[]));
+        assert_eq!(
+            label(&declaring(c.clone(), &[PolicyKind::Whitespace]), &v),
+            "policy:whitespace"
+        );
+        assert_eq!(label(&declaring(c.clone(), &[]), &v), "other");
+        // The stop token the server consumed.
+        let mut c = ctx("Sure.<|im_end|>", "");
+        c.stop_tokens = vec!["<|im_end|>".into()];
+        let v = with_got(e, &text_msg("Sure.", "Sure.<|im_end|>"), got("Sure.", &[]));
+        assert_eq!(
+            label(&declaring(c.clone(), &[PolicyKind::StopToken]), &v),
+            "policy:stop_token"
+        );
+        assert_eq!(label(&declaring(c, &[]), &v), "text_lost");
+        // A variant that does not split reasoning keeps the think block in its text.
+        let mut c = ctx("Hi.", "");
+        c.reasoning_tags = Some(("<think>".into(), "</think>".into()));
+        c.markers
+            .extend(["<think>".to_string(), "</think>".to_string()]);
+        let t = "<think>hmm</think>Hi.";
+        let v = with_got(e, &text_msg(t, "Hi."), got(t, &[]));
+        assert_eq!(
+            label(&declaring(c.clone(), &[PolicyKind::Reasoning]), &v),
+            "policy:reasoning"
+        );
+        assert_eq!(label(&declaring(c.clone(), &[]), &v), "markup_leaked");
+        let leak = with_got(
+            Invariant::NoMarkupLeak,
+            "text contains \"<think>\" at byte 0",
+            got(t, &[]),
+        );
+        assert_eq!(
+            label(&declaring(c.clone(), &[PolicyKind::Reasoning]), &leak),
+            "policy:reasoning"
+        );
+        // ... but not a tool marker beside it.
+        let both = "<think>a</think><tool_call>";
+        let leak = with_got(
+            Invariant::NoMarkupLeak,
+            "text contains \"<tool_call>\"",
+            got(both, &[]),
+        );
+        assert_eq!(
+            label(&declaring(c, &[PolicyKind::Reasoning]), &leak),
+            "markup_leaked"
+        );
+    }
+
+    #[test]
+    fn no_error_channel_is_policy_only_when_nothing_was_made_of_the_bad_input() {
+        let mut c = declaring(ctx("", ""), &[PolicyKind::Errors, PolicyKind::CallEnd]);
+        c.label = Some(Label::Reject);
+        let msg = "no error, but the expectation says invalid_json";
+        let none = with_got(Invariant::Expectation, msg, got("", &[]));
+        assert_eq!(classify_violation(&none, &c).label(), "policy:errors");
+        // Invalid input dispatched as a call is a bug.
+        let call = with_got(Invariant::Expectation, msg, got("", &[("f", None, "{}")]));
+        assert_eq!(classify_violation(&call, &c).label(), "error_verdict");
+        // A name holding markup is a bug.
+        c.turns[0].expected_calls = Some(vec![ToolCall {
+            name: "f".into(),
+            id: None,
+            server: None,
+            arguments: serde_json::json!({}),
+        }]);
+        let marked = with_got(
+            Invariant::Expectation,
+            msg,
+            got("", &[("f<tool_call>", None, "{}")]),
+        );
+        assert_eq!(classify_violation(&marked, &c).label(), "error_verdict");
+        // A call cut before its end that the engine closes with the stream.
+        c.turns[0].expected_calls = None;
+        c.turns[0].expected_error = Some("unterminated".into());
+        let closed = with_got(
+            Invariant::Expectation,
+            msg,
+            got("", &[("f", None, "{\"a\":1}")]),
+        );
+        assert_eq!(classify_violation(&closed, &c).label(), "policy:call_end");
+        // Without the declarations, bugs.
+        let plain = CaseContext {
+            policies: Some(BTreeSet::new()),
+            ..c
+        };
+        assert_eq!(classify_violation(&none, &plain).label(), "error_verdict");
+    }
+
+    #[test]
+    fn undeclared_tools_and_ids_holding_markup() {
+        let mut c = declaring(ctx("", ""), &[PolicyKind::UndeclaredTools, PolicyKind::Ids]);
+        c.tools = vec!["f".into()];
+        let call = |n: &str| ToolCall {
+            name: n.into(),
+            id: None,
+            server: None,
+            arguments: serde_json::json!({"a": 1}),
+        };
+        c.turns[0].expected_calls = Some(vec![call("f"), call("nope")]);
+        let msg = "1 call(s) parsed (f) but the expectation has 2 (f, nope)";
+        let v = with_got(
+            Invariant::Expectation,
+            msg,
+            got("", &[("f", None, "{\"a\":1}")]),
+        );
+        assert_eq!(
+            classify_violation(&v, &c).label(),
+            "policy:undeclared_tools"
+        );
+        let lost = with_got(Invariant::Expectation, msg, got("", &[("g", None, "{}")]));
+        assert_eq!(classify_violation(&lost, &c).label(), "call_lost");
+        let ids = r#"call 0 differs: parsed f(id="functions.f:0<|tool_call_begin|>", {"a":1}) but the expectation says f(id="0", {"a":1})"#;
+        assert_eq!(classify_violation(&v_(ids), &c).label(), "arguments_wrong");
+        let ok = r#"call 0 differs: parsed f(id="call_1", {"a":1}) but the expectation says f(id="0", {"a":1})"#;
+        assert_eq!(classify_violation(&v_(ok), &c).label(), "policy:ids");
+    }
+
+    fn v_(msg: &str) -> ViolationOut {
+        v(Invariant::Expectation, msg)
     }
 }

@@ -189,6 +189,8 @@ fn fail(
         cut_class: None,
         message: msg,
         replay: replay_command(format, parser),
+        path: None,
+        got: Vec::new(),
     });
 }
 
@@ -363,6 +365,7 @@ mod tests {
             }),
             special_tokens: &[],
             vocabulary: None,
+            stop_tokens: &[],
             reasoning: None,
             options: FORGE.options,
             thinking: None,

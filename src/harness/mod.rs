@@ -3,6 +3,7 @@
 //! The harness knows formats only through the registry: it never names one.
 
 pub mod bpe;
+pub mod bugs;
 pub mod chunking;
 pub mod classify;
 pub mod corpus;
@@ -17,6 +18,7 @@ pub mod parsers;
 pub mod report;
 pub mod run;
 pub mod select;
+pub mod serving;
 pub mod session;
 pub mod tokens;
 pub mod vocab;

@@ -7,6 +7,7 @@ use super::chunking::{ChunkingParams, CutClass, Strategy};
 use super::corpus::{Case, CorpusError, Label, hex};
 use super::invariants::Invariant;
 use super::run::{CaseReport, Status, Violation};
+use super::serving::{Got, ReplayPath};
 use crate::backends::adapter::{AdapterStats, EngineTime};
 use crate::formats::OptionValues;
 use crate::formats::request::Request;
@@ -337,6 +338,10 @@ pub struct CaseOut {
     /// Invariants those replays broke.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub token_split_violations: Vec<ViolationOut>,
+    /// Invariants broken only by the whole input sent as one streaming delta (a server
+    /// coalescing deltas), for a parser that declares serving paths: never a failure.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub coalesced_violations: Vec<ViolationOut>,
     /// The format's options in force for this case where they differ from its defaults.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub options: OptionValues,
@@ -382,6 +387,14 @@ pub struct ViolationOut {
     /// `char_aligned`, `splits_char` or `splits_special_token`; absent for checks that do not cut.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cut_class: Option<CutClass>,
+    /// The serving path of the failing replay (`batch`, `stream`, `coalesced`), for a parser
+    /// that declares paths.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<ReplayPath>,
+    /// What the reported replay folded to, per turn (external parsers): what the engine
+    /// returns, beside what it should.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub got: Vec<Got>,
 }
 
 impl From<&Violation> for ViolationOut {
@@ -394,6 +407,8 @@ impl From<&Violation> for ViolationOut {
             message: v.message.clone(),
             replay: v.replay.clone(),
             cut_class: v.cut_class,
+            path: v.path,
+            got: v.got.clone(),
         }
     }
 }
@@ -596,6 +611,11 @@ pub fn build_run(
                 token_split_replays: r.token_split_replays,
                 token_split_violations: r
                     .token_split_violations
+                    .iter()
+                    .map(ViolationOut::from)
+                    .collect(),
+                coalesced_violations: r
+                    .coalesced_violations
                     .iter()
                     .map(ViolationOut::from)
                     .collect(),
@@ -1234,6 +1254,7 @@ mod tests {
             completion: None,
             token_split_replays: 0,
             token_split_violations: Vec::new(),
+            coalesced_violations: Vec::new(),
             options: Default::default(),
             request: Default::default(),
         }

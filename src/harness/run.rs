@@ -10,6 +10,7 @@ use super::invariants::{
     Compare, Invariant, expectation_mismatch, markup_leak, result_difference, roundtrip_difference,
 };
 use super::minimize::minimize;
+use super::serving::{Got, ReplayPath, Routes, served_case};
 use super::tokens::Tokenizer;
 use crate::backends::{Backend, Breakdown, Outcome, TurnOutcome};
 use crate::formats::request::Request;
@@ -36,6 +37,10 @@ pub struct RunConfig {
     pub case_budget: Option<Duration>,
     /// The tokenizer of the token-aligned strategies (`None`: the built-in o200k_base).
     pub tokenizer: Option<Arc<Tokenizer>>,
+    /// An external parser's dialect: per format, options of conform's parser under which it
+    /// reads a case as the engine legitimately does (`kimi_k2.id_whole_header`); the
+    /// expectations' ids are judged as conform reads them in that dialect.
+    pub dialect: formats::OptionsByFormat,
 }
 
 impl RunConfig {
@@ -75,6 +80,7 @@ impl Default for RunConfig {
             compare: None,
             case_budget: None,
             tokenizer: None,
+            dialect: formats::OptionsByFormat::new(),
         }
     }
 }
@@ -97,6 +103,11 @@ pub struct Violation {
     /// The most innocent cuts that show the failure (token-aligned ones are what a server
     /// sends); `None` for checks that do not cut (roundtrip, format-level checks).
     pub cut_class: Option<CutClass>,
+    /// The serving path of the failing replay, for a parser that declares paths.
+    pub path: Option<ReplayPath>,
+    /// What the reported replay (the minimized one) folded to, per turn, for an external
+    /// parser: what the engine returns, beside what it should.
+    pub got: Vec<Got>,
 }
 
 /// A case's verdict.
@@ -172,6 +183,10 @@ pub struct CaseReport {
     pub token_split_replays: usize,
     /// Invariants those replays broke, minimized like the others.
     pub token_split_violations: Vec<Violation>,
+    /// Invariants broken by the whole input sent as one streaming delta (a server coalescing
+    /// deltas under load), for a parser that declares a streaming path: judged apart, never a
+    /// failure of the case.
+    pub coalesced_violations: Vec<Violation>,
     /// The format's options in force that differ from its defaults (empty: the defaults).
     pub options: OptionValues,
     /// The request modes the case was judged under, without the keys that say the default
@@ -199,6 +214,7 @@ impl CaseReport {
             completion: None,
             token_split_replays: 0,
             token_split_violations: Vec::new(),
+            coalesced_violations: Vec::new(),
             options: OptionValues::new(),
             request: Request::default(),
             elapsed: Duration::ZERO,
@@ -215,6 +231,8 @@ struct FirstFailure {
     message: String,
     /// The least class among the failing replays.
     class: CutClass,
+    /// What that replay folded to.
+    got: Vec<Got>,
 }
 
 /// A turn's tokens and the places of its special tokens, for classifying failing cuts.
@@ -229,6 +247,8 @@ struct Verdict {
     broken: Vec<(Invariant, String)>,
     /// An external parser that did not answer this replay.
     breakdown: Option<(Breakdown, String)>,
+    /// What each turn folded to, kept for a broken external replay.
+    got: Vec<Got>,
 }
 
 /// Replays every case the backend supports (in parallel), calling `progress` as each case
@@ -260,6 +280,16 @@ pub fn run_case_with(
     backend: &dyn Backend,
     cfg: &RunConfig,
 ) -> CaseReport {
+    // What the server hands its parser: each turn up to the token that ends it.
+    let served = (!backend.is_builtin())
+        .then(|| served_case(case, format))
+        .flatten();
+    let case = served.as_ref().unwrap_or(case);
+    let in_dialect = match cfg.dialect.get(format.id) {
+        Some(d) if !backend.is_builtin() => in_dialect(case, format, d),
+        _ => None,
+    };
+    let case = in_dialect.as_ref().unwrap_or(case);
     let run = CaseRun::new(case, format, backend, cfg);
     let mut report = run.new_report();
     let Some(whole) = run.replay_whole(&mut report) else {
@@ -267,10 +297,18 @@ pub fn run_case_with(
         return report;
     };
     let whole = run.check_whole(&mut report, whole);
-    let (failures, token_failures) = run.replay_chunkings(&mut report, &whole);
+    let (failures, token_failures, coalesced_failures) = run.replay_chunkings(&mut report, &whole);
     report
         .violations
         .extend(run.shrink_all(&whole, failures, cfg.minimize_budget));
+    // Chunkings that differ only from the one-delta whole input (a streaming-only parser).
+    let coalesced = run.shrink_all(
+        &whole,
+        coalesced_failures,
+        (cfg.minimize_budget / 8).max(16),
+    );
+    report.coalesced_violations.extend(coalesced);
+    run.coalesced(&mut report, &whole);
     // An invariant already broken without splitting a token needs no second, excused entry.
     let token_failures: Vec<FirstFailure> = token_failures
         .into_iter()
@@ -284,6 +322,7 @@ pub fn run_case_with(
     }
     report.violations.sort_by_key(|v| v.invariant);
     report.token_split_violations.sort_by_key(|v| v.invariant);
+    report.coalesced_violations.sort_by_key(|v| v.invariant);
     if !report.violations.is_empty() && report.status == Status::Pass {
         report.status = Status::Fail;
     }
@@ -316,6 +355,10 @@ struct CaseRun<'a> {
     /// The biggest single piece of the whole input's result (an argument's text, the text or
     /// the reasoning of a turn), for a lean case.
     biggest_piece: std::sync::Mutex<usize>,
+    /// Whether the parser is not conform's: judged as a server's (`specs/adapter.md` §7).
+    external: bool,
+    /// Which serving path each replay takes.
+    routes: Routes,
     started: Instant,
 }
 
@@ -357,6 +400,8 @@ impl<'a> CaseRun<'a> {
             lean,
             lean_whole: std::sync::Mutex::new(None),
             biggest_piece: std::sync::Mutex::new(0),
+            external: !backend.is_builtin(),
+            routes: Routes::of(backend.paths()),
             started,
         }
     }
@@ -398,10 +443,17 @@ impl<'a> CaseRun<'a> {
             .is_some_and(|b| self.started.elapsed() > b)
     }
 
-    /// Replays `cuts` through the backend.
+    /// Replays a chunking through the backend, along the chunkings' path (while shrinking
+    /// too, when no cut is left).
     fn replay(&self, cuts: &[Cuts]) -> Outcome {
+        self.replay_path(self.routes.chunked, cuts)
+    }
+
+    /// Replays `cuts` along `path`.
+    fn replay_path(&self, path: Option<ReplayPath>, cuts: &[Cuts]) -> Outcome {
         let c = self.case;
-        self.backend.replay(
+        self.backend.replay_on(
+            path.map(ReplayPath::serving),
             self.format,
             &c.tools,
             &c.options,
@@ -413,6 +465,25 @@ impl<'a> CaseRun<'a> {
 
     /// A violation found on the whole input.
     fn on_whole(&self, invariant: Invariant, message: String) -> Violation {
+        self.whole_violation(invariant, message, self.routes.whole)
+    }
+
+    /// What an external parser's turns folded to (nothing for conform's own).
+    fn got(&self, turns: &[TurnOutcome]) -> Vec<Got> {
+        if self.external {
+            turns.iter().map(|t| Got::of(&t.result)).collect()
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// A violation of a whole-input replay along `path`.
+    fn whole_violation(
+        &self,
+        invariant: Invariant,
+        message: String,
+        path: Option<ReplayPath>,
+    ) -> Violation {
         Violation {
             invariant,
             strategy: Some(Strategy::Whole),
@@ -420,7 +491,51 @@ impl<'a> CaseRun<'a> {
             failing_replays: 1,
             cut_class: Some(CutClass::TokenAligned),
             message,
-            replay: replay_command(self.case, &self.backend.name(), &[]),
+            replay: path_replay(replay_command(self.case, &self.backend.name(), &[]), path),
+            path,
+            got: Vec::new(),
+        }
+    }
+
+    /// Where what the whole input breaks is listed: apart when it is the coalesced replay.
+    fn whole_list<'r>(&self, report: &'r mut CaseReport) -> &'r mut Vec<Violation> {
+        if self.routes.whole_is_coalesced() {
+            &mut report.coalesced_violations
+        } else {
+            &mut report.violations
+        }
+    }
+
+    /// The whole input as one streaming delta, for a parser that has both paths: judged
+    /// against the expectation and the non-streaming result, its violations listed apart.
+    fn coalesced(&self, report: &mut CaseReport, whole: &Baseline) {
+        if !self.routes.coalesced || self.over_budget() {
+            return;
+        }
+        let path = Some(ReplayPath::Coalesced);
+        match self.replay_path(path, &self.whole_cuts()) {
+            Outcome::Done(turns) => {
+                let v = judge(
+                    (self.case, &self.markers, self.cmp, self.external),
+                    whole,
+                    &turns,
+                    Strategy::Tokens,
+                    self.whole_cuts(),
+                );
+                for (inv, msg) in v.broken {
+                    let mut v = self.whole_violation(inv, msg, path);
+                    v.got = self.got(&turns);
+                    report.coalesced_violations.push(v);
+                }
+            }
+            Outcome::Panicked(msg) | Outcome::Broke(_, msg) => {
+                let v = self.whole_violation(
+                    Invariant::Bounded,
+                    format!("the parser broke down on the one-delta stream: {msg}"),
+                    path,
+                );
+                report.coalesced_violations.push(v);
+            }
         }
     }
 
@@ -444,7 +559,7 @@ impl<'a> CaseRun<'a> {
                 Outcome::Done(full)
             })
         } else {
-            self.replay(&self.whole_cuts())
+            self.replay_path(self.routes.whole, &self.whole_cuts())
         };
         report.replays = 1;
         match whole {
@@ -470,19 +585,21 @@ impl<'a> CaseRun<'a> {
     /// roundtrip first when the case is lean); the baseline the chunkings are compared with.
     fn check_whole(&self, report: &mut CaseReport, whole: Vec<TurnOutcome>) -> Baseline {
         report.completion = whole.iter().rev().find_map(|t| t.result.completion.clone());
-        if whole.iter().any(|t| !t.events_seen) {
+        // A non-streaming path answers results by nature; the chunkings give the events.
+        if whole.iter().any(|t| !t.events_seen) && self.routes.whole != Some(ReplayPath::Batch) {
             report
                 .not_applicable
                 .push("delta_contract: the parser reports only final results, not events".into());
         }
         let verdict = judge(
-            (self.case, &self.markers, self.cmp),
+            (self.case, &self.markers, self.cmp, self.external),
             &Baseline::Full(Vec::new()),
             &whole,
             Strategy::Whole,
             self.whole_cuts(),
         );
         tally(report, &verdict);
+        let whole_got = self.got(&whole);
         // Lean, the roundtrip goes first: the full result is dropped after it.
         let whole = if self.lean {
             self.roundtrip(&whole, report);
@@ -503,7 +620,9 @@ impl<'a> CaseRun<'a> {
         };
         let again = self.replay_again(report);
         for (inv, msg) in verdict.broken {
-            report.violations.push(self.on_whole(inv, msg));
+            let mut v = self.on_whole(inv, msg);
+            v.got = whole_got.clone();
+            self.whole_list(report).push(v);
         }
         if let Some(again) = again {
             self.check_determinism(report, &whole, again);
@@ -533,7 +652,7 @@ impl<'a> CaseRun<'a> {
                 LeanOutcome::Panicked(_) => None,
             }
         } else {
-            match self.replay(&self.whole_cuts()) {
+            match self.replay_path(self.routes.whole, &self.whole_cuts()) {
                 Outcome::Done(t) => Some((t.iter().map(|x| x.events_hash).collect(), Some(t))),
                 Outcome::Broke(why, msg) => {
                     broke_outside_chunkings(report, why, "the second whole replay", &msg);
@@ -572,10 +691,11 @@ impl<'a> CaseRun<'a> {
                 .not_applicable
                 .push("deterministic: two whole-input replays differ only in generated ids".into());
         } else if !same {
-            report.violations.push(self.on_whole(
+            let v = self.on_whole(
                 Invariant::Deterministic,
                 "two whole-input replays emitted different events".into(),
-            ));
+            );
+            self.whole_list(report).push(v);
         }
     }
 
@@ -590,14 +710,19 @@ impl<'a> CaseRun<'a> {
         &self,
         report: &mut CaseReport,
         whole: &Baseline,
-    ) -> (Vec<FirstFailure>, Vec<FirstFailure>) {
+    ) -> (Vec<FirstFailure>, Vec<FirstFailure>, Vec<FirstFailure>) {
         let sources = TurnSources::of_case(self.case, self.format, self.cfg.tokenizer.as_deref());
         let mut plan = plan_replays(self.case, &self.markers, self.cfg, &sources);
         let mut judging = Judging::new(self);
         let mut not_replayed: BTreeMap<Strategy, usize> = BTreeMap::new();
         let batch = self.replays_in_flight();
         loop {
-            let next: Vec<(Strategy, Vec<Cuts>)> = plan.by_ref().take(batch).collect();
+            // A parser without a streaming path is judged on its whole input only.
+            let next: Vec<(Strategy, Vec<Cuts>)> = if self.routes.chunkings {
+                plan.by_ref().take(batch).collect()
+            } else {
+                Vec::new()
+            };
             if next.is_empty() {
                 break;
             }
@@ -655,7 +780,7 @@ impl<'a> CaseRun<'a> {
     ) -> Vec<Violation> {
         failures
             .into_iter()
-            .map(|f| {
+            .map(|mut f| {
                 let cuts = if self.over_budget() {
                     f.cuts
                         .iter()
@@ -663,7 +788,16 @@ impl<'a> CaseRun<'a> {
                         .map(|(c, t)| c.to_vec(t))
                         .collect()
                 } else {
-                    self.shrink(whole, f.invariant, &f.cuts, budget)
+                    let (cuts, last) = self.shrink(whole, f.invariant, &f.cuts, budget);
+                    // The reported replay is the minimized one: its message and result.
+                    if let Some(v) = last
+                        && let Some((_, msg)) =
+                            v.broken.into_iter().find(|(i, _)| *i == f.invariant)
+                    {
+                        f.message = msg;
+                        f.got = v.got;
+                    }
+                    cuts
                 };
                 let mut replay = replay_command(self.case, &self.backend.name(), &cuts);
                 // What a server would send: the same deltas with their token ids.
@@ -676,11 +810,13 @@ impl<'a> CaseRun<'a> {
                 Violation {
                     invariant: f.invariant,
                     strategy: Some(f.strategy),
-                    replay,
+                    replay: path_replay(replay, self.routes.chunked),
                     cuts,
                     failing_replays: f.count,
                     cut_class: Some(f.class),
                     message: f.message,
+                    path: self.routes.chunked,
+                    got: f.got,
                 }
             })
             .collect()
@@ -689,6 +825,7 @@ impl<'a> CaseRun<'a> {
     /// input is kept lean, is replayed lean too.
     fn replay_judged(&self, whole: &Baseline, strategy: Strategy, cuts: Vec<Cuts>) -> Verdict {
         let (case, markers, cmp) = (self.case, &self.markers[..], self.cmp);
+        let external = self.external;
         let outcome = if let Baseline::Lean(w) = whole {
             let (tools, options, request) = (&case.tools, &case.options, &case.request);
             let mut lean = digest::replay(self.format, tools, options, request, &case.turns, &cuts);
@@ -701,7 +838,13 @@ impl<'a> CaseRun<'a> {
             }
             match lean {
                 LeanOutcome::Done(turns) => {
-                    return judge((case, markers, cmp), whole, &turns, strategy, cuts);
+                    return judge(
+                        (case, markers, cmp, external),
+                        whole,
+                        &turns,
+                        strategy,
+                        cuts,
+                    );
                 }
                 LeanOutcome::Panicked(msg) => Outcome::Panicked(msg),
             }
@@ -709,7 +852,19 @@ impl<'a> CaseRun<'a> {
             self.replay(&cuts)
         };
         match outcome {
-            Outcome::Done(turns) => judge((case, markers, cmp), whole, &turns, strategy, cuts),
+            Outcome::Done(turns) => {
+                let mut v = judge(
+                    (case, markers, cmp, external),
+                    whole,
+                    &turns,
+                    strategy,
+                    cuts,
+                );
+                if external && !v.broken.is_empty() {
+                    v.got = turns.iter().map(|t| Got::of(&t.result)).collect();
+                }
+                v
+            }
             Outcome::Panicked(msg) => Verdict {
                 strategy,
                 cuts,
@@ -717,6 +872,7 @@ impl<'a> CaseRun<'a> {
                 matched: false,
                 broken: vec![(Invariant::Bounded, format!("the parser panicked: {msg}"))],
                 breakdown: None,
+                got: Vec::new(),
             },
             Outcome::Broke(why, msg) => Verdict {
                 strategy,
@@ -725,6 +881,7 @@ impl<'a> CaseRun<'a> {
                 matched: false,
                 broken: Vec::new(),
                 breakdown: Some((why, msg)),
+                got: Vec::new(),
             },
         }
     }
@@ -736,7 +893,7 @@ impl<'a> CaseRun<'a> {
         inv: Invariant,
         cuts: &[Cuts],
         budget: usize,
-    ) -> Vec<Vec<usize>> {
+    ) -> (Vec<Vec<usize>>, Option<Verdict>) {
         let case = self.case;
         let flat: Vec<(usize, usize)> = cuts
             .iter()
@@ -766,7 +923,14 @@ impl<'a> CaseRun<'a> {
             let v = self.replay_judged(whole, Strategy::Random, to_cuts(f));
             v.breakdown.is_none() && v.broken.iter().any(|(i, _)| *i == inv)
         });
-        to_cuts(&min).into_iter().map(|c| c.to_vec(&[])).collect()
+        // An external parser's minimized replay once more, for what it returns there.
+        let last = self
+            .external
+            .then(|| self.replay_judged(whole, Strategy::Random, to_cuts(&min)));
+        (
+            to_cuts(&min).into_iter().map(|c| c.to_vec(&[])).collect(),
+            last,
+        )
     }
 
     /// Renders each error-free turn's result and parses it back, whole and byte by byte.
@@ -782,7 +946,9 @@ impl<'a> CaseRun<'a> {
             return;
         }
         for (t, out) in whole.iter().enumerate() {
-            let r = &out.result;
+            // An external parser's generated ids never go into the wire: no model writes them.
+            let data = case.turns.get(t).map_or(&[][..], Vec::as_slice);
+            let r = &*self.cmp.view(&out.result, data).0;
             if !r.errors.is_empty() {
                 continue;
             }
@@ -821,7 +987,8 @@ impl<'a> CaseRun<'a> {
                         LeanOutcome::Panicked(m) => Ok(Outcome::Panicked(m)),
                     }
                 } else {
-                    Ok(backend.replay(
+                    Ok(backend.replay_on(
+                        self.routes.whole.map(ReplayPath::serving),
                         format,
                         &case.tools,
                         &case.options,
@@ -841,9 +1008,13 @@ impl<'a> CaseRun<'a> {
                             broke_outside_chunkings(report, why, "the roundtrip replay", &m);
                             return;
                         }
-                        Outcome::Done(turns) => turns
-                            .first()
-                            .and_then(|back| roundtrip_difference(r, &back.result, with_reasoning)),
+                        Outcome::Done(turns) => turns.first().and_then(|back| {
+                            roundtrip_difference(
+                                r,
+                                &self.cmp.view(&back.result, &rendered).0,
+                                with_reasoning,
+                            )
+                        }),
                     },
                 };
                 if let Some(msg) = problem {
@@ -858,7 +1029,7 @@ impl<'a> CaseRun<'a> {
                     let list = if apart {
                         &mut report.token_split_violations
                     } else {
-                        &mut report.violations
+                        self.whole_list(report)
                     };
                     list.push(Violation {
                         invariant: Invariant::Roundtrip,
@@ -875,7 +1046,12 @@ impl<'a> CaseRun<'a> {
                             },
                             crate::event::excerpt(&String::from_utf8_lossy(&rendered))
                         ),
-                        replay: replay_command(case, &backend.name(), &[]),
+                        replay: path_replay(
+                            replay_command(case, &backend.name(), &[]),
+                            self.routes.whole,
+                        ),
+                        path: self.routes.whole,
+                        got: Vec::new(),
                     });
                     return;
                 }
@@ -891,6 +1067,8 @@ struct Judging<'r, 'a> {
     classes: CutClasses<'r, 'a>,
     first_failures: Vec<FirstFailure>,
     token_failures: Vec<FirstFailure>,
+    /// Failures only against a one-delta whole input: not failures of the case.
+    coalesced_failures: Vec<FirstFailure>,
     breakdown: Option<(Breakdown, String, Strategy, Vec<Cuts>)>,
 }
 
@@ -901,6 +1079,7 @@ impl<'r, 'a> Judging<'r, 'a> {
             classes: CutClasses::new(run),
             first_failures: Vec::new(),
             token_failures: Vec::new(),
+            coalesced_failures: Vec::new(),
             breakdown: None,
         }
     }
@@ -922,13 +1101,18 @@ impl<'r, 'a> Judging<'r, 'a> {
                 self.breakdown = Some((*why, msg.clone(), v.strategy, v.cuts.clone()));
             }
         }
-        let firsts = if apart {
-            &mut self.token_failures
-        } else {
-            &mut self.first_failures
-        };
         for (inv, msg) in v.broken {
+            let to_coalesced =
+                self.run.routes.whole_is_coalesced() && inv == Invariant::SplitInvariance;
+            let firsts = if apart {
+                &mut self.token_failures
+            } else if to_coalesced {
+                &mut self.coalesced_failures
+            } else {
+                &mut self.first_failures
+            };
             if !apart
+                && !to_coalesced
                 && let Some(existing) = report.violations.iter_mut().find(|x| x.invariant == inv)
             {
                 existing.failing_replays += 1;
@@ -939,6 +1123,7 @@ impl<'r, 'a> Judging<'r, 'a> {
                     f.strategy = v.strategy;
                     f.cuts = v.cuts.clone();
                     f.message = msg;
+                    f.got = v.got.clone();
                 }
             } else {
                 firsts.push(FirstFailure {
@@ -948,13 +1133,18 @@ impl<'r, 'a> Judging<'r, 'a> {
                     count: 1,
                     message: msg,
                     class,
+                    got: v.got.clone(),
                 });
             }
         }
     }
 
-    /// The first failures (and those only on split special tokens), the breakdown noted.
-    fn finish(self, report: &mut CaseReport) -> (Vec<FirstFailure>, Vec<FirstFailure>) {
+    /// The first failures (those only on split special tokens, those only against a
+    /// one-delta whole input), the breakdown noted.
+    fn finish(
+        self,
+        report: &mut CaseReport,
+    ) -> (Vec<FirstFailure>, Vec<FirstFailure>, Vec<FirstFailure>) {
         if let Some((why, msg, strategy, cuts)) = self.breakdown {
             let case = self.run.case;
             let cuts: Vec<Vec<usize>> = cuts
@@ -966,10 +1156,17 @@ impl<'r, 'a> Judging<'r, 'a> {
             report.not_applicable.push(format!(
                 "{} under {strategy}: {msg}; replay: {}",
                 report.status.as_str(),
-                replay_command(case, &self.run.backend.name(), &cuts)
+                path_replay(
+                    replay_command(case, &self.run.backend.name(), &cuts),
+                    self.run.routes.chunked
+                )
             ));
         }
-        (self.first_failures, self.token_failures)
+        (
+            self.first_failures,
+            self.token_failures,
+            self.coalesced_failures,
+        )
     }
 }
 
@@ -1072,8 +1269,14 @@ fn reasoning_markers(format: &str, markers: &[String]) -> Vec<String> {
 }
 
 /// Checks one replay's outcome against the whole-input baseline and the case's expectations.
+///
+/// conform's own parsers are judged on the expectation with the whole input, and every
+/// chunking against the whole input. An external parser (`external`) is judged on the
+/// expectation under every replay, and a chunking that differs from the whole input is blamed
+/// only when it is the side that differs from the expectation: where the whole input fails
+/// the expectation and the chunking meets it, the whole input's failure is the one reported.
 fn judge<T: Judged>(
-    (case, markers, cmp): (&Case, &[String], Compare),
+    (case, markers, cmp, external): (&Case, &[String], Compare, bool),
     whole: &Baseline,
     turns: &[T],
     strategy: Strategy,
@@ -1118,10 +1321,38 @@ fn judge<T: Judged>(
         } else if let Some(a) = out.anomalies.first() {
             note(Invariant::DeltaContract, format!("{}{a}", at(t)));
         }
+        let labelled = matches!(case.label, Label::Accept | Label::Reject);
+        let label = if case.label == Label::Reject {
+            Label::Reject
+        } else {
+            Label::Accept
+        };
+        let expect = case.expects.get(t).and_then(Option::as_ref);
+        let mismatch = if labelled {
+            expectation_mismatch(label, expect, r, cmp).or_else(|| id_problem.clone())
+        } else {
+            None
+        };
         if strategy != Strategy::Whole
             && let Some(d) = judged.differs_from(whole, t, cmp, data)
         {
-            note(Invariant::SplitInvariance, format!("{}{d}", at(t)));
+            let blamed = if external && labelled {
+                // The expectation decides which side is wrong: this chunking when it fails it
+                // (that failure is reported below), else the whole input when that fails it;
+                // when both meet it they differ only where it says nothing.
+                mismatch.is_none()
+                    && whole.full().and_then(|w| w.get(t)).is_none_or(|w| {
+                        let (wr, wid) = cmp.view(&w.result, data);
+                        expectation_mismatch(label, expect, &wr, cmp)
+                            .or(wid)
+                            .is_none()
+                    })
+            } else {
+                true
+            };
+            if blamed {
+                note(Invariant::SplitInvariance, format!("{}{d}", at(t)));
+            }
         }
         if matches!(case.label, Label::Accept | Label::Unlabelled)
             && r.errors.is_empty()
@@ -1153,22 +1384,14 @@ fn judge<T: Judged>(
                 format!("{}in reasoning: {l}", at(t)),
             );
         }
-        if matches!(case.label, Label::Accept | Label::Reject) {
-            let expect = case.expects.get(t).and_then(Option::as_ref);
-            let label = if case.label == Label::Reject {
-                Label::Reject
-            } else {
-                Label::Accept
-            };
-            if let Some(m) = expectation_mismatch(label, expect, r, cmp).or(id_problem) {
-                matched = false;
-                if strategy == Strategy::Whole {
-                    note(Invariant::Expectation, format!("{}{m}", at(t)));
-                }
+        if let Some(m) = mismatch {
+            matched = false;
+            if strategy == Strategy::Whole || external {
+                note(Invariant::Expectation, format!("{}{m}", at(t)));
             }
         }
     }
-    if case.label == Label::Reject && !any_error && strategy == Strategy::Whole {
+    if case.label == Label::Reject && !any_error && (strategy == Strategy::Whole || external) {
         note(
             Invariant::Expectation,
             "must be rejected, but parsed without error".into(),
@@ -1181,6 +1404,7 @@ fn judge<T: Judged>(
         matched,
         broken,
         breakdown: None,
+        got: Vec::new(),
     }
 }
 
@@ -1227,6 +1451,52 @@ pub fn replay_command(case: &Case, parser: &str, cuts: &[Vec<usize>]) -> String 
             .collect::<Vec<_>>()
             .join("/");
         cmd.push_str(&format!(" --cuts {spec}"));
+    }
+    cmd
+}
+
+/// The case with its expectations read in a dialect: each expected call takes the id conform's
+/// parser gives it with the dialect's options, where that parser's calls are the expected ones
+/// but for ids. `None` when nothing changes.
+fn in_dialect(case: &Case, format: &Format, dialect: &OptionValues) -> Option<Case> {
+    let mut values = case.options.as_ref().clone();
+    values.extend(dialect.iter().map(|(k, v)| (k.clone(), *v)));
+    let mut out = case.clone();
+    let mut changed = false;
+    for (t, data) in case.turns.iter().enumerate() {
+        let Some(Some(e)) = out.expects.get_mut(t) else {
+            continue;
+        };
+        let Some(calls) = e.calls.as_mut() else {
+            continue;
+        };
+        let Ok(mut p) = format.parser(&case.tools, &values) else {
+            return None;
+        };
+        let mut events = formats::run_chunks(p.as_mut(), [data.as_slice()]);
+        p.finish(&mut events);
+        let got = crate::event::ParseResult::fold(&events).calls;
+        let same_but_ids = got.len() == calls.len()
+            && got.iter().zip(calls.iter()).all(|(g, w)| {
+                g.name == w.name && g.arguments == w.arguments && g.server == w.server
+            });
+        if !same_but_ids {
+            continue;
+        }
+        for (w, g) in calls.iter_mut().zip(got) {
+            if w.id != g.id {
+                w.id = g.id;
+                changed = true;
+            }
+        }
+    }
+    changed.then_some(out)
+}
+
+/// A replay command along a serving path: `--path batch|stream` added when there is one.
+fn path_replay(mut cmd: String, path: Option<ReplayPath>) -> String {
+    if let Some(p) = path {
+        cmd.push_str(&format!(" --path {}", p.serving().as_str()));
     }
     cmd
 }
@@ -1283,6 +1553,7 @@ mod tests {
         typing: None,
         special_tokens: &[],
         vocabulary: None,
+        stop_tokens: &[],
         reasoning: None,
         options: &crate::formats::options::NoOptions,
         thinking: None,
@@ -1409,6 +1680,7 @@ mod tests {
         typing: None,
         special_tokens: &[SpecialToken::new("<|x|>", 1)],
         vocabulary: None,
+        stop_tokens: &[],
         reasoning: None,
         options: &crate::formats::options::NoOptions,
         thinking: None,
@@ -1591,8 +1863,12 @@ mod tests {
             r.matched, r.replays,
             "the rates count only whole-token replays"
         );
-        let v = &r.token_split_violations[0];
-        assert_eq!(v.invariant, Invariant::SplitInvariance);
+        // The expectation decides: a replay that fails it is blamed, not the whole input.
+        let v = r
+            .token_split_violations
+            .iter()
+            .find(|v| v.invariant == Invariant::Expectation)
+            .expect("the split replays fail the expectation");
         assert_eq!(v.cuts.len(), 1);
         assert!(v.cuts[0].iter().any(|&k| k > 1 && k < 6), "{:?}", v.cuts);
 
@@ -1660,6 +1936,7 @@ mod tests {
         id: "reorders",
         summary: "test parser that reorders reasoning and text by chunk",
         new_parser: reorders,
+        stop_tokens: &[],
         render: None,
         markers: no_markers,
         cdata: None,
@@ -1721,5 +1998,267 @@ mod tests {
         assert_eq!(r.violations.len(), 1);
         assert_eq!(r.violations[0].invariant, Invariant::Expectation);
         assert_eq!(r.matched, 0);
+    }
+
+    /// Echoes text; `Bang` drops every `!`, `Glued` a `!` followed by more in its chunk.
+    struct Echo(fn(&str, bool) -> String);
+    impl StreamParser for Echo {
+        fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
+            out.text(&(self.0)(&String::from_utf8_lossy(chunk), false));
+        }
+        fn finish(&mut self, _out: &mut dyn Sink) {}
+    }
+    fn echo(_: &Tools) -> Box<dyn StreamParser> {
+        Box::new(Echo(|s, _| s.to_string()))
+    }
+    fn bang(_: &Tools) -> Box<dyn StreamParser> {
+        Box::new(Echo(|s, _| s.replace('!', "")))
+    }
+    fn glued(_: &Tools) -> Box<dyn StreamParser> {
+        Box::new(Echo(|s, _| {
+            let end = s.ends_with('!');
+            let mut t = s.replace('!', "");
+            if end {
+                t.push('!');
+            }
+            t
+        }))
+    }
+    static ECHO: Format = Format {
+        new_parser: echo,
+        stop_tokens: &["<|x|>"],
+        typing: None,
+        ..Format::new(
+            "flaky",
+            "test parser",
+            echo,
+            no_markers,
+            &crate::formats::options::NoOptions,
+        )
+    };
+    static BANG: Format = Format {
+        new_parser: bang,
+        typing: None,
+        ..Format::new(
+            "flaky",
+            "test parser",
+            bang,
+            no_markers,
+            &crate::formats::options::NoOptions,
+        )
+    };
+    static GLUED: Format = Format {
+        new_parser: glued,
+        typing: None,
+        ..Format::new(
+            "flaky",
+            "test parser",
+            glued,
+            no_markers,
+            &crate::formats::options::NoOptions,
+        )
+    };
+
+    /// An external parser with a non-streaming and a streaming path, each one of conform's
+    /// test parsers.
+    struct TwoPaths {
+        batch: &'static Format,
+        stream: &'static Format,
+        paths: crate::backends::Paths,
+        seen: std::sync::Mutex<Vec<Option<crate::backends::ServingPath>>>,
+    }
+    impl TwoPaths {
+        fn new(batch: &'static Format, stream: &'static Format, both: bool) -> Self {
+            TwoPaths {
+                batch,
+                stream,
+                paths: crate::backends::Paths {
+                    batch: both,
+                    stream: true,
+                },
+                seen: Default::default(),
+            }
+        }
+    }
+    impl Backend for TwoPaths {
+        fn name(&self) -> String {
+            "cmd:two-paths".into()
+        }
+        fn paths(&self) -> crate::backends::Paths {
+            self.paths
+        }
+        fn replay(
+            &self,
+            f: &Format,
+            tools: &Tools,
+            options: &OptionValues,
+            request: &Request,
+            turns: &[Vec<u8>],
+            cuts: &[Cuts],
+        ) -> Outcome {
+            self.replay_on(None, f, tools, options, request, turns, cuts)
+        }
+        #[allow(clippy::too_many_arguments)]
+        fn replay_on(
+            &self,
+            path: Option<crate::backends::ServingPath>,
+            _f: &Format,
+            tools: &Tools,
+            options: &OptionValues,
+            request: &Request,
+            turns: &[Vec<u8>],
+            cuts: &[Cuts],
+        ) -> Outcome {
+            self.seen.lock().unwrap().push(path);
+            let f = match path {
+                Some(crate::backends::ServingPath::Batch) => self.batch,
+                _ => self.stream,
+            };
+            Builtin.replay(f, tools, options, request, turns, cuts)
+        }
+    }
+
+    fn text_case(text: &str, want: &str) -> Case {
+        let e = Expectation {
+            text: Some(want.into()),
+            ..Default::default()
+        };
+        case(text, Some(e))
+    }
+
+    fn chars() -> RunConfig {
+        RunConfig {
+            strategies: vec![Strategy::Whole, Strategy::Chars],
+            ..RunConfig::default()
+        }
+    }
+
+    #[test]
+    fn the_whole_input_goes_through_the_batch_path_and_chunkings_through_the_stream() {
+        let b = TwoPaths::new(&ECHO, &ECHO, true);
+        let r = run_case_with(&text_case("a!b", "a!b"), &FLAKY, &b, &chars());
+        assert_eq!(r.status, Status::Pass, "{:?}", r.violations);
+        let seen = b.seen.lock().unwrap();
+        use crate::backends::ServingPath::{Batch, Stream};
+        // The whole input, its determinism replay, the roundtrip (whole and byte by byte):
+        // batch; the chunking and the one-delta stream: stream.
+        assert_eq!(
+            seen.iter().filter(|p| **p == Some(Batch)).count(),
+            4,
+            "{seen:?}"
+        );
+        assert_eq!(
+            seen.iter().filter(|p| **p == Some(Stream)).count(),
+            2,
+            "{seen:?}"
+        );
+    }
+
+    #[test]
+    fn a_batch_bug_is_blamed_on_the_batch_path_not_on_the_chunkings() {
+        let b = TwoPaths::new(&BANG, &ECHO, true);
+        let r = run_case_with(&text_case("a!b", "a!b"), &FLAKY, &b, &chars());
+        assert_eq!(r.status, Status::Fail);
+        assert_eq!(r.violations.len(), 1, "{:?}", r.violations);
+        let v = &r.violations[0];
+        assert_eq!(v.invariant, Invariant::Expectation);
+        assert_eq!(v.path, Some(ReplayPath::Batch));
+        assert!(v.replay.ends_with("--path batch"), "{}", v.replay);
+        assert!(r.coalesced_violations.is_empty());
+    }
+
+    #[test]
+    fn a_stream_bug_is_an_expectation_failure_of_the_chunking_that_shows_it() {
+        let b = TwoPaths::new(&ECHO, &FLAKY, true);
+        let r = run_case_with(&text_case("a!b", "a!b"), &FLAKY, &b, &chars());
+        assert_eq!(r.status, Status::Fail);
+        assert_eq!(r.violations.len(), 1, "{:?}", r.violations);
+        let v = &r.violations[0];
+        assert_eq!(v.invariant, Invariant::Expectation);
+        assert_eq!(v.path, Some(ReplayPath::Stream));
+        assert_eq!(v.strategy, Some(Strategy::Chars));
+        assert_eq!(v.cuts, vec![vec![2]]);
+        assert!(v.replay.ends_with("--path stream"), "{}", v.replay);
+        // Without an expectation to decide, the chunking that differs is still blamed.
+        let r = run_case_with(&case("a!b", None), &FLAKY, &b, &chars());
+        assert_eq!(r.violations[0].invariant, Invariant::SplitInvariance);
+    }
+
+    #[test]
+    fn the_one_delta_stream_is_judged_apart_and_never_fails_the_case() {
+        let b = TwoPaths::new(&ECHO, &GLUED, true);
+        let r = run_case_with(&text_case("a!b", "a!b"), &FLAKY, &b, &chars());
+        assert_eq!(r.status, Status::Pass, "{:?}", r.violations);
+        assert_eq!(r.coalesced_violations.len(), 1);
+        let v = &r.coalesced_violations[0];
+        assert_eq!(v.invariant, Invariant::Expectation);
+        assert_eq!(v.path, Some(ReplayPath::Coalesced));
+        assert!(v.replay.ends_with("--path stream"), "{}", v.replay);
+        // A streaming-only parser: the whole input is that one delta, judged apart as well.
+        let b = TwoPaths::new(&ECHO, &GLUED, false);
+        let r = run_case_with(&text_case("a!b", "a!b"), &FLAKY, &b, &chars());
+        assert_eq!(r.status, Status::Pass, "{:?}", r.violations);
+        assert!(
+            r.coalesced_violations
+                .iter()
+                .all(|v| v.path == Some(ReplayPath::Coalesced)),
+            "{:?}",
+            r.coalesced_violations
+        );
+        assert!(!r.coalesced_violations.is_empty());
+    }
+
+    #[test]
+    fn an_external_parser_gets_each_turn_up_to_its_stop_token() {
+        let c = text_case("ab<|x|>", "ab");
+        let r = run_case_with(&c, &ECHO, &External, &chars());
+        assert_eq!(r.status, Status::Pass, "{:?}", r.violations);
+        // conform's own parser is given every byte.
+        let r = run_case_with(&c, &ECHO, &Builtin, &chars());
+        assert_eq!(r.status, Status::Fail);
+    }
+
+    #[test]
+    fn a_dialect_reads_the_expected_ids_as_its_reference_parser_does() {
+        // kimi_k2's engines keep the whole header as the id; conform's spec takes the text
+        // after its last ':'. Over the corpus, the reference parser in that dialect gives
+        // every expected call back but for its id, which is the header.
+        let corpus = crate::harness::corpus::load(
+            &["corpus/kimi_k2".to_string()],
+            &crate::harness::corpus::LoadOptions::default(),
+        );
+        let kimi = formats::by_id("kimi_k2").unwrap();
+        let dialect: OptionValues = [("id_whole_header".to_string(), true)]
+            .into_iter()
+            .collect();
+        let mut changed = 0;
+        for case in corpus.cases.iter().filter(|c| c.label == Label::Accept) {
+            let Some(read) = in_dialect(case, kimi, &dialect) else {
+                continue;
+            };
+            changed += 1;
+            for (a, b) in read.expects.iter().zip(&case.expects) {
+                let (Some(a), Some(b)) = (a, b) else { continue };
+                for (x, y) in a.calls.iter().flatten().zip(b.calls.iter().flatten()) {
+                    assert_eq!(
+                        (&x.name, &x.arguments),
+                        (&y.name, &y.arguments),
+                        "{}",
+                        case.id
+                    );
+                    if let (Some(whole), Some(tail)) = (&x.id, &y.id) {
+                        assert!(
+                            whole.ends_with(tail.as_str()) && whole.contains(':'),
+                            "{}: {whole} vs {tail}",
+                            case.id
+                        );
+                    }
+                }
+            }
+        }
+        assert!(
+            changed > 20,
+            "{changed} cases read differently in the dialect"
+        );
     }
 }

@@ -258,6 +258,7 @@ pub fn parse_one(
     opts: &AdapterOptions,
     cuts: &[Cuts],
     with_events: bool,
+    path: Option<crate::backends::ServingPath>,
 ) -> Result<(ParseDoc, bool), String> {
     let format =
         formats::by_id(case.format).ok_or_else(|| format!("unknown format {}", case.format))?;
@@ -295,7 +296,8 @@ pub fn parse_one(
         (turns, true)
     } else {
         let all: Vec<Cuts> = (0..case.turns.len()).map(|t| cuts_of(t).clone()).collect();
-        match backend.backend().replay(
+        match backend.backend().replay_on(
+            path,
             format,
             &case.tools,
             &case.options,

@@ -6,11 +6,12 @@
 //! say different things.
 
 use super::html;
-use crate::harness::classify::{BugClass, CaseClass, CaseContext, classify_case};
+use crate::harness::bugs::{Fingerprint, fingerprint};
+use crate::harness::classify::{BugClass, CaseClass, CaseContext, PolicyKind, classify_case};
 use crate::harness::invariants::Invariant;
 use crate::harness::report::{CaseOut, CaseStatus, Report, ViolationOut};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -53,9 +54,14 @@ pub struct EngineEntry {
     /// When its setup started (UTC, RFC 3339).
     #[serde(default)]
     pub date: String,
-    /// Notes on the engine's policies (ids, text after calls…), free text.
+    /// The engine's policies (ids, text after calls, errors…), each with a note; the keys
+    /// the classifier knows (`PolicyKind::from_key`) are applied to its failures.
     #[serde(default)]
     pub policy: BTreeMap<String, String>,
+    /// The engine's dialect: `FORMAT.OPTION=BOOL` of conform's parser under which its
+    /// expectations were read (`conform run --dialect`).
+    #[serde(default)]
+    pub dialect: Vec<String>,
     /// The `setup` step.
     pub setup: Step,
     /// Its parser variants.
@@ -104,6 +110,13 @@ pub struct ParserEntry {
     /// When its run started (UTC, RFC 3339; absent in manifests that predate it).
     #[serde(default)]
     pub date: String,
+    /// The serving paths it declares (`batch`, `stream`).
+    #[serde(default)]
+    pub paths: Vec<String>,
+    /// Cases that timed out in the matrix and were rerun alone with a longer budget
+    /// (`<name>/slow/report.json`), when any did.
+    #[serde(default)]
+    pub slow_report: Option<String>,
 }
 
 /// `conform engine-cost`'s output: one adapter's timings.
@@ -159,6 +172,9 @@ pub struct Variant {
     pub cost: Option<CostReport>,
     /// Files that were named but could not be read.
     pub problems: Vec<String>,
+    /// Cases that timed out in the matrix and finished when rerun alone: their ids, with the
+    /// seconds that rerun took (their outcome replaces the timeout in `report`).
+    pub slow: Vec<(String, f64)>,
 }
 
 /// Everything the page shows.
@@ -188,8 +204,13 @@ pub fn load(dir: &Path) -> Result<Matrix, String> {
                         .ok()
                 })
             };
-            let report = read_report(&p.report);
+            let mut report = read_report(&p.report);
             let bytes = read_report(&p.bytes_report);
+            let rerun = read_report(&p.slow_report);
+            let slow = match (&mut report, rerun) {
+                (Some(r), Some(again)) => replace_slow(r, &again),
+                _ => Vec::new(),
+            };
             let cost = p.cost.as_ref().and_then(|r| {
                 let f = dir.join(r);
                 std::fs::read_to_string(&f)
@@ -208,10 +229,56 @@ pub fn load(dir: &Path) -> Result<Matrix, String> {
                 bytes,
                 cost,
                 problems,
+                slow,
             });
         }
     }
     Ok(Matrix { manifest, variants })
+}
+
+/// Puts in `report` the outcome of every case that timed out there and did not time out when
+/// rerun alone (`again`): a slow case, not a hang. Returns their ids with the rerun's seconds
+/// (from the rerun's timings, when it has them).
+fn replace_slow(report: &mut Report, again: &Report) -> Vec<(String, f64)> {
+    let mut slow = Vec::new();
+    for run in &mut report.runs {
+        let mut changed = false;
+        for c in &mut run.cases {
+            if c.status != CaseStatus::Timeout {
+                continue;
+            }
+            let Some(new) = again
+                .runs
+                .iter()
+                .flat_map(|r| &r.cases)
+                .find(|x| x.id == c.id && x.status != CaseStatus::Timeout)
+            else {
+                continue;
+            };
+            let secs = again
+                .timings
+                .as_ref()
+                .and_then(|t| t.per_case_seconds.values().find_map(|m| m.get(&c.id)))
+                .copied()
+                .unwrap_or(0.0);
+            let mut new = new.clone();
+            new.notes.push(format!(
+                "slow: timed out in the matrix, finished alone in {secs:.1} s"
+            ));
+            *c = new;
+            slow.push((c.id.clone(), secs));
+            changed = true;
+        }
+        if changed {
+            let parser = run.parser.clone();
+            let cases = std::mem::take(&mut run.cases);
+            let rebuilt = crate::harness::report::finish_run(parser, cases);
+            run.totals = rebuilt.totals;
+            run.formats = rebuilt.formats;
+            run.cases = rebuilt.cases;
+        }
+    }
+    slow
 }
 
 /// A piece of the page.
@@ -236,6 +303,10 @@ pub struct Classified<'a> {
     pub class: CaseClass,
     /// The violation that decided it, if any.
     pub by: Option<&'a ViolationOut>,
+    /// For a bug, its root cause (`harness::bugs`).
+    pub fingerprint: Option<Fingerprint>,
+    /// What the classifier knew of the case.
+    pub context: CaseContext,
 }
 
 /// Every failing case of a run, classified; `context` gives what the classifier knows of a
@@ -243,14 +314,35 @@ pub struct Classified<'a> {
 pub fn classify_run<'a>(
     report: &'a Report,
     context: &dyn Fn(&CaseOut) -> CaseContext,
+    policies: &BTreeSet<PolicyKind>,
 ) -> Vec<Classified<'a>> {
     report
         .runs
         .iter()
         .flat_map(|r| &r.cases)
         .filter_map(|c| {
-            classify_case(c, &context(c)).map(|(class, by)| Classified { case: c, class, by })
+            let mut ctx = context(c);
+            ctx.policies = Some(policies.clone());
+            classify_case(c, &ctx).map(|(class, by)| Classified {
+                case: c,
+                class,
+                by,
+                fingerprint: match class {
+                    CaseClass::Bug(b) => Some(fingerprint(c, b, by, &ctx)),
+                    CaseClass::Policy(_) => None,
+                },
+                context: ctx,
+            })
         })
+        .collect()
+}
+
+/// The policies an engine declares (the keys of its engine.json `policy` the classifier
+/// knows).
+pub fn declared_policies(e: &EngineEntry) -> BTreeSet<PolicyKind> {
+    e.policy
+        .keys()
+        .filter_map(|k| PolicyKind::from_key(k))
         .collect()
 }
 
@@ -264,6 +356,10 @@ pub struct Pages {
     pub html: Vec<Block>,
     /// `<parser>/FAILURES.md`, by parser name.
     pub failures: Vec<(String, Vec<Block>)>,
+    /// `BUGS.md`: per engine, each distinct bug once.
+    pub bugs: Vec<Block>,
+    /// `bugs.json`: the same, for tools (per engine, each bug's fingerprint and its cases).
+    pub bugs_json: serde_json::Value,
 }
 
 /// Builds every page.
@@ -276,7 +372,7 @@ pub fn pages(m: &Matrix, context: &dyn Fn(&CaseOut) -> CaseContext) -> Pages {
                 v,
                 v.report
                     .as_ref()
-                    .map(|r| classify_run(r, context))
+                    .map(|r| classify_run(r, context, &declared_policies(&v.engine)))
                     .unwrap_or_default(),
             )
         })
@@ -285,7 +381,13 @@ pub fn pages(m: &Matrix, context: &dyn Fn(&CaseOut) -> CaseContext) -> Pages {
     let mut markdown = head.clone();
     markdown.extend(failure_index(&classified));
     markdown.extend(byte_level(m, context));
+    let bugs = bugs_page(m, &classified);
+    let bugs_json = bugs_json(&classified);
     let mut html = head;
+    html.extend(bugs.iter().skip(1).cloned().map(|b| match b {
+        Block::Heading(n, t) => Block::Heading(n + 1, t),
+        b => b,
+    }));
     html.extend(failures(&classified));
     html.extend(byte_level(m, context));
     let failures = classified
@@ -312,7 +414,237 @@ pub fn pages(m: &Matrix, context: &dyn Fn(&CaseOut) -> CaseContext) -> Pages {
         markdown,
         html,
         failures,
+        bugs,
+        bugs_json,
     }
+}
+
+/// One distinct bug of an engine: its root cause and the cases it explains.
+struct Bug<'a> {
+    fingerprint: &'a Fingerprint,
+    /// (variant, case) for every case it explains.
+    cases: Vec<(&'a Variant, &'a Classified<'a>)>,
+}
+
+/// `BUGS.md`: per engine, each distinct bug once, most cases first — its title, the smallest
+/// case that shows it (input, deltas), what the engine returns and what it should, the cases
+/// it explains, the command that replays it, and a report to paste upstream.
+pub fn bugs_page<'a>(
+    m: &Matrix,
+    classified: &'a [(&'a Variant, Vec<Classified<'a>>)],
+) -> Vec<Block> {
+    let mut out = vec![
+        Block::Heading(1, "Engine bugs".into()),
+        Block::Para(format!(
+            "Each distinct bug the engines matrix of {} found (../README.md), once per engine: \
+             failing cases fingerprinted by format, serving path and the deciding difference \
+             (specs/engines.md §5). Policies the engines declare and dialect differences are \
+             not here. Every replay command reproduces its bug from the repository root.",
+            html::human_time(&m.manifest.generated_at)
+        )),
+        Block::Heading(2, "Distinct bugs".into()),
+    ];
+    let mut engines: Vec<(&EngineEntry, Vec<Bug>)> = Vec::new();
+    for (v, cls) in classified {
+        let at = match engines
+            .iter()
+            .position(|(e, _)| e.engine == v.engine.engine)
+        {
+            Some(i) => i,
+            None => {
+                engines.push((&v.engine, Vec::new()));
+                engines.len() - 1
+            }
+        };
+        for c in cls {
+            let Some(f) = &c.fingerprint else { continue };
+            let bugs = &mut engines[at].1;
+            match bugs.iter_mut().find(|b| b.fingerprint == f) {
+                Some(b) => b.cases.push((v, c)),
+                None => bugs.push(Bug {
+                    fingerprint: f,
+                    cases: vec![(v, c)],
+                }),
+            }
+        }
+    }
+    for (_, bugs) in &mut engines {
+        bugs.sort_by(|a, b| {
+            distinct_cases(b)
+                .cmp(&distinct_cases(a))
+                .then_with(|| a.fingerprint.cmp(b.fingerprint))
+        });
+    }
+    out.push(Block::Table(
+        ["engine", "#", "bug", "cases"].map(String::from).to_vec(),
+        engines
+            .iter()
+            .flat_map(|(e, bugs)| {
+                bugs.iter().enumerate().map(move |(i, b)| {
+                    vec![
+                        format!("{} {}", e.engine, e.version),
+                        format!("{}", i + 1),
+                        b.fingerprint.title(),
+                        distinct_cases(b).to_string(),
+                    ]
+                })
+            })
+            .collect(),
+    ));
+    for (e, bugs) in &engines {
+        out.push(Block::Heading(
+            2,
+            format!("{} {} ({})", e.engine, e.version, e.package),
+        ));
+        if bugs.is_empty() {
+            out.push(Block::Para("No bug found.".into()));
+        }
+        for (i, b) in bugs.iter().enumerate() {
+            out.extend(bug_blocks(e, i + 1, b));
+        }
+    }
+    out
+}
+
+/// Per engine, every bug's fingerprint and the (variant, case, replay) it explains.
+fn bugs_json(classified: &[(&Variant, Vec<Classified>)]) -> serde_json::Value {
+    let mut per: BTreeMap<String, BTreeMap<String, Vec<serde_json::Value>>> = BTreeMap::new();
+    for (v, cls) in classified {
+        for c in cls {
+            let Some(f) = &c.fingerprint else { continue };
+            per.entry(v.engine.engine.clone())
+                .or_default()
+                .entry(f.title())
+                .or_default()
+                .push(serde_json::json!({
+                    "variant": v.entry.name,
+                    "case": c.case.id,
+                    "class": f.class,
+                    "replay": replay_of(c, &v.entry.parser),
+                }));
+        }
+    }
+    serde_json::to_value(per).unwrap_or_default()
+}
+
+fn distinct_cases(b: &Bug) -> usize {
+    let ids: BTreeSet<&str> = b.cases.iter().map(|(_, c)| c.case.id.as_str()).collect();
+    ids.len()
+}
+
+/// The replay command of a classified case (its deciding violation's, or a crash's).
+fn replay_of(c: &Classified, parser: &str) -> String {
+    match c.by {
+        Some(v) => v.replay.clone(),
+        None => {
+            let (_, replay) = crash_note(c.case);
+            if replay.is_empty() {
+                whole_replay(c.case, parser)
+            } else {
+                replay
+            }
+        }
+    }
+}
+
+fn bug_blocks(e: &EngineEntry, n: usize, b: &Bug) -> Vec<Block> {
+    // The smallest case shows it best.
+    let (v, rep) = *b
+        .cases
+        .iter()
+        .min_by_key(|(_, c)| (c.context.bytes, c.case.id.clone()))
+        .expect("a bug has a case");
+    let f = b.fingerprint;
+    let ctx = &rep.context;
+    let replay = replay_of(rep, &v.entry.parser);
+    let deltas = match rep.by {
+        Some(x) if x.cuts.iter().any(|c| !c.is_empty()) => format!(
+            "streamed in deltas cut at bytes {:?} ({})",
+            x.cuts,
+            x.strategy.map_or("", |s| s.as_str())
+        ),
+        Some(x) if x.path == Some(crate::harness::serving::ReplayPath::Batch) => {
+            "the whole output, non-streaming (stream=false)".to_string()
+        }
+        Some(_) => "the whole output".to_string(),
+        None => "see the replay command".to_string(),
+    };
+    let got = rep
+        .by
+        .and_then(|x| x.got.first())
+        .map(|g| serde_json::to_string(g).unwrap_or_default())
+        .unwrap_or_else(|| crash_note(rep.case).0);
+    let expected = ctx.expected.clone().unwrap_or_else(|| {
+        "(no expectation file: an i_ or unlabelled case, judged by its invariants)".into()
+    });
+    let what = rep
+        .by
+        .map_or_else(|| crash_note(rep.case).0, |x| x.message.clone());
+    let mut ids: Vec<&str> = b.cases.iter().map(|(_, c)| c.case.id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut variants: Vec<&str> = b.cases.iter().map(|(v, _)| v.entry.name.as_str()).collect();
+    variants.sort_unstable();
+    variants.dedup();
+    let shown: Vec<&str> = ids.iter().take(12).copied().collect();
+    let more = if ids.len() > shown.len() {
+        format!(" and {} more", ids.len() - shown.len())
+    } else {
+        String::new()
+    };
+    let input = if ctx.transcript.chars().count() > 1500 {
+        let cut: String = ctx.transcript.chars().take(1500).collect();
+        format!("{cut}… ({} bytes in all)", ctx.bytes)
+    } else {
+        ctx.transcript.clone()
+    };
+    let report = format!(
+        "### {title}\n\n\
+         **{engine} {version}** ({package}), format `{format}`, {path}.\n\n\
+         **Input** (the model's output, {bytes} bytes; conform case `{case}`):\n\n\
+         ```text\n{input}\n```\n\n\
+         **Delivered**: {deltas}.\n\n\
+         **Expected**: `{expected}`\n\n\
+         **Returned**: `{got}`\n\n\
+         **What differs**: {what}\n\n\
+         **Reproduce** (conform, from its repository root, with the engine's adapter set up):\n\n\
+         ```sh\n{replay}\n```\n\n\
+         The same bug fails {count} case(s) of conform's corpus: {list}{more}.",
+        title = f.detail,
+        engine = e.engine,
+        version = e.version,
+        package = e.package,
+        format = f.format,
+        path = f.path,
+        bytes = ctx.bytes,
+        case = rep.case.id,
+        count = ids.len(),
+        list = shown.join(", "),
+    );
+    vec![
+        Block::Heading(3, format!("{n}. {}", f.title())),
+        Block::Table(
+            ["", ""].map(String::from).to_vec(),
+            vec![
+                vec!["class".into(), f.class.describe().into()],
+                vec![
+                    "cases".into(),
+                    format!("{} ({})", ids.len(), variants.join(", ")),
+                ],
+                vec![
+                    "smallest case".into(),
+                    format!("`{}` ({} bytes)", rep.case.id, ctx.bytes),
+                ],
+                vec!["delivered".into(), deltas],
+                vec!["expected".into(), format!("`{expected}`")],
+                vec!["returned".into(), format!("`{got}`")],
+                vec!["replay".into(), format!("`{replay}`")],
+                vec!["engine".into(), format!("{} {}", e.package, e.version)],
+            ],
+        ),
+        Block::Para("Upstream report (Markdown):".into()),
+        Block::Code(report),
+    ]
 }
 
 /// Per parser and format, the failing cases per class, with the file that lists them.
@@ -421,17 +753,41 @@ pub fn summary(m: &Matrix, classified: &[(&Variant, Vec<Classified>)]) -> Vec<Bl
                     row.push(match t {
                         None => "–".into(),
                         Some(t) => {
-                            let policy = cls
+                            let of: Vec<&Classified> =
+                                cls.iter().filter(|c| c.case.format == *f).collect();
+                            let policy = of
                                 .iter()
+                                .filter(|c| matches!(c.class, CaseClass::Policy(_)))
+                                .count();
+                            let bugs: BTreeSet<&Fingerprint> =
+                                of.iter().filter_map(|c| c.fingerprint.as_ref()).collect();
+                            let bug_cases = of.len() - policy;
+                            let coalesced = r
+                                .runs
+                                .iter()
+                                .flat_map(|run| &run.cases)
                                 .filter(|c| {
-                                    c.case.format == *f && matches!(c.class, CaseClass::Policy(_))
+                                    c.format == *f
+                                        && !c.status.is_failing()
+                                        && !c.coalesced_violations.is_empty()
                                 })
                                 .count();
-                            if policy > 0 {
-                                format!("{}/{} (+{policy} policy)", t.passed, t.cases)
-                            } else {
-                                format!("{}/{}", t.passed, t.cases)
+                            let mut cell = format!("{}/{}", t.passed, t.cases);
+                            if !bugs.is_empty() {
+                                cell.push_str(&format!(
+                                    " · {} bug{} in {bug_cases} case{}",
+                                    bugs.len(),
+                                    if bugs.len() == 1 { "" } else { "s" },
+                                    if bug_cases == 1 { "" } else { "s" }
+                                ));
                             }
+                            if policy > 0 {
+                                cell.push_str(&format!(" · +{policy} policy"));
+                            }
+                            if coalesced > 0 {
+                                cell.push_str(&format!(" · {coalesced} coalesced-only"));
+                            }
+                            cell
                         }
                     });
                 }
@@ -453,16 +809,72 @@ pub fn summary(m: &Matrix, classified: &[(&Variant, Vec<Classified>)]) -> Vec<Bl
         row.extend(formats.iter().skip(1).map(|_| String::new()));
         rows.push(row);
     }
-    vec![
+    let mut out = vec![
         Block::Heading(2, "Summary: cases passed / cases".into()),
         Block::Para(
-            "A cell counts the format's cases the parser passed under every token-aligned \
-             chunking and the whole input; `policy` cases fail only on a rule engines \
-             legitimately settle their own way (specs/engines.md §3); – the engine does not \
-             have the format."
+            "A cell counts the format's cases the parser passed on both serving paths (the \
+             whole output through its non-streaming parser, every token-aligned chunking \
+             through its streaming one), then the distinct bugs the failing cases come from \
+             and how many cases fail from bugs (BUGS.md lists each bug once), `policy` cases \
+             that fail only on a rule engines legitimately settle their own way and the \
+             engine declares (specs/engines.md §3; dialect differences are not failures at \
+             all), and `coalesced-only` cases that pass but break when the whole output comes \
+             as one streaming delta (never counted as failures); – the engine does not have \
+             the format."
                 .into(),
         ),
         Block::Table(head, rows),
+    ];
+    out.extend(bug_counts(classified));
+    out
+}
+
+/// Distinct bugs per engine (variants of one engine share their bugs).
+fn bug_counts(classified: &[(&Variant, Vec<Classified>)]) -> Vec<Block> {
+    /// Per (engine, version): its bugs and the cases failing from them.
+    type Found<'a> = (BTreeSet<&'a Fingerprint>, BTreeSet<&'a str>);
+    let mut per: BTreeMap<(String, String), Found> = BTreeMap::new();
+    for (v, cls) in classified {
+        let e = per
+            .entry((v.engine.engine.clone(), v.engine.version.clone()))
+            .or_default();
+        for c in cls {
+            if let Some(f) = &c.fingerprint {
+                e.0.insert(f);
+                e.1.insert(c.case.id.as_str());
+            }
+        }
+    }
+    let rows = per
+        .iter()
+        .map(|((e, ver), (bugs, cases))| {
+            let mut formats: Vec<&str> = bugs.iter().map(|f| f.format.as_str()).collect();
+            formats.dedup();
+            vec![
+                format!("{e} {ver}"),
+                bugs.len().to_string(),
+                cases.len().to_string(),
+                formats.join(", "),
+            ]
+        })
+        .collect();
+    vec![
+        Block::Para(
+            "Distinct bugs per engine (BUGS.md: each once, with its smallest reproducer and a \
+             report to paste upstream):"
+                .into(),
+        ),
+        Block::Table(
+            [
+                "engine",
+                "distinct bugs",
+                "cases failing from them",
+                "formats",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows,
+        ),
     ]
 }
 
@@ -950,7 +1362,7 @@ pub fn byte_level(m: &Matrix, context: &dyn Fn(&CaseOut) -> CaseContext) -> Vec<
             .filter(|c| c.status.is_failing())
             .map(|c| c.id.as_str())
             .collect();
-        let cls = classify_run(b, context);
+        let cls = classify_run(b, context, &declared_policies(&v.engine));
         for run in &b.runs {
             for (f, t) in &run.formats {
                 let only: Vec<&Classified> = cls
@@ -1036,7 +1448,12 @@ pub fn markdown(blocks: &[Block]) -> String {
                 let _ = writeln!(out, "{t}\n");
             }
             Block::Code(c) => {
-                let _ = writeln!(out, "```sh\n{c}\n```\n");
+                // A longer fence when the code holds one (a bug report with its own blocks).
+                if c.contains("```") {
+                    let _ = writeln!(out, "````markdown\n{c}\n````\n");
+                } else {
+                    let _ = writeln!(out, "```sh\n{c}\n```\n");
+                }
             }
             Block::Table(head, rows) => {
                 let _ = writeln!(
@@ -1172,6 +1589,7 @@ mod tests {
             version: "1".into(),
             date: String::new(),
             policy: BTreeMap::new(),
+            dialect: vec![],
             setup: Step {
                 ok: true,
                 seconds: 0.0,
@@ -1189,6 +1607,8 @@ mod tests {
             error: None,
             seconds: 0.0,
             date: String::new(),
+            paths: vec![],
+            slow_report: None,
         };
         let cost = CostReport {
             parser: "cmd:e".into(),
@@ -1218,6 +1638,7 @@ mod tests {
                 bytes: None,
                 cost: Some(cost),
                 problems: vec![],
+                slow: vec![],
             }],
         };
         let md = markdown(&cost_table(&m));
@@ -1249,6 +1670,7 @@ mod tests {
             completion: None,
             token_split_replays: 0,
             token_split_violations: vec![],
+            coalesced_violations: Vec::new(),
             options: Default::default(),
             request: Default::default(),
         };
@@ -1258,6 +1680,143 @@ mod tests {
                 "timeout under tokens: no answer in 10 s".to_string(),
                 "conform parse x".to_string()
             )
+        );
+    }
+
+    /// A case of `format` failing `expectation` on `path` with what the engine returned.
+    fn failing(id: &str, path: &str, message: &str, got: serde_json::Value) -> serde_json::Value {
+        serde_json::json!({
+            "id": id, "format": "deepseek_v3", "label": "y", "status": "fail", "digest": "",
+            "replays": 3, "error_free": 3, "matched": 0, "notes": [],
+            "violations": [{"invariant": "expectation", "strategy": "tokens", "cuts": [[5]],
+                "failing_replays": 1, "message": message, "path": path,
+                "replay": format!("conform parse --format deepseek_v3 {id} --cuts 5 --path stream"),
+                "got": [got]}]
+        })
+    }
+
+    #[test]
+    fn bugs_are_listed_once_per_engine_with_their_smallest_case_and_an_upstream_report() {
+        let args = |suffix: &str| {
+            let arguments = serde_json::json!({ "a": format!("x{suffix}") }).to_string();
+            serde_json::json!({"text": "", "calls": [{"name": "f", "arguments": arguments}]})
+        };
+        let msg = r#"call 0 differs: parsed f({"a":"x…"}) but the expectation says f({"a":"x"})"#;
+        let cases = vec![
+            failing("c/big.txt", "stream", msg, args("<｜tool▁call▁end｜>")),
+            failing(
+                "c/small.txt",
+                "stream",
+                msg,
+                args("\n```<｜tool▁call▁end｜>"),
+            ),
+            failing(
+                "c/text.txt",
+                "batch",
+                r#"text is "" but the expectation says "Hi.""#,
+                serde_json::json!({"text": "", "calls": []}),
+            ),
+        ];
+        let report: Report = serde_json::from_value(serde_json::json!({
+            "schema_version": 1, "tool": {"name": "conform", "version": "0"}, "seed": 0,
+            "strategies": ["whole", "tokens"],
+            "chunking": {"random_groupings": 8, "random_max_chunk": 16, "two_cut_cap": 512,
+                "bursts": 4, "burst_max_tokens": 8, "tokenizer": "o200k_base"},
+            "corpus": {"digest": "", "cases": 3, "errors": []},
+            "runs": [{"parser": "cmd:e", "totals": {"cases": 3, "passed": 0, "failed": 3,
+                "xfail": 0, "xpass": 0, "replays": 9, "parse_replays": 9, "parse_ok": 9,
+                "parse_success_rate": 1.0, "match_replays": 9, "match_ok": 0, "match_rate": 0.0,
+                "violations": {}, "cut_classes": {}},
+                "formats": {}, "cases": cases}]
+        }))
+        .unwrap();
+        let engine = EngineEntry {
+            engine: "e".into(),
+            title: String::new(),
+            package: "e (crates.io)".into(),
+            version: "1.0".into(),
+            date: String::new(),
+            policy: BTreeMap::new(),
+            dialect: vec![],
+            setup: Step {
+                ok: true,
+                seconds: 0.0,
+                message: String::new(),
+                command: String::new(),
+            },
+            parsers: vec![],
+        };
+        let entry = ParserEntry {
+            name: "e".into(),
+            parser: "cmd:e".into(),
+            report: None,
+            bytes_report: None,
+            cost: None,
+            error: None,
+            seconds: 0.0,
+            date: String::new(),
+            paths: vec!["batch".into(), "stream".into()],
+            slow_report: None,
+        };
+        let m = Matrix {
+            manifest: Manifest {
+                generated_at: String::new(),
+                command: String::new(),
+                conform_version: String::new(),
+                strategies: vec![],
+                byte_strategies: vec![],
+                seconds: 0.0,
+                engines: vec![engine.clone()],
+            },
+            variants: vec![Variant {
+                engine,
+                entry,
+                report: Some(report),
+                bytes: None,
+                cost: None,
+                problems: vec![],
+                slow: vec![],
+            }],
+        };
+        let context = |c: &CaseOut| {
+            let mut ctx = CaseContext::of_format(&c.format);
+            ctx.bytes = if c.id.contains("small") { 10 } else { 99 };
+            ctx.transcript = format!("transcript of {}", c.id);
+            ctx.turns = vec![crate::harness::classify::TurnContext {
+                expected_text: Some("Hi.".into()),
+                expected_calls: Some(vec![crate::event::ToolCall {
+                    name: "f".into(),
+                    id: None,
+                    server: None,
+                    arguments: serde_json::json!({"a": "x"}),
+                }]),
+                ..Default::default()
+            }];
+            ctx
+        };
+        let pages = pages(&m, &context);
+        let md = markdown(&pages.bugs);
+        // Two distinct bugs: the arguments one explains two cases, shown by the smaller.
+        assert!(md.contains("| e 1.0 | 1 | deepseek_v3: a string argument ends with markup (`<｜tool▁call▁end｜>`) (streaming) | 2 |"), "{md}");
+        assert!(
+            md.contains("| e 1.0 | 2 | deepseek_v3: text dropped (stream=false) | 1 |"),
+            "{md}"
+        );
+        assert!(md.contains("`c/small.txt` (10 bytes)"), "{md}");
+        assert!(
+            md.contains("````markdown\n### a string argument ends with markup"),
+            "{md}"
+        );
+        assert!(md.contains("transcript of c/small.txt"), "{md}");
+        assert!(
+            md.contains("conform parse --format deepseek_v3 c/small.txt --cuts 5 --path stream"),
+            "{md}"
+        );
+        // The summary counts them per engine.
+        let summary = markdown(&pages.markdown);
+        assert!(
+            summary.contains("| e 1.0 | 2 | 3 | deepseek_v3 |"),
+            "{summary}"
         );
     }
 }

@@ -1269,12 +1269,15 @@ mod tests {
                     message: "whole gives <a & \"b\"> here".into(),
                     replay: format!("conform parse {id} --cuts 3,7"),
                     cut_class: None,
+                    path: None,
+                    got: Vec::new(),
                 }]
             },
             notes: vec![],
             completion: None,
             token_split_replays: 0,
             token_split_violations: Vec::new(),
+            coalesced_violations: Vec::new(),
             options: Default::default(),
             request: Default::default(),
         }
@@ -1347,6 +1350,8 @@ mod tests {
             message: "differs".into(),
             replay: "conform parse".into(),
             cut_class: None,
+            path: None,
+            got: Vec::new(),
         }];
         let html = render(&[report(
             Some("2026-11-22T00:00:00Z"),

@@ -256,6 +256,8 @@ mod tests {
                 cut_class: None,
                 message: String::new(),
                 replay: String::new(),
+                path: None,
+                got: Vec::new(),
             })
             .collect();
         r.replays = 1;

@@ -51,6 +51,10 @@ pub struct Request {
     pub format: String,
     pub tools: Vec<ToolSpec>,
     pub turns: Vec<TurnIn>,
+    /// The serving path conform asks for (`batch`, `stream`; §2.1 `paths`), if any.
+    pub path: Option<String>,
+    /// The request mode of the case (`starting_state`, `thinking`, `tool_choice`…).
+    pub mode: Value,
 }
 
 /// What an adapter answers for one request: events per turn or results per turn.
@@ -203,6 +207,8 @@ pub fn parse_request(req: &Value) -> Result<Request, String> {
         format: req["format"].as_str().unwrap_or_default().to_string(),
         tools,
         turns,
+        path: req.get("path").and_then(Value::as_str).map(str::to_string),
+        mode: req.get("request").cloned().unwrap_or(Value::Null),
     })
 }
 
@@ -241,6 +247,17 @@ pub mod ev {
 pub fn serve(
     name: &str,
     formats: &[&str],
+    handle: impl FnMut(&Request) -> Result<(Answer, u64), String>,
+) {
+    serve_paths(name, formats, &[], handle)
+}
+
+/// `serve` for an adapter that declares its serving paths (`batch`, `stream`) in the hello:
+/// each request then names the one it wants (`Request::path`).
+pub fn serve_paths(
+    name: &str,
+    formats: &[&str],
+    paths: &[&str],
     mut handle: impl FnMut(&Request) -> Result<(Answer, u64), String>,
 ) {
     let stdin = std::io::stdin();
@@ -253,7 +270,11 @@ pub fn serve(
         };
         let reply = match msg.get("type").and_then(Value::as_str) {
             Some("hello") => {
-                json!({"type": "hello", "protocol": 2, "name": name, "formats": formats})
+                let mut h = json!({"type": "hello", "protocol": 2, "name": name, "formats": formats});
+                if !paths.is_empty() {
+                    h["paths"] = json!(paths);
+                }
+                h
             }
             Some("parse") => {
                 let id = msg["id"].clone();

@@ -7,7 +7,7 @@ import json
 import sys
 import unittest
 
-import conform_adapter as ca
+import engine_kit as ca
 import stubs
 
 
@@ -33,22 +33,6 @@ class MiniTokenizerTest(unittest.TestCase):
         self.assertEqual(tok.encode("</tool_call>"), [151658])
 
 
-class DeltasTest(unittest.TestCase):
-    def test_a_partial_character_waits_for_the_next_chunk(self):
-        e = "é".encode()
-        chunks = ["a", {"b64": base64.b64encode(e[:1]).decode()}, {"b64": base64.b64encode(e[1:] + b"b").decode()}]
-        got = [t for t, _ in ca.deltas(chunks, ca.MiniTokenizer("hermes"))]
-        self.assertEqual(got, ["a", "éb"])
-
-    def test_invalid_bytes_become_replacement_characters(self):
-        chunks = [{"b64": base64.b64encode(b"x\xff").decode()}]
-        self.assertEqual(ca.deltas(chunks, ca.MiniTokenizer(""))[0][0], "x\ufffd")
-
-    def test_a_truncated_character_at_the_end_is_flushed(self):
-        chunks = [{"b64": base64.b64encode("é".encode()[:1]).decode()}]
-        self.assertEqual([t for t, _ in ca.deltas(chunks, ca.MiniTokenizer(""))], ["\ufffd"])
-
-
 class ModelTokenizerTest(unittest.TestCase):
     def vocab_file(self, d):
         import os
@@ -65,11 +49,17 @@ class ModelTokenizerTest(unittest.TestCase):
 
         with tempfile.TemporaryDirectory() as d:
             info = {"name": "tiny", "file": self.vocab_file(d), "special": [["<tool_call>", 900]]}
-            turn = ca.TurnChunks({"chunks": ["He", "llo", "<tool_call>", {"b64": base64.b64encode("é".encode()[:1]).decode()}, {"b64": base64.b64encode("é".encode()[1:]).decode()}],
-                                  "token_ids": [[256], [257], [900], [195], [169]], "tokenizer": info})
+            e = "é".encode()
+            turn = ca.kit.Turn(
+                {
+                    "chunks": ["He", "llo", "<tool_call>", {"b64": base64.b64encode(e[:1]).decode()}, {"b64": base64.b64encode(e[1:]).decode()}],
+                    "token_ids": [[256], [257], [900], [195], [169]],
+                    "tokenizer": info,
+                }
+            )
             tok = ca.tokenizer_for("hermes", turn)
             self.assertIsInstance(tok, ca.ModelTokenizer)
-            got = ca.deltas(turn, tok)
+            got = [(d.text, ca.delta_ids(d, tok)) for d in turn.deltas()]
             # Not re-encoded: the ids as sent, a cut character's ids with the delta completing it.
             self.assertEqual(got, [("He", [256]), ("llo", [257]), ("<tool_call>", [900]), ("é", [195, 169])])
             self.assertEqual(tok.decode([256, 257, 900]), "Hello<tool_call>")
@@ -78,8 +68,9 @@ class ModelTokenizerTest(unittest.TestCase):
             self.assertEqual(tok.decode(tok.encode("Hello<tool_call>é")), "Hello<tool_call>é")
             self.assertEqual(tok.encode("Hello")[:1], [256])
             # A turn without ids keeps the mini tokenizer.
-            self.assertIsInstance(ca.tokenizer_for("hermes", ca.TurnChunks({"chunks": ["a"]})), ca.MiniTokenizer)
-            self.assertNotIsInstance(ca.tokenizer_for("hermes", ca.TurnChunks({"chunks": ["a"]})), ca.ModelTokenizer)
+            plain = ca.tokenizer_for("hermes", ca.kit.Turn({"chunks": ["a"]}))
+            self.assertIsInstance(plain, ca.MiniTokenizer)
+            self.assertNotIsInstance(plain, ca.ModelTokenizer)
 
     def test_tokenizer_json_and_tekken_vocabularies_load(self):
         import os
@@ -112,71 +103,35 @@ class ModelTokenizerTest(unittest.TestCase):
 class CheckTokenIdsTest(unittest.TestCase):
     def test_ids_conform_sends_must_cover_the_tables_special_tokens(self):
         tok = ca.MiniTokenizer("hermes")
-        ok = {"chunks": ["a", "<tool_call>"], "token_ids": [[64], [151657]]}
+        ok = {"chunks": [b"a", b"<tool_call>"], "token_ids": [[64], [151657]]}
         ca.check_token_ids(ok, tok)
-        ca.check_token_ids({"chunks": ["<tool_call>"]}, tok)  # a byte-cut turn: nothing to check
+        ca.check_token_ids({"chunks": [b"<tool_call>"]}, tok)  # a byte-cut turn: nothing to check
         # An ordinary o200k id that equals a special id is no mismatch.
-        ca.check_token_ids({"chunks": ["ab"], "token_ids": [[151657]]}, tok)
+        ca.check_token_ids({"chunks": [b"ab"], "token_ids": [[151657]]}, tok)
         with self.assertRaises(ValueError):
-            ca.check_token_ids({"chunks": ["<tool_call>"], "token_ids": [[99]]}, tok)
+            ca.check_token_ids({"chunks": [b"<tool_call>"], "token_ids": [[99]]}, tok)
 
 
-class ToolCallEventsTest(unittest.TestCase):
-    def test_calls_start_with_their_name_and_end_with_the_stream(self):
-        ev = ca.ToolCallEvents()
-        ev.text("Hi")
-        ev.call(5, "get", "id1", '{"a":')
-        ev.call(5, None, None, " 1}")
-        ev.call(7, "put", None, "{}")
-        out = ev.finish()
-        self.assertEqual(out[1], {"type": "call_start", "index": 0, "name": "get", "id": "id1"})
-        self.assertEqual(out[3], {"type": "args_delta", "index": 0, "json": " 1}"})
-        self.assertEqual(out[4], {"type": "call_start", "index": 1, "name": "put"})
-        self.assertEqual(out[-2:], [{"type": "call_end", "index": 0}, {"type": "call_end", "index": 1}])
-
-    def test_arguments_that_are_not_an_object_are_an_error_not_a_call(self):
-        ev = ca.ToolCallEvents()
-        ev.call(0, "a", None, "[1]")
-        ev.call(1, "b", None, None)
-        kinds = [e.get("kind") for e in ev.finish() if e["type"] == "error"]
-        self.assertEqual(kinds, ["invalid_json", "empty_arguments"])
-
-    def test_arguments_before_a_name_raise(self):
-        with self.assertRaises(ValueError):
-            ca.ToolCallEvents().call(0, None, None, "{}")
-
-
-class ServeTest(unittest.TestCase):
-    def run_lines(self, lines, run_request):
-        stdin, stdout = sys.stdin, sys.stdout
-        sys.stdin = io.TextIOWrapper(io.BytesIO("".join(json.dumps(l) + "\n" for l in lines).encode()))
-        sys.stdout = io.StringIO()
-        try:
-            ca.serve("x 1", ["hermes"], run_request)
-            return [json.loads(l) for l in sys.stdout.getvalue().splitlines()]
-        finally:
-            sys.stdin, sys.stdout = stdin, stdout
-
-    def test_hello_events_and_errors(self):
-        def run(fmt, tools, turns, clock):
-            if turns[0] == ["boom"]:
-                raise KeyError("x")
-            return [clock(lambda: [{"type": "text", "text": "".join(turns[0])}])]
-
-        out = self.run_lines(
-            [
-                {"type": "hello", "protocol": 2},
-                {"type": "parse", "id": 1, "format": "hermes", "tools": [], "turns": [{"chunks": ["a", "b"]}]},
-                {"type": "parse", "id": 2, "format": "hermes", "tools": [], "turns": [{"chunks": ["boom"]}]},
-                {"type": "parse", "id": 3, "format": "kimi_k2", "tools": [], "turns": [{"chunks": ["a"]}]},
-            ],
-            run,
+class RequestTest(unittest.TestCase):
+    def test_thinking_follows_the_case_else_the_transcript_and_the_prompt(self):
+        self.assertTrue(ca.thinking("hermes", {"thinking": True}, "no block"))
+        self.assertFalse(ca.thinking("hermes", {"thinking": False}, "<think>x</think>"))
+        # A transcript without a think block is what a non-thinking request produces.
+        self.assertFalse(ca.thinking("hermes", {}, "Hi."))
+        self.assertTrue(ca.thinking("hermes", {}, "<think>x</think>Hi."))
+        self.assertTrue(ca.thinking("seed_oss", {}, "<seed:think>x</seed:think>"))
+        self.assertTrue(ca.thinking("hermes", {"starting_state": "reasoning"}, "x</think>Hi."))
+        self.assertFalse(ca.thinking("llama3_json", {}, "<think>"))
+        self.assertEqual(
+            ca.chat_template_kwargs("glm47", {}, "Hi."), {"enable_thinking": False, "thinking": False}
         )
-        self.assertEqual(out[0], {"type": "hello", "protocol": 2, "name": "x 1", "formats": ["hermes"]})
-        self.assertEqual(out[1]["turns"], [[{"type": "text", "text": "ab"}]])
-        self.assertIsInstance(out[1]["engine_ns"], int)
-        self.assertEqual((out[2]["type"], out[2]["id"]), ("error", 2))
-        self.assertEqual((out[3]["type"], out[3]["id"]), ("error", 3))
+        self.assertTrue(ca.opens_reasoning({"starting_state": "reasoning"}))
+        self.assertFalse(ca.opens_reasoning({"starting_state": "none"}))
+
+    def test_a_delta_is_encoded_with_the_formats_tokenizer(self):
+        tok = ca.MiniTokenizer("hermes")
+        d = ca.kit.Delta("a<tool_call>", [64, 999])
+        self.assertEqual(ca.delta_ids(d, tok), [ca.CHAR_BASE + ord("a"), 151657])
 
 
 class CommandLineTest(unittest.TestCase):

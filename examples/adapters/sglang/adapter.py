@@ -1,19 +1,25 @@
 #!/usr/bin/env python3
-"""conform adapter (specs/adapter.md, protocol 2) around SGLang 0.5.23's streaming tool-call
-detectors (`sglang/srt/function_call/`).
+"""conform adapter (specs/adapter.md, protocol 2) around SGLang 0.5.23's tool-call detectors
+(`sglang/srt/function_call/`), on both of its chat server's paths.
 
-Each replay follows what SGLang's chat server does for one streamed choice
-(`OpenAIServingChat._process_tool_call_stream` with `--tool-call-parser NAME`): one
-`FunctionCallParser(tools, NAME)` per response; per delta `parse_stream_chunk(delta)` (the
-detector's `parse_streaming_increment` with the request's tools), and on the last delta, the one
-that carries the finish reason, also `parse_stream_end()` (the detector's `finish`), its text
-appended to the delta's text; then the normal text is streamed before the delta's tool calls; a
-call item with a name starts a call (id from `_process_tool_call_id`'s rule), one without
-continues the arguments of its `tool_index`; finally the server's check for unstreamed
-arguments (`_check_for_unstreamed_tool_args`: the detector's `prev_tool_call_arr` of the last
-call against its `streamed_args_for_tool`). Those two serving-layer steps are re-stated here
-(SGLang's serving module imports its whole runtime); everything that parses is SGLang's own.
-The detectors read text only: the token ids of a request are not used. Run `setup` first.
+- `batch` (`stream=false`, `OpenAIServingChat._build_chat_response`): the reasoning parser
+  first when one is configured (`ReasoningParser.parse_non_stream`), then
+  `_process_tool_calls`: `FunctionCallParser(tools, NAME)`, `has_tool_call(text)`, then
+  `parse_non_stream(text)`; no call parsed, or the detector raising, leaves the text as content
+  (the server logs the exception; the adapter notes it as a warning, which conform does not
+  judge).
+- `stream` (`_process_tool_call_stream`): one `FunctionCallParser` per response; per delta the
+  reasoning parser's `parse_stream_chunk` (when configured), then `parse_stream_chunk(delta)`,
+  and on the last delta, the one that carries the finish reason, also `parse_stream_end()`;
+  the normal text is streamed before the delta's tool calls; a call item with a name starts a
+  call (id from `_process_tool_call_id`'s rule), one without continues the arguments of its
+  `tool_index`; finally the server's check for unstreamed arguments
+  (`_check_for_unstreamed_tool_args`). The deltas are assembled as the OpenAI client does.
+
+Those serving-layer steps are re-stated here (SGLang's serving module imports its whole
+runtime); everything that parses is SGLang's own. The reasoning parser is forced into
+reasoning only when the case's template opened it in the prompt (`starting_state`), and the
+request's `chat_template_kwargs` carry the case's thinking switch. Run `setup` first.
 """
 
 import json
@@ -27,8 +33,9 @@ VERSION = "0.5.23"
 sys.path.insert(0, os.path.join(HERE, "..", "pyengine"))
 sys.path.append(SRC)
 
-import conform_adapter  # noqa: E402
+import engine_kit  # noqa: E402
 import stubs  # noqa: E402
+from engine_kit import kit  # noqa: E402
 
 #: conform format id -> SGLang `--tool-call-parser` name, for every format whose wire format is
 #: the one that detector reads (README.md says why the others are left out).
@@ -55,15 +62,18 @@ PARSERS = {
 }
 
 #: conform format id -> SGLang `--reasoning-parser` name, for the `--reasoning` variant: the
-#: reasoning parser a deployment of that model family pairs with the tool-call parser.
+#: reasoning parser of the format's own model family (DeepSeek V3's for V3 transcripts, never
+#: R1's, which takes every output to start inside reasoning).
 REASONING = {
     "kimi_k2": "kimi_k2",
     "hermes": "qwen3",
     "qwen3_coder": "qwen3",
-    "deepseek_v3": "deepseek-r1",
+    "deepseek_v3": "deepseek-v3",
     "deepseek_v31": "deepseek-v3",
+    "deepseek_v32": "deepseek-v3",
     "glm45": "glm45",
     "glm47": "glm45",
+    "minimax_m2": "minimax-append-think",
     "mistral_v11": "mistral",
     "deepseek_v4": "deepseek-v4",
     "deepseek_v41": "deepseek-v41",
@@ -80,7 +90,9 @@ STUBBED = [
 ]  # fmt: skip
 
 
-class Sglang:
+class Sglang(kit.Adapter):
+    paths = ("batch", "stream")
+
     def __init__(self, overrides, reasoning=False):
         if not os.path.isdir(os.path.join(SRC, "sglang")):
             sys.exit(f"SGLang {VERSION} is not unpacked in {SRC}: run {HERE}/setup")
@@ -88,11 +100,12 @@ class Sglang:
         stubs.install(STUBBED)
         stubs.bare_package("sglang", os.path.join(SRC, "sglang"))
         stubs.bare_package("sglang.srt", os.path.join(SRC, "sglang", "srt"))
-        from sglang.srt.entrypoints.openai.protocol import Tool
+        from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest, Tool
         from sglang.srt.function_call.function_call_parser import FunctionCallParser
         from sglang.srt.parser.reasoning_parser import ReasoningParser
 
         self.Tool, self.FunctionCallParser = Tool, FunctionCallParser
+        self.ChatRequest = ChatCompletionRequest
         self.ReasoningParser = ReasoningParser
         self.reasoning = dict(REASONING) if reasoning else {}
         for name in self.parsers.values():
@@ -101,58 +114,118 @@ class Sglang:
         import importlib.metadata
 
         version = importlib.metadata.version("sglang")
-        self.name = conform_adapter.variant_name(
+        self.name = engine_kit.variant_name(
             f"sglang {version} function_call detectors", reasoning, overrides
         )
+        self.formats = list(self.parsers)
 
-    def run(self, fmt, tools, turns, clock):
-        tools = [self.Tool.model_validate(t) for t in tools]
-        name = self.parsers[fmt]
-        reasoning = self.reasoning.get(fmt)
-        return [self.turn(name, reasoning, tools, chunks, clock) for chunks in turns]
+    def chat_request(self, fmt, mode, text, tools):
+        fields = {
+            "messages": [{"role": "user", "content": "conform"}],
+            "model": "conform",
+            "chat_template_kwargs": engine_kit.chat_template_kwargs(fmt, mode, text),
+        }
+        if tools:
+            fields["tools"] = tools
+            if "tool_choice" in mode:
+                fields["tool_choice"] = mode["tool_choice"]
+        return self.ChatRequest.model_validate(fields)
 
-    def turn(self, name, reasoning, tools, chunks, clock):
-        parser = self.FunctionCallParser(tools=tools, tool_call_parser=name)
-        # As _process_reasoning_stream builds it (no template forcing reasoning open).
-        thinker = (
-            self.ReasoningParser(reasoning, stream_reasoning=True, tool_call_parser_active=True)
-            if reasoning
-            else None
+    def thinker(self, fmt, mode, req, stream):
+        model = self.reasoning.get(fmt)
+        if not model:
+            return None
+        # As the server builds it: forced into reasoning when the template opened it.
+        return self.ReasoningParser(
+            model,
+            stream_reasoning=stream,
+            force_reasoning=engine_kit.opens_reasoning(mode),
+            request=req,
+            tool_call_parser_active=True,
         )
+
+    def parse(self, request):
+        fmt = request.format
+        tools = [self.Tool.model_validate(t) for t in request.tools]
+        name = self.parsers[fmt]
+        history = 0
+        for turn in request.turns:
+            text = turn.text
+            req = self.chat_request(fmt, request.mode, text, request.tools)
+            tool_choice = request.mode.get("tool_choice") if tools else None
+            if request.path == "batch":
+                history += self.batch(request, turn, fmt, name, req, tools, tool_choice, history)
+            else:
+                history += self.stream(request, turn, fmt, name, req, tools, history)
+
+    def batch(self, request, turn, fmt, name, req, tools, tool_choice, history):
+        text = turn.text
+        reasoning = None
+        thinker = self.thinker(fmt, request.mode, req, stream=False)
+        if thinker is not None:
+            reasoning, text = request.timed(thinker.parse_non_stream, text)
+            text = text or ""
+        parser = self.FunctionCallParser(tools, name, tool_choice=tool_choice)
+        calls, warnings = [], []
+        if request.timed(parser.has_tool_call, text):
+            try:
+                normal, infos = request.timed(parser.parse_non_stream, text)
+                # No call parsed: the server answers the detector's text as content.
+                text = normal
+                for info in infos:
+                    calls.append(
+                        {
+                            "id": self.call_id(name, info.name, history + len(calls)),
+                            "function": {"name": info.name, "arguments": info.parameters},
+                        }
+                    )
+            except Exception as e:  # the server logs it and answers the text as content
+                warnings.append(
+                    {"kind": "engine_error", "message": f"parse_non_stream raised {type(e).__name__}: {e}"}
+                )
+        turn.result(text=text, calls=calls, reasoning=reasoning, warnings=warnings)
+        return len(calls)
+
+    def stream(self, request, turn, fmt, name, req, tools, history):
+        parser = self.FunctionCallParser(tools=tools, tool_call_parser=name)
+        thinker = self.thinker(fmt, request.mode, req, stream=True)
         detector = parser.detector
-        out = conform_adapter.ToolCallEvents()
-        texts = [t for t, _ in conform_adapter.deltas(chunks, conform_adapter.MiniTokenizer(""))]
-        texts = texts or [""]
+        out = turn.out
+        texts = [d.text for d in turn.deltas()] or [""]
+        named = 0
         for k, delta in enumerate(texts):
             last = k == len(texts) - 1
             if thinker is not None:
                 # The reasoning parser runs first; the tool parser gets its normal text.
-                thought, delta = clock(thinker.parse_stream_chunk, delta)
+                thought, delta = request.timed(thinker.parse_stream_chunk, delta)
                 if last:
-                    end_thought, end_text = clock(thinker.parse_stream_end)
+                    end_thought, end_text = request.timed(thinker.parse_stream_end)
                     thought = (thought or "") + (end_thought or "")
                     delta = (delta or "") + (end_text or "")
                 out.reasoning(thought)
-            text, calls = clock(parser.parse_stream_chunk, delta or "")
+            text, calls = request.timed(parser.parse_stream_chunk, delta or "")
             if last:
-                end_text, end_calls = clock(parser.parse_stream_end)
+                end_text, end_calls = request.timed(parser.parse_stream_end)
                 text = (text or "") + end_text
                 calls = list(calls) + end_calls
             out.text(text)
             for item in calls:
-                call_id = self.call_id(name, item) if item.name else None
-                out.call(item.tool_index, item.name, call_id, item.parameters)
+                call_id = None
+                if item.name:
+                    call_id = self.call_id(name, item.name, history + item.tool_index)
+                    named += 1
+                out.tool_call(item.tool_index, call_id, item.name, item.parameters)
         rest = self.unstreamed_arguments(detector)
         if rest is not None:
-            out.call(*rest)
-        return out.finish()
+            out.tool_call(rest[0], None, None, rest[1])
+        return named
 
     @staticmethod
-    def call_id(name, item):
+    def call_id(parser_name, name, index):
         # SGLang's rule (_process_tool_call_id): kimi_k2 ids are rebuilt from the name and the
-        # call's index (no earlier calls in a conform request), the others are random.
-        if name == "kimi_k2":
-            return f"functions.{item.name}:{item.tool_index}"
+        # call's index in the conversation, the others are random.
+        if parser_name == "kimi_k2":
+            return f"functions.{name}:{index}"
         return f"call_{uuid.uuid4().hex[:24]}"
 
     @staticmethod
@@ -170,18 +243,17 @@ class Sglang:
         expected = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
         actual = streamed[index]
         if expected.startswith(actual) and len(expected) > len(actual):
-            return (index, None, None, expected[len(actual) :])
+            return (index, expected[len(actual) :])
         return None
 
 
 def main():
-    overrides, reasoning = conform_adapter.command_line(
+    overrides, reasoning = engine_kit.command_line(
         __doc__.split("\n")[0],
         "use SGLang's parser NAME for the conform format FORMAT (e.g. hermes=qwen25)",
         "run each format's reasoning parser (REASONING) before its tool-call parser",
     )
-    engine = Sglang(overrides, reasoning)
-    conform_adapter.serve(engine.name, list(engine.parsers), engine.run)
+    Sglang(overrides, reasoning).serve()
 
 
 if __name__ == "__main__":

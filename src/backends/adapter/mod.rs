@@ -12,7 +12,7 @@ pub use protocol::PROTOCOL;
 pub use spec::{ParserSpec, parse_parser_spec};
 
 use crate::backends::cuts::Cuts;
-use crate::backends::{Backend, Breakdown, Outcome};
+use crate::backends::{Backend, Breakdown, Outcome, Paths, ServingPath};
 use crate::formats::request::Request;
 use crate::formats::{Format, OptionValues};
 use crate::tools::Tools;
@@ -64,6 +64,8 @@ pub struct Hello {
     pub formats: Vec<String>,
     /// The protocol version it answered (1 or 2).
     pub protocol: u64,
+    /// The serving paths it declared (`paths`: `batch`, `stream`); none when it did not.
+    pub paths: Paths,
 }
 
 /// Counters of one adapter's life, for reports.
@@ -365,6 +367,24 @@ impl Backend for Adapter {
         &self,
         format: &Format,
         tools: &Tools,
+        options: &OptionValues,
+        request: &Request,
+        turns: &[Vec<u8>],
+        cuts: &[Cuts],
+    ) -> Outcome {
+        self.replay_on(None, format, tools, options, request, turns, cuts)
+    }
+
+    fn paths(&self) -> Paths {
+        self.hello.paths
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn replay_on(
+        &self,
+        path: Option<ServingPath>,
+        format: &Format,
+        tools: &Tools,
         _options: &OptionValues,
         request: &Request,
         turns: &[Vec<u8>],
@@ -376,7 +396,17 @@ impl Backend for Adapter {
         } else {
             Vec::new()
         };
-        let line = parse_request(id, format.id, tools, request, turns, cuts, &ids);
+        // A path goes only to an adapter that declared paths, and only one it declared.
+        let path = path.filter(|p| match p {
+            ServingPath::Batch => self.hello.paths.batch,
+            ServingPath::Stream => self.hello.paths.stream,
+        });
+        let mut line = parse_request(id, format.id, tools, request, turns, cuts, &ids);
+        if let Some(p) = path {
+            // `…]}\n` → `…],"path":"batch"}\n`: the field goes last, after the turns.
+            line.truncate(line.len() - 2);
+            line.extend_from_slice(format!(",\"path\":\"{}\"}}\n", p.as_str()).as_bytes());
+        }
         let mut w = match self.acquire() {
             Ok(w) => w,
             Err(e) => {

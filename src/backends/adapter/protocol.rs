@@ -4,7 +4,7 @@
 use super::Hello;
 use super::process::Worker;
 use crate::backends::cuts::Cuts;
-use crate::backends::{Breakdown, TurnOutcome};
+use crate::backends::{Breakdown, Paths, ServingPath, TurnOutcome};
 use crate::event::{
     ErrorInfo, ErrorKind, Event, FOLD_MAX_DEPTH, Folder, ParseResult, ToolCall, WarningInfo,
     read_json,
@@ -58,6 +58,8 @@ pub(super) fn say_hello(w: &mut Worker, timeout: Duration) -> Result<Hello, (Bre
         protocol: u64,
         name: String,
         formats: Vec<String>,
+        #[serde(default)]
+        paths: Option<Vec<String>>,
     }
     let h: WireHello = serde_json::from_value(v).map_err(|e| {
         (
@@ -81,10 +83,21 @@ pub(super) fn say_hello(w: &mut Worker, timeout: Duration) -> Result<Hello, (Bre
             ),
         ));
     }
+    let mut paths = Paths::default();
+    for p in h.paths.unwrap_or_default() {
+        match p.parse::<ServingPath>() {
+            Ok(ServingPath::Batch) => paths.batch = true,
+            Ok(ServingPath::Stream) => paths.stream = true,
+            Err(e) => {
+                return Err((Breakdown::ProtocolError, format!("the hello's paths: {e}")));
+            }
+        }
+    }
     Ok(Hello {
         name: h.name,
         formats: h.formats,
         protocol: h.protocol,
+        paths,
     })
 }
 

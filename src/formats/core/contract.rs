@@ -69,6 +69,10 @@ pub struct Format {
     /// given. `None`: no vocabulary of the format's models can be had, and `o200k_base` (the
     /// declared fallback) cuts them.
     pub vocabulary: Option<&'static str>,
+    /// The tokens that end the model's turn, which a server consumes (its stop handling or
+    /// detokenizer) before its parser sees the text: an external parser is handed the turn up
+    /// to the first of them (`specs/engines.md` §3). Empty where the format declares none.
+    pub stop_tokens: &'static [&'static str],
     /// The reasoning wrapper the format's models write (`<think>…</think>`…), when
     /// `new_parser` puts the shared reasoning layer in front of the parser
     /// (`reasoning::wrap`); its tags are delimiters for the markup-leak check in text and in
@@ -109,6 +113,7 @@ impl Format {
             typing: None,
             special_tokens: &[],
             vocabulary: None,
+            stop_tokens: &[],
             reasoning: None,
             options,
             thinking: None,

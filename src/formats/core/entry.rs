@@ -20,6 +20,8 @@ pub trait Entry: 'static {
     const MARKERS: &'static [&'static str];
     /// The vocabulary tokens its output may hold.
     const SPECIAL_TOKENS: &'static [SpecialToken] = &[];
+    /// The tokens that end the turn, consumed by a server before its parser ([`Format::stop_tokens`]).
+    const STOP_TOKENS: &'static [&'static str] = &[];
     /// Its model family's vocabulary ([`Format::vocabulary`]: an id of the harness's
     /// vocabulary table, `specs/tokenizers.md`); `None`: no vocabulary of its models can be
     /// had, `o200k_base` cuts its replays.
@@ -70,6 +72,7 @@ pub const fn format<E: Entry>() -> Format {
     Format {
         render: E::RENDER,
         special_tokens: E::SPECIAL_TOKENS,
+        stop_tokens: E::STOP_TOKENS,
         vocabulary: E::VOCABULARY,
         reasoning: E::REASONING,
         ..Format::new(

@@ -620,6 +620,8 @@ impl<D: Shaped> Entry for D {
     const ID: &'static str = <D as Shaped>::ID;
     const SUMMARY: &'static str = <D as Shaped>::SUMMARY;
     const MARKERS: &'static [&'static str] = &MARKERS;
+    /// The turn's end, consumed by the server before its tool parser.
+    const STOP_TOKENS: &'static [&'static str] = &["<｜end▁of▁sentence｜>"];
     const VOCABULARY: Option<&'static str> = Some("deepseek_v3");
     const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
     const RENDER: Option<RenderFn> = Some(render::<D>);

@@ -292,6 +292,8 @@ impl Entry for Declared {
         "Hermes 2 Pro / Qwen2.5 / Qwen3: <tool_call>{\"name\": …, \"arguments\": {…}}</tool_call>";
     const MARKERS: &'static [&'static str] = &MARKERS;
     /// Qwen2.5 / Qwen3 special tokens that can appear in output, with their ids.
+    /// The turn's end, consumed by the server before its tool parser.
+    const STOP_TOKENS: &'static [&'static str] = &["<|im_end|>", "<|endoftext|>"];
     const VOCABULARY: Option<&'static str> = Some("qwen2");
     const SPECIAL_TOKENS: &'static [SpecialToken] = &[
         SpecialToken::new("<|endoftext|>", 151643),

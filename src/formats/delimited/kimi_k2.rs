@@ -104,6 +104,10 @@ config! {
             plural_argument_marker,
             /// A section end outside any section is dropped with a warning.
             stray_section_end,
+            /// Dialect (off by default): the call's id is the whole header, `functions.NAME:0`,
+            /// as Kimi's chat template renders it back and the serving engines keep it, instead
+            /// of the text after its last `:` (`specs/kimi_k2.md` §4.3).
+            id_whole_header,
         }
         /// Longest header (name and id) in bytes.
         pub max_header_bytes: usize,
@@ -126,6 +130,7 @@ impl Default for Config {
             singular_section_marker: true,
             plural_argument_marker: true,
             stray_section_end: true,
+            id_whole_header: false,
             max_header_bytes: 1024,
             max_args_bytes: 64 << 20,
             max_depth: SERDE_JSON_MAX_DEPTH,
@@ -319,7 +324,12 @@ impl Kimi {
                     format!("call header {header:?} at byte {at} has surrounding whitespace"),
                 ));
             }
-            index = Some(cx.start_call(h.name, h.id, out));
+            let id = if self.cfg.id_whole_header {
+                Some(header.trim())
+            } else {
+                h.id
+            };
+            index = Some(cx.start_call(h.name, id, out));
         }
         // A string is always read to its end; whether it may stand for the object is decided
         // when the call closes (`string_arguments`).
@@ -715,6 +725,8 @@ impl Entry for Declared {
     const SUMMARY: &'static str = "Kimi K2 special tokens: <|tool_calls_section_begin|>…<|tool_call_begin|>functions.NAME:ID<|tool_call_argument_begin|>{json}<|tool_call_end|>";
     const MARKERS: &'static [&'static str] = &MARKERS;
     /// Kimi K2's special tokens that can appear in its output, with their ids in its tokenizer.
+    /// The turn's end, consumed by the server before its tool parser.
+    const STOP_TOKENS: &'static [&'static str] = &["<|im_end|>", "[EOS]"];
     const VOCABULARY: Option<&'static str> = Some("kimi_k2");
     const SPECIAL_TOKENS: &'static [SpecialToken] = &[
         SpecialToken::new("[EOS]", 163585),

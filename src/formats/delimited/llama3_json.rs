@@ -236,6 +236,8 @@ impl Entry for Declared {
         "Llama 3.x JSON calls: [<|python_tag|>]{\"name\": …, \"parameters\": {…}}; …";
     const MARKERS: &'static [&'static str] = &MARKERS;
     /// Llama 3 special tokens that can appear in output (ids = 128000 + position).
+    /// The turn's end, consumed by the server before its tool parser.
+    const STOP_TOKENS: &'static [&'static str] = &["<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"];
     const VOCABULARY: Option<&'static str> = Some("llama3");
     const SPECIAL_TOKENS: &'static [SpecialToken] = &[
         SpecialToken::new("<|begin_of_text|>", 128000),

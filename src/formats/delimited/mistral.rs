@@ -284,6 +284,8 @@ impl Entry for Declared {
         "Mistral before v11: [TOOL_CALLS][{\"name\": …, \"arguments\": {…}, \"id\": …}, …]";
     const MARKERS: &'static [&'static str] = &MARKERS;
     /// Control tokens of the v3 SentencePiece vocabulary that can appear in output.
+    /// The turn's end, consumed by the server before its tool parser.
+    const STOP_TOKENS: &'static [&'static str] = &["</s>"];
     const SPECIAL_TOKENS: &'static [SpecialToken] = &[
         SpecialToken::new("</s>", 2),
         SpecialToken::new(TOOL_CALLS, 5),

@@ -353,6 +353,8 @@ impl Entry for Declared {
     const SUMMARY: &'static str = "Mistral v11+: [TOOL_CALLS]NAME[CALL_ID]ID[ARGS]{json} (v11) / [TOOL_CALLS]NAME[ARGS]{json} (v13+)";
     const MARKERS: &'static [&'static str] = &MARKERS;
     /// Tekken control tokens that can appear in v11+ output (ids from mistral-common's tests).
+    /// The turn's end, consumed by the server before its tool parser.
+    const STOP_TOKENS: &'static [&'static str] = &["</s>"];
     const VOCABULARY: Option<&'static str> = Some("tekken_v11");
     const SPECIAL_TOKENS: &'static [SpecialToken] = &[
         SpecialToken::new("</s>", 2),

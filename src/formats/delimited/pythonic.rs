@@ -311,6 +311,9 @@ impl Entry for Declared {
     const SUMMARY: &'static str = "Python call list (Llama 3.2 / 4): [get_weather(city=\"Paris\"), get_time()], optionally in <|python_start|>…<|python_end|>";
     const MARKERS: &'static [&'static str] = &MARKERS;
     /// Llama 4 and Llama 3 special tokens that can appear in output, with their ids.
+    /// The turn's end, consumed by the server before its tool parser.
+    const STOP_TOKENS: &'static [&'static str] =
+        &["<|eot|>", "<|eom|>", "<|eot_id|>", "<|eom_id|>"];
     const SPECIAL_TOKENS: &'static [SpecialToken] = &[
         SpecialToken::new("<|eom|>", 200007),
         SpecialToken::new("<|eot|>", 200008),

@@ -51,6 +51,8 @@ impl tagged::Member for DeepseekV32 {
     const ID: &'static str = "deepseek_v32";
     const SUMMARY: &'static str = "DeepSeek-V3.2 DSML: <｜DSML｜function_calls><｜DSML｜invoke name=\"f\"><｜DSML｜parameter name=\"p\" string=\"true|false\">value</｜DSML｜parameter>…";
     const GRAMMAR: &'static Grammar = &GRAMMAR;
+    /// The turn's end, consumed by the server before its tool parser.
+    const STOP_TOKENS: &'static [&'static str] = &["<｜end▁of▁sentence｜>"];
     const VOCABULARY: Option<&'static str> = Some("deepseek_v3");
     const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
 

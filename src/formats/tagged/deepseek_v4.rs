@@ -203,6 +203,8 @@ impl tagged::Member for DeepseekV4 {
     const ID: &'static str = "deepseek_v4";
     const SUMMARY: &'static str = "DeepSeek-V4 DSML: <｜DSML｜tool_calls><｜DSML｜invoke name=\"f\"><｜DSML｜parameter name=\"p\" string=\"true|false\">value</｜DSML｜parameter>…, <think> reasoning";
     const GRAMMAR: &'static Grammar = &GRAMMAR;
+    /// The turn's end, consumed by the server before its tool parser.
+    const STOP_TOKENS: &'static [&'static str] = &["<｜end▁of▁sentence｜>"];
     const VOCABULARY: Option<&'static str> = Some("deepseek_v4");
     const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
 

@@ -82,6 +82,8 @@ impl tagged::Member for DeepseekV41 {
     const ID: &'static str = "deepseek_v41";
     const SUMMARY: &'static str = "DeepSeek-V4.1 spaced DSML: <｜DSML｜ calls><｜DSML｜ invoke name=\"f\"><｜DSML｜ parameter name=\"p\" string=\"true|false\">value</｜DSML｜ parameter>…; block-less invokes and JSON bodies, <think> reasoning";
     const GRAMMAR: &'static Grammar = &GRAMMAR;
+    /// The turn's end, consumed by the server before its tool parser.
+    const STOP_TOKENS: &'static [&'static str] = &["<｜end▁of▁sentence｜>"];
     const VOCABULARY: Option<&'static str> = Some("deepseek_v4");
     const SPECIAL_TOKENS: &'static [SpecialToken] = deepseek_v4::SPECIAL_TOKENS;
 

@@ -52,6 +52,8 @@ impl tagged::Member for Glm45 {
     const ID: &'static str = "glm45";
     const SUMMARY: &'static str = "GLM-4.5/4.6: <tool_call>NAME⏎<arg_key>K</arg_key>⏎<arg_value>raw value</arg_value>⏎</tool_call>, typed by the tool's schema";
     const GRAMMAR: &'static Grammar = &GRAMMAR;
+    /// The turn's end, consumed by the server before its tool parser.
+    const STOP_TOKENS: &'static [&'static str] = &["<|user|>", "<|observation|>"];
     const VOCABULARY: Option<&'static str> = Some("glm4");
     const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
 

@@ -20,6 +20,8 @@ impl tagged::Member for Glm47 {
     const ID: &'static str = "glm47";
     const SUMMARY: &'static str = "GLM-4.7/5: <tool_call>NAME<arg_key>K</arg_key><arg_value>raw value</arg_value></tool_call> without newlines, typed by the tool's schema";
     const GRAMMAR: &'static Grammar = &GRAMMAR;
+    /// The turn's end, consumed by the server before its tool parser.
+    const STOP_TOKENS: &'static [&'static str] = &["<|user|>", "<|observation|>"];
     const VOCABULARY: Option<&'static str> = Some("glm4");
     const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
 

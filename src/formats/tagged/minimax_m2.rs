@@ -53,6 +53,8 @@ impl tagged::Member for MinimaxM2 {
     const ID: &'static str = "minimax_m2";
     const SUMMARY: &'static str = "MiniMax-M2: <minimax:tool_call><invoke name=\"f\"><parameter name=\"p\">raw value</parameter></invoke></minimax:tool_call>, typed by the tool's schema";
     const GRAMMAR: &'static Grammar = &GRAMMAR;
+    /// The turn's end, consumed by the server before its tool parser.
+    const STOP_TOKENS: &'static [&'static str] = &["[e~["];
     const VOCABULARY: Option<&'static str> = Some("minimax_m2");
     const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
 

@@ -2083,6 +2083,8 @@ pub trait Member: 'static {
     const GRAMMAR: &'static Grammar;
     /// The vocabulary tokens its output may hold.
     const SPECIAL_TOKENS: &'static [SpecialToken];
+    /// The tokens that end the turn, consumed by a server before its parser ([`Format::stop_tokens`]).
+    const STOP_TOKENS: &'static [&'static str] = &[];
     /// Its model family's vocabulary (an id of `specs/tokenizers.md`'s table); `None`: none
     /// can be had, `o200k_base` cuts its replays.
     const VOCABULARY: Option<&'static str> = None;
@@ -2135,6 +2137,7 @@ pub const fn format<M: Member>() -> Format {
             schema_tool: Some("typing_probe"),
         }),
         special_tokens: M::SPECIAL_TOKENS,
+        stop_tokens: M::STOP_TOKENS,
         vocabulary: M::VOCABULARY,
         reasoning: M::GRAMMAR.reasoning,
         ..Format::new(

@@ -51,6 +51,8 @@ impl tagged::Member for Qwen3Coder {
     const ID: &'static str = "qwen3_coder";
     const SUMMARY: &'static str = "Qwen3-Coder: <tool_call><function=NAME><parameter=KEY>raw value</parameter></function></tool_call>, typed by the tool's schema";
     const GRAMMAR: &'static Grammar = &GRAMMAR;
+    /// The turn's end, consumed by the server before its tool parser.
+    const STOP_TOKENS: &'static [&'static str] = &["<|im_end|>", "<|endoftext|>"];
     const VOCABULARY: Option<&'static str> = Some("qwen2");
     const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
 

@@ -52,6 +52,8 @@ impl tagged::Member for SeedOss {
     const ID: &'static str = "seed_oss";
     const SUMMARY: &'static str = "Seed-OSS: <seed:tool_call><function=NAME><parameter=KEY>raw value</parameter></function></seed:tool_call>, typed by the tool's schema";
     const GRAMMAR: &'static Grammar = &GRAMMAR;
+    /// The turn's end, consumed by the server before its tool parser.
+    const STOP_TOKENS: &'static [&'static str] = &["<seed:eos>"];
     const SPECIAL_TOKENS: &'static [SpecialToken] = SPECIAL_TOKENS;
 
     fn write_calls(out: &mut String, calls: &[ToolCall]) {

@@ -288,6 +288,13 @@ fn handle(
         .map(|(_, p)| *p)
         .ok_or_else(|| format!("format {} is not in this adapter's table", req.format))?;
     let tools = tool_definitions(req);
+    // The request's path, when conform names one: the jail for streaming, the batch parse
+    // for stream=false.
+    let mode = match req.path.as_deref() {
+        Some("stream") => Mode::Jail,
+        Some("batch") => Mode::Batch { recovery: true },
+        _ => mode,
+    };
     let mut clock = EngineClock::default();
     let answer = rt.block_on(async {
         match mode {
@@ -319,10 +326,11 @@ fn main() {
     let mut mode = Mode::Jail;
     let mut recovery = true;
     let mut vocab: Option<std::path::PathBuf> = None;
+    let mut explicit = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--mode" => match it.next().map(String::as_str) {
+            "--mode" => match it.next().map(String::as_str).inspect(|_| explicit = true) {
                 Some("jail") => mode = Mode::Jail,
                 Some("batch") => mode = Mode::Batch { recovery: true },
                 other => {
@@ -366,6 +374,7 @@ fn main() {
         None,
     ));
     let name = match mode {
+        Mode::Jail if !explicit => format!("dynamo-parsers {VERSION}"),
         Mode::Jail => format!("dynamo-parsers {VERSION} (jail streaming)"),
         Mode::Batch { recovery: true } => format!("dynamo-parsers {VERSION} (batch)"),
         Mode::Batch { recovery: false } => {
@@ -373,7 +382,10 @@ fn main() {
         }
     };
     let formats: Vec<&str> = PARSERS.iter().map(|(id, _)| *id).collect();
-    protocol::serve(&name, &formats, |req| handle(&rt, mode, req));
+    // Without --mode both of Dynamo's paths: the batch parse for stream=false, the jail for
+    // streaming.
+    let paths: &[&str] = if explicit { &[] } else { &["batch", "stream"] };
+    protocol::serve_paths(&name, &formats, paths, |req| handle(&rt, mode, req));
 }
 
 #[cfg(test)]

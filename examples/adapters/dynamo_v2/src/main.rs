@@ -318,7 +318,8 @@ fn main() {
         ),
     };
     let formats: Vec<&str> = table.iter().map(|(id, _)| *id).collect();
-    protocol::serve(&name, &formats, |req| handle(api, table, req));
+    // Streaming only: dynamo-parsers-v2 has no non-streaming entry point.
+    protocol::serve_paths(&name, &formats, &["stream"], |req| handle(api, table, req));
 }
 
 #[cfg(test)]

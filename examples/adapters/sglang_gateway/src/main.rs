@@ -240,6 +240,12 @@ fn handle(factory: &ParserFactory, mode: Mode, req: &Request) -> Result<(Answer,
         history: 0,
         clock: EngineClock::default(),
     };
+    // The request's path, when conform names one, else the command line's mode.
+    let mode = match req.path.as_deref() {
+        Some("batch") => Mode::Batch,
+        Some("stream") => Mode::Stream,
+        _ => mode,
+    };
     // The gateway skips a delta with no text (a character still incomplete): `texts` does.
     let answer = match mode {
         Mode::Stream => Answer::Events(
@@ -266,13 +272,15 @@ fn main() {
         .collect::<Vec<_>>()
         .as_slice()
     {
-        [] | ["--mode", "stream"] => Mode::Stream,
+        [] => Mode::Stream,
+        ["--mode", "stream"] => Mode::Stream,
         ["--mode", "batch"] => Mode::Batch,
         other => {
             eprintln!("usage: sglang-gateway-adapter [--mode stream|batch] (got {other:?})");
             std::process::exit(2);
         }
     };
+    let explicit = !args.is_empty();
     let factory = ParserFactory::new();
     let missing: Vec<&str> = FORMATS
         .iter()
@@ -285,12 +293,16 @@ fn main() {
     }
     // The engine's panics are answered as crashes; keep their message short on stderr.
     std::panic::set_hook(Box::new(|info| eprintln!("panic: {info}")));
-    let name = match mode {
-        Mode::Stream => format!("sglang-gateway tool-parser {ENGINE_VERSION} (streaming)"),
-        Mode::Batch => format!("sglang-gateway tool-parser {ENGINE_VERSION} (batch)"),
+    let name = match (explicit, mode) {
+        (false, _) => format!("sglang-gateway tool-parser {ENGINE_VERSION}"),
+        (true, Mode::Stream) => format!("sglang-gateway tool-parser {ENGINE_VERSION} (streaming)"),
+        (true, Mode::Batch) => format!("sglang-gateway tool-parser {ENGINE_VERSION} (batch)"),
     };
     let formats: Vec<&str> = FORMATS.iter().map(|(id, _)| *id).collect();
-    protocol::serve(&name, &formats, |req| handle(&factory, mode, req));
+    // Both paths of the gateway: `parse_complete_with_tools` for stream=false, the
+    // incremental parser for streaming; `--mode` alone keeps one path for every request.
+    let paths: &[&str] = if explicit { &[] } else { &["batch", "stream"] };
+    protocol::serve_paths(&name, &formats, paths, |req| handle(&factory, mode, req));
 }
 
 #[cfg(test)]

@@ -1,18 +1,21 @@
-"""What the Python engine adapters share: conform's adapter protocol 2 (specs/adapter.md), a
-server-like detokenizer for the request's chunks, a minimal tokenizer over each format's special
-tokens, and the mapping of OpenAI-style tool-call deltas to conform events.
+"""What the Python engine adapters share beyond conform's adapter kit (`python/conform_adapter`:
+the protocol, a server's deltas, the OpenAI client's assembly of tool-call deltas): a minimal
+tokenizer over each format's special tokens, what a request asks of the engine (thinking on or
+off, the prompt's open reasoning), and the command line of the engine.json variants.
 
 Python 3.11, standard library only (the engines bring their own dependencies).
 """
 
 import argparse
 import base64
-import codecs
 import json
+import os
 import sys
-import time
-import traceback
 from collections import Counter
+
+# The adapter kit, from the repository (it is also what `pip install conform` ships).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "python"))
+import conform_adapter as kit  # noqa: E402
 
 # Each format's special tokens, as conform declares them (`special_tokens` in
 # src/formats/<id>.rs: text and, where the tokenizer is public, its id). conform's token-aligned
@@ -414,126 +417,14 @@ class ModelTokenizer(MiniTokenizer):
         return max(list(self.vocabulary.pieces) + list(self.by_id), default=0) + 1
 
 
-class TurnChunks(list):
-    """A turn's chunks as a list, with what came with them: `token_ids` (per chunk, the model
-    vocabulary's ids of a token-aligned replay, or None) and `tokenizer` (the vocabulary's
-    description, or None)."""
-
-    def __init__(self, turn):
-        super().__init__(turn.get("chunks") or [])
-        self.token_ids = turn.get("token_ids")
-        self.tokenizer = turn.get("tokenizer")
-
-
-def tokenizer_for(fmt, chunks):
+def tokenizer_for(fmt, turn):
     """The stub tokenizer an engine is built with for this turn: the model's own vocabulary when
-    conform cut the turn with one (its ids are then the model's), else a MiniTokenizer."""
-    info = getattr(chunks, "tokenizer", None)
-    if info and info.get("file") and getattr(chunks, "token_ids", None):
+    conform cut the turn with it (its ids are then the model's: `turn.tokenizer` names the
+    file), else the format's MiniTokenizer."""
+    info = getattr(turn, "tokenizer", None)
+    if info and info.get("file") and getattr(turn, "token_ids", None):
         return ModelTokenizer(fmt, ModelVocabulary.of(info))
     return MiniTokenizer(fmt)
-
-
-def chunk_bytes(chunk):
-    """A request chunk: a JSON string, or {"b64": …} when it is not UTF-8 on its own."""
-    if isinstance(chunk, str):
-        return chunk.encode("utf-8")
-    return base64.b64decode(chunk["b64"])
-
-
-def deltas(chunks, tokenizer):
-    """The (delta_text, delta_token_ids) a server's detokenizer hands its parser for these
-    chunks: decoded incrementally (a partial character waits for the next chunk, as a
-    detokenizer holds back a token that ends mid-character; invalid bytes become U+FFFD). When
-    `tokenizer` is the model's own (a ModelTokenizer) and the chunks carry conform's ids, each
-    delta's ids are those ids (a chunk that completes no character gives its ids to the next
-    delta), as the server's engine produced them; otherwise `tokenizer` encodes each delta."""
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    given = getattr(chunks, "token_ids", None) if isinstance(tokenizer, ModelTokenizer) else None
-    out, pending = [], []
-    for k, chunk in enumerate(chunks):
-        if given is not None:
-            pending += given[k]
-        text = decoder.decode(chunk_bytes(chunk))
-        if text:
-            out.append((text, pending if given is not None else tokenizer.encode(text)))
-            pending = []
-    rest = decoder.decode(b"", final=True)
-    if rest or pending:
-        out.append((rest, pending if given is not None else tokenizer.encode(rest)))
-    return out
-
-
-class ToolCallEvents:
-    """Turns OpenAI-style tool-call deltas (index, id, name, arguments fragment) into conform
-    events, as a streaming client assembles them: a call starts at its first delta (which must
-    carry its name), its arguments are the concatenated fragments, and it ends with the stream.
-    """
-
-    def __init__(self):
-        self.out = []
-        self.calls = {}  # the engine's tool-call index -> [conform index, arguments so far]
-
-    def text(self, s):
-        if s:
-            self.out.append({"type": "text", "text": s})
-
-    def reasoning(self, s):
-        if s:
-            self.out.append({"type": "reasoning", "text": s})
-
-    def call(self, index, name, call_id, arguments):
-        call = self.calls.get(index)
-        if call is None:
-            if not name:
-                raise ValueError(f"tool call {index} streamed arguments before its name")
-            call = self.calls[index] = [len(self.calls), ""]
-            ev = {"type": "call_start", "index": call[0], "name": name}
-            if call_id:
-                ev["id"] = call_id
-            self.out.append(ev)
-        if arguments:
-            call[1] += arguments
-            self.out.append({"type": "args_delta", "index": call[0], "json": arguments})
-
-    def finish(self):
-        """Ends every call, as a client does when the stream ends. The engines report no errors:
-        arguments a client cannot read as a JSON object are one (`invalid_json`, or
-        `empty_arguments` when nothing came), and that call is not ended."""
-        for index, args in sorted(self.calls.values()):
-            try:
-                ok = isinstance(json.loads(args), dict)
-            except ValueError:
-                ok = False
-            if ok:
-                self.out.append({"type": "call_end", "index": index})
-            elif not args.strip():
-                self.out.append(
-                    {"type": "error", "kind": "empty_arguments", "message": "no arguments streamed"}
-                )
-            else:
-                self.out.append(
-                    {
-                        "type": "error",
-                        "kind": "invalid_json",
-                        "message": "the streamed arguments are not a JSON object",
-                    }
-                )
-        return self.out
-
-
-class Clock:
-    """Nanoseconds spent inside the engine's own calls (`engine_ns`, notes in engines.md)."""
-
-    def __init__(self):
-        self.ns = 0
-
-    def __call__(self, fn, *args, **kwargs):
-        t = time.perf_counter_ns()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            self.ns += time.perf_counter_ns() - t
 
 
 def check_token_ids(turn, tokenizer):
@@ -546,7 +437,7 @@ def check_token_ids(turn, tokenizer):
     if not ids or isinstance(tokenizer, ModelTokenizer):
         return
     sent = Counter(i for chunk in ids for i in chunk if i in tokenizer.by_id)
-    text = b"".join(chunk_bytes(c) for c in turn["chunks"]).decode("utf-8", errors="replace")
+    text = b"".join(turn["chunks"]).decode("utf-8", errors="replace")
     found = Counter(i for i in tokenizer.encode(text) if i in tokenizer.by_id)
     missing = found - sent
     if missing:
@@ -587,30 +478,69 @@ def variant_name(title, reasoning, overrides):
     return name + (f" ({shown})" if shown else "")
 
 
-def serve(name, formats, run_request):
-    """The protocol loop. `run_request(format, tools, turns, clock)` returns one event list per
-    turn, each turn a list of request chunks; its exceptions become `error` responses (a crash of
-    that replay only)."""
-    out = sys.stdout
-    for line in sys.stdin.buffer:
-        if not line.strip():
-            continue
-        msg = json.loads(line)
-        if msg.get("type") == "hello":
-            reply = {"type": "hello", "protocol": 2, "name": name, "formats": sorted(formats)}
-        else:
-            rid = msg.get("id")
-            clock = Clock()
-            try:
-                if msg.get("type") != "parse" or msg.get("format") not in formats:
-                    raise ValueError(f"cannot handle {msg.get('type')!r} for {msg.get('format')!r}")
-                turns = [TurnChunks(t) for t in msg["turns"]]
-                for raw, chunks in zip(msg["turns"], turns):
-                    check_token_ids(raw, tokenizer_for(msg["format"], chunks))
-                events = run_request(msg["format"], msg.get("tools") or [], turns, clock)
-                reply = {"type": "events", "id": rid, "turns": events, "engine_ns": clock.ns}
-            except Exception as e:  # the engine raised: a crash of this replay, the copy goes on
-                print(traceback.format_exc(limit=6), file=sys.stderr, flush=True)
-                reply = {"type": "error", "id": rid, "message": f"{type(e).__name__}: {e}"}
-        out.write(json.dumps(reply) + "\n")
-        out.flush()
+def delta_ids(delta, tokenizer):
+    """The ids a server's parser gets with a delta, in the model's vocabulary: conform's own
+    (`delta.token_ids`) when the turn was cut with the model's vocabulary and the engine's
+    tokenizer is that vocabulary (a ModelTokenizer); otherwise the delta's text encoded with the
+    format's minimal tokenizer (same cuts, the model's special ids)."""
+    if isinstance(tokenizer, ModelTokenizer) and delta.token_ids is not None:
+        return list(delta.token_ids)
+    return tokenizer.encode(delta.text)
+
+
+#: The tag that opens reasoning, per format, where its models think in the text.
+THINK_OPEN = {
+    "hermes": "<think>",
+    "qwen3_coder": "<think>",
+    "kimi_k2": "<think>",
+    "deepseek_v3": "<think>",
+    "deepseek_v31": "<think>",
+    "deepseek_v32": "<think>",
+    "deepseek_v4": "<think>",
+    "deepseek_v41": "<think>",
+    "glm45": "<think>",
+    "glm47": "<think>",
+    "minimax_m2": "<think>",
+    "seed_oss": "<seed:think>",
+    "mistral_v11": "[THINK]",
+}
+
+
+def thinking(fmt, mode, text):
+    """Whether the request switched thinking on: the case's `thinking` when it sets one; else
+    on when the template opened reasoning in the prompt (`starting_state: reasoning`) or the
+    transcript holds a think block, off otherwise (a transcript without one is what a
+    non-thinking request produces)."""
+    if "thinking" in mode:
+        return bool(mode["thinking"])
+    if mode.get("starting_state") == "reasoning":
+        return True
+    tag = THINK_OPEN.get(fmt)
+    return bool(tag) and tag in text
+
+
+def chat_template_kwargs(fmt, mode, text):
+    """The request's `chat_template_kwargs` as a client sets them for this case."""
+    on = thinking(fmt, mode, text)
+    return {"enable_thinking": on, "thinking": on}
+
+
+def opens_reasoning(mode):
+    """Whether the prompt ended inside reasoning (the template opened the think block)."""
+    return mode.get("starting_state") == "reasoning"
+
+
+class TurnView:
+    """What `check_token_ids` reads of a kit turn."""
+
+    def __init__(self, turn):
+        self.turn = turn
+
+    def get(self, key, default=None):
+        if key == "token_ids":
+            return self.turn.token_ids
+        if key == "chunks":
+            return self.turn.chunks
+        return default
+
+    __getitem__ = get

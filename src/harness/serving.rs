@@ -1,0 +1,228 @@
+//! What a server hands its parser, and along which path (`specs/engines.md` §1): an external
+//! parser that declares serving paths gets the whole input through its non-streaming entry
+//! point and token-aligned deltas through its streaming one, and every parser that is not
+//! conform's gets each turn only up to the token that ends it (a server's stop handling
+//! consumes `<|im_end|>`, `<|eot_id|>`, `</s>`… before its parser sees the text).
+
+use super::corpus::Case;
+use crate::backends::{Paths, ServingPath};
+use crate::formats::Format;
+use serde::{Deserialize, Serialize};
+
+/// Which replay of an external parser broke an invariant (absent for a parser that declares
+/// no serving paths, and for conform's own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplayPath {
+    /// The whole input through the non-streaming parser (`stream=false`).
+    Batch,
+    /// Token-aligned deltas through the streaming parser.
+    Stream,
+    /// The whole input as one streaming delta (a server coalescing deltas under load):
+    /// reported apart, never a failure of the case.
+    Coalesced,
+}
+
+impl ReplayPath {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReplayPath::Batch => "batch",
+            ReplayPath::Stream => "stream",
+            ReplayPath::Coalesced => "coalesced",
+        }
+    }
+
+    /// The serving path the replay goes through.
+    pub fn serving(self) -> ServingPath {
+        match self {
+            ReplayPath::Batch => ServingPath::Batch,
+            ReplayPath::Stream | ReplayPath::Coalesced => ServingPath::Stream,
+        }
+    }
+}
+
+/// How a parser's replays are routed, from the paths it declares.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Routes {
+    /// The whole input's path (the baseline), if paths are declared.
+    pub whole: Option<ReplayPath>,
+    /// The chunkings' path, if paths are declared and one streams.
+    pub chunked: Option<ReplayPath>,
+    /// Whether the chunkings are replayed at all (not for a parser with only a batch path).
+    pub chunkings: bool,
+    /// Whether a separate coalesced replay is made (a parser with both paths).
+    pub coalesced: bool,
+}
+
+impl Routes {
+    /// The routes for a parser declaring `paths`.
+    pub fn of(paths: Paths) -> Routes {
+        match (paths.batch, paths.stream) {
+            (false, false) => Routes {
+                chunkings: true,
+                ..Routes::default()
+            },
+            (true, true) => Routes {
+                whole: Some(ReplayPath::Batch),
+                chunked: Some(ReplayPath::Stream),
+                chunkings: true,
+                coalesced: true,
+            },
+            (true, false) => Routes {
+                whole: Some(ReplayPath::Batch),
+                ..Routes::default()
+            },
+            // Streaming only: the whole input is one streaming delta, the coalesced replay.
+            (false, true) => Routes {
+                whole: Some(ReplayPath::Coalesced),
+                chunked: Some(ReplayPath::Stream),
+                chunkings: true,
+                coalesced: false,
+            },
+        }
+    }
+
+    /// Whether the whole input is the coalesced replay, so what it breaks is reported apart.
+    pub fn whole_is_coalesced(self) -> bool {
+        self.whole == Some(ReplayPath::Coalesced)
+    }
+}
+
+/// Where a turn ends as a server's parser sees it: at the first of the format's stop tokens
+/// (the server consumed it and generated nothing after it), else at its end.
+pub fn served_len(format: &Format, turn: &[u8]) -> usize {
+    format
+        .stop_tokens
+        .iter()
+        .filter_map(|t| memchr::memmem::find(turn, t.as_bytes()))
+        .min()
+        .unwrap_or(turn.len())
+}
+
+/// The case as a server's parser receives it: each turn cut at its first stop token; `None`
+/// when no turn holds one (the case is served as it is).
+pub fn served_case(case: &Case, format: &Format) -> Option<Case> {
+    let lens: Vec<usize> = case.turns.iter().map(|t| served_len(format, t)).collect();
+    if lens.iter().zip(&case.turns).all(|(n, t)| *n == t.len()) {
+        return None;
+    }
+    let mut served = case.clone();
+    for (t, n) in served.turns.iter_mut().zip(lens) {
+        t.truncate(n);
+    }
+    Some(served)
+}
+
+/// What one turn of a failing replay folded to, kept in the report so that a verdict can be
+/// read (and a bug told apart from a policy) without replaying: text, reasoning, calls with
+/// their arguments as JSON text, error kinds and warnings (each string cut at
+/// [`GOT_MAX_CHARS`] characters).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Got {
+    /// The text.
+    pub text: String,
+    /// The reasoning, when the parser reports any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
+    /// The calls.
+    #[serde(default)]
+    pub calls: Vec<GotCall>,
+    /// The error kinds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<String>,
+    /// The warnings, `kind: message`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// One call of a [`Got`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GotCall {
+    /// The name.
+    pub name: String,
+    /// The id, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The arguments as JSON text (a string the parser could not read as JSON stays a JSON
+    /// string holding it).
+    pub arguments: String,
+}
+
+/// Longest string a [`Got`] keeps, in characters.
+pub const GOT_MAX_CHARS: usize = 2000;
+
+fn cut(s: &str) -> String {
+    match s.char_indices().nth(GOT_MAX_CHARS) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+impl Got {
+    /// The summary of a folded result.
+    pub fn of(r: &crate::event::ParseResult) -> Got {
+        Got {
+            text: cut(&r.text),
+            reasoning: r.reasoning.as_deref().map(cut),
+            calls: r
+                .calls
+                .iter()
+                .map(|c| GotCall {
+                    name: cut(&c.name),
+                    id: c.id.as_deref().map(cut),
+                    arguments: cut(&c.arguments.to_string()),
+                })
+                .collect(),
+            errors: r
+                .error_kinds()
+                .iter()
+                .map(|k| k.as_str().to_string())
+                .collect(),
+            warnings: r
+                .warnings
+                .iter()
+                .map(|w| cut(&format!("{}: {}", w.kind.as_str(), w.message)))
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_turn_is_served_up_to_its_first_stop_token() {
+        let f = crate::formats::by_id("hermes").unwrap();
+        assert_eq!(served_len(f, b"Hi.<|im_end|>"), 3);
+        assert_eq!(served_len(f, b"a<|endoftext|>b<|im_end|>"), 1);
+        assert_eq!(served_len(f, b"no stop"), 7);
+        let none = crate::formats::by_id("roo_xml").unwrap();
+        assert_eq!(served_len(none, b"x<|im_end|>"), 11);
+    }
+
+    #[test]
+    fn routes_follow_the_declared_paths() {
+        let both = Routes::of(Paths {
+            batch: true,
+            stream: true,
+        });
+        assert_eq!(both.whole, Some(ReplayPath::Batch));
+        assert_eq!(both.chunked, Some(ReplayPath::Stream));
+        assert!(both.coalesced && both.chunkings && !both.whole_is_coalesced());
+        let stream = Routes::of(Paths {
+            batch: false,
+            stream: true,
+        });
+        assert!(stream.whole_is_coalesced() && !stream.coalesced && stream.chunkings);
+        let batch = Routes::of(Paths {
+            batch: true,
+            stream: false,
+        });
+        assert!(!batch.chunkings && !batch.coalesced);
+        let none = Routes::of(Paths::default());
+        assert_eq!((none.whole, none.chunked), (None, None));
+        assert!(none.chunkings && !none.coalesced);
+    }
+}
