@@ -69,11 +69,11 @@ fn the_matrix_of_a_fake_engine_classes_its_failures_and_names_a_failed_setup() {
         "{md}"
     );
     assert!(
-        md.contains("| fake-stream (0.0.1) | 2/4 (+1 policy) |"),
+        md.contains("| fake-stream (0.0.1) | 2/4 · 1 bug in 1 case · +1 policy |"),
         "{md}"
     );
     assert!(
-        md.contains("| fake-drop (0.0.1) | 1/4 (+1 policy) |"),
+        md.contains("| fake-drop (0.0.1) | 1/4 · 2 bugs in 2 cases · +1 policy |"),
         "{md}"
     );
     assert!(
@@ -132,7 +132,7 @@ fn the_matrix_of_a_fake_engine_classes_its_failures_and_names_a_failed_setup() {
     let top = std::fs::read_to_string(&readme).unwrap();
     assert!(!top.contains("old") && top.ends_with("\n\nrest\n"), "{top}");
     assert!(
-        top.contains("| fake-drop (0.0.1) | 1/4 (+1 policy) |"),
+        top.contains("| fake-drop (0.0.1) | 1/4 · 2 bugs in 2 cases · +1 policy |"),
         "{top}"
     );
     assert!(top.contains("Generated "), "{top}");
