@@ -3,8 +3,8 @@
 //! tool's argument object), whatever the format (`specs/corpus.md` §1.2, rules G1–G7).
 //!
 //! One grammar over the family's driver, so the payload is read by the family's readers: a
-//! named payload by the [`ObjectReader`] (streamed as it arrives), each element of a required
-//! array by the [`EnvelopeReader`] (`parameters` or `arguments`, key order free). The format
+//! named payload by the `ObjectReader` (streamed as it arrives), each element of a required
+//! array by the `EnvelopeReader` (`parameters` or `arguments`, key order free). The format
 //! contributes only its delimiters, which are stripped where they wrap the payload, and its
 //! reasoning layer, which `formats::modes` puts in front. A payload that is not one is text:
 //! nothing the model wrote is lost, and the error says why it is not a call.
