@@ -793,7 +793,7 @@ fn is_name(name: &str) -> bool {
 /// quotes, numbers, booleans and null bare), then the text, then the first stop token when
 /// there are calls. Refuses what would not parse back: a marker or reasoning tag in the text,
 /// whitespace-only text beside calls, ids, servers, names outside `[A-Za-z0-9_.-]+`, strings
-/// or keys holding the quote, nesting beyond the parser's limit.
+/// or keys holding the quote, names, keys or nesting beyond the parser's default limits.
 pub fn render(d: &'static Dialect, text: &str, calls: &[ToolCall]) -> Result<Vec<u8>, String> {
     if let Some(m) = d.markers().into_iter().find(|m| text.contains(m)) {
         return Err(format!("the text contains the marker {m}"));
@@ -811,6 +811,9 @@ pub fn render(d: &'static Dialect, text: &str, calls: &[ToolCall]) -> Result<Vec
         }
         if !is_name(&c.name) {
             return Err(format!("the name {:?} is not [A-Za-z0-9_.-]+", c.name));
+        }
+        if "call:".len() + c.name.len() > Config::default().max_header_bytes {
+            return Err("the name is longer than the parser reads by default".into());
         }
         let Value::Object(args) = &c.arguments else {
             return Err("arguments must be a JSON object".into());
@@ -851,6 +854,12 @@ fn write_members(
                 matches!(b, b'{' | b'}' | b'[' | b']' | b',' | b':' | b'"')
                     || b == quote.as_bytes()[0]
             });
+        if k.len() > Config::default().max_key_bytes {
+            return Err(format!(
+                "a key of {} bytes is longer than the parser reads by default",
+                k.len()
+            ));
+        }
         if bare {
             out.push_str(k);
         } else if k.contains(quote) {

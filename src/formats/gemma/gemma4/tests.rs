@@ -423,6 +423,9 @@ fn the_renderer_writes_the_template_and_refuses_what_would_not_parse_back() {
         ("", call("get weather", json!({}))),
         ("", call("f", json!({"a": Q}))),
         ("", call("f", json!([1]))),
+        // Beyond the default limits the parser would answer limit_exceeded.
+        ("", call(&"f".repeat(1100), json!({}))),
+        ("", call("f", json!({ "k".repeat(1025): 1 }))),
     ] {
         assert!(render(text, &[c], &Tools::default()).is_err(), "{text:?}");
     }
