@@ -371,7 +371,6 @@ impl Policies {
     }
 }
 
-
 /// The page as blocks.
 /// The pages of a matrix: the Markdown page (failures in one file per parser, linked), the
 /// HTML page (everything inline), and each parser's failures file (`<parser>/FAILURES.md`).
@@ -1580,7 +1579,9 @@ mod tests {
         let p = Policies::of(&e);
         assert_eq!(
             p.for_format("deepseek_v32"),
-            [PolicyKind::Errors, PolicyKind::Typing].into_iter().collect()
+            [PolicyKind::Errors, PolicyKind::Typing]
+                .into_iter()
+                .collect()
         );
         assert_eq!(
             p.for_format("qwen3_coder"),
