@@ -101,10 +101,12 @@ pub fn served_len(format: &Format, turn: &[u8]) -> usize {
 }
 
 /// The case as a server's parser receives it: each turn cut at its first stop token; `None`
-/// when no turn holds one (the case is served as it is). A turn whose expected text, reasoning
-/// or arguments hold a stop token's text is not cut: the case says the model wrote those
-/// characters as content (ordinary tokens, on which no server stops), and judging the engine
-/// on the part before them against the whole expectation would blame it for conform's cut.
+/// when no turn holds one (the case is served as it is). A turn whose expected calls hold a
+/// stop token's text in a name or an argument is not cut: the case says the model wrote those
+/// characters inside a call (ordinary tokens, on which no server stops), and judging the
+/// engine on the part before them against the whole expectation would blame it for conform's
+/// cut. (A stop token the expected text keeps is cut as usual: the server consumes it there,
+/// which the `stop_token` policy knows.)
 pub fn served_case(case: &Case, format: &Format) -> Option<Case> {
     let lens: Vec<usize> = case
         .turns
@@ -129,12 +131,9 @@ pub fn served_case(case: &Case, format: &Format) -> Option<Case> {
     Some(served)
 }
 
-/// Whether an expectation's content (text, reasoning, call names and arguments) holds one of
-/// the format's stop tokens.
+/// Whether an expectation's calls (names and arguments) hold one of the format's stop tokens.
 fn holds_stop_token(format: &Format, e: &super::corpus::Expectation) -> bool {
     let mut content: Vec<String> = Vec::new();
-    content.extend(e.text.iter().cloned());
-    content.extend(e.reasoning.iter().cloned());
     for c in e.calls.iter().flatten() {
         content.push(c.name.clone());
         content.push(c.arguments.to_string());
@@ -254,6 +253,13 @@ mod tests {
         ends.expects[0].as_mut().unwrap().text = Some(String::new());
         let served = served_case(&ends, f).expect("cut at the stop token");
         assert!(served.turns[0].len() < case.turns[0].len());
+        // A stop token the expected text keeps is where the server stops: cut.
+        let k2 = crate::formats::by_id("kimi_k2").unwrap();
+        let c = crate::harness::corpus::load(
+            &["corpus/kimi_k2/y_text_im_end_after_section.txt".to_string()],
+            &crate::harness::corpus::LoadOptions::default(),
+        );
+        assert!(served_case(&c.cases[0], k2).is_some());
     }
 
     #[test]
