@@ -2199,7 +2199,12 @@ mod tests {
         assert_eq!(r.status, Status::Fail);
         let v = &r.violations[0];
         assert_eq!(v.path, Some(ReplayPath::Stream));
-        assert_eq!(v.cuts.iter().map(Vec::len).sum::<usize>(), 1, "{:?}", v.cuts);
+        assert_eq!(
+            v.cuts.iter().map(Vec::len).sum::<usize>(),
+            1,
+            "{:?}",
+            v.cuts
+        );
         assert!(v.replay.contains("--cuts"), "{}", v.replay);
     }
 

@@ -16,6 +16,7 @@
 
 pub mod deepseek_v3;
 pub mod deepseek_v31;
+pub mod granite4;
 pub mod guided;
 pub mod hermes;
 pub mod kimi_k2;
@@ -1547,8 +1548,9 @@ mod tests {
     use crate::tools::Tools;
     use proptest::prelude::*;
 
-    const FAMILY: [&str; 7] = [
+    const FAMILY: [&str; 8] = [
         "hermes",
+        "granite4",
         "llama3_json",
         "mistral",
         "mistral_v11",
