@@ -59,6 +59,7 @@ PARSERS = {
     "gemma4": "gemma4",
     "minimax_m3": "minimax_m3",
     "kimi_k3": "kimi_k3",
+    "granite4": "granite4",
 }
 
 #: conform format id -> vLLM `--reasoning-parser` name, for the `--reasoning` variant: the
