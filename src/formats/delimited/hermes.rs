@@ -100,6 +100,7 @@ impl Hermes {
             missing_arguments: self.cfg.missing_arguments,
             string_arguments: self.cfg.string_arguments,
             text_unless_named: false,
+            keyed: false,
         };
         cx.open(EnvelopeReader::boxed(opts, &cx.limits));
         self.state = State::Body;

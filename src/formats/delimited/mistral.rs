@@ -78,6 +78,7 @@ impl Mistral {
             missing_arguments: self.cfg.missing_arguments,
             string_arguments: false,
             text_unless_named: false,
+            keyed: false,
         };
         cx.open(EnvelopeReader::boxed(opts, &cx.limits));
         self.state = State::Reading { single };
