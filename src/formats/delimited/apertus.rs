@@ -226,12 +226,15 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
     Ok(out.into_bytes())
 }
 
-/// Apertus' reasoning, `<|inner_prefix|>…<|inner_suffix|>` (special tokens; on by default). The
-/// unused `<think>`/`</think>` of its vocabulary are text, never reasoning (mlx-lm#1663).
+/// Apertus' reasoning, `<|inner_prefix|>…<|inner_suffix|>` (special tokens; on by default). A
+/// tool section inside it is an internal tool call, a call (the apertus_format docs: the inner
+/// section holds "internal tool calls"), after which the reasoning goes on. The unused
+/// `<think>`/`</think>` of its vocabulary are text, never reasoning (mlx-lm#1663).
 pub static REASONING: Syntax = Syntax {
     pairs: &[(INNER_PREFIX, INNER_SUFFIX)],
     call_markers: &[TOOLS_PREFIX],
     on_by_default: true,
+    call_ends: &[TOOLS_SUFFIX],
 };
 
 /// What sets apertus apart; its registry entry follows.
@@ -305,6 +308,38 @@ mod tests {
         assert!(r.errors.is_empty() && r.warnings.is_empty(), "{r:?}");
         let r = every_cut(&mk, b"<think>x</think>y").0;
         assert_eq!(r.text, "<think>x</think>y");
+    }
+
+    #[test]
+    fn internal_calls_inside_reasoning_run_and_the_block_goes_on() {
+        let mk = || reasoning::wrap(parser(Config::default()), &REASONING);
+        let r = every_cut(
+            &mk,
+            b"<|inner_prefix|>a<|tools_prefix|>[{\"f\": {\"s\": \"<|tools_suffix|><|inner_suffix|>\"}}]<|tools_suffix|>b<|inner_suffix|>c",
+        )
+        .0;
+        assert_eq!(r.reasoning_text(), "ab");
+        assert_eq!(r.text, "c");
+        assert_eq!(
+            r.calls[0].arguments,
+            json!({"s": "<|tools_suffix|><|inner_suffix|>"})
+        );
+        assert!(r.errors.is_empty() && r.warnings.is_empty(), "{r:?}");
+        // The turn pausing after an internal call leaves no unterminated reasoning; reasoning
+        // written after the call does.
+        let r = every_cut(
+            &mk,
+            b"<|inner_prefix|>a<|tools_prefix|>[{\"f\": {}}]<|tools_suffix|>\n",
+        )
+        .0;
+        assert_eq!(r.calls.len(), 1);
+        assert!(r.warnings.is_empty(), "{r:?}");
+        let r = every_cut(
+            &mk,
+            b"<|inner_prefix|>a<|tools_prefix|>[{\"f\": {}}]<|tools_suffix|>more",
+        )
+        .0;
+        assert_eq!(warnings(&r), ["unterminated_reasoning"]);
     }
 
     #[test]

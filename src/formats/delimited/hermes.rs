@@ -293,6 +293,7 @@ pub static REASONING: Syntax = Syntax {
     pairs: &[("<think>", "</think>")],
     call_markers: &[OPEN],
     on_by_default: true,
+    call_ends: &[],
 };
 
 /// What sets hermes apart; its registry entry follows.

@@ -274,6 +274,7 @@ pub static REASONING: Syntax = Syntax {
     pairs: &[("[THINK]", "[/THINK]")],
     call_markers: &[TOOL_CALLS],
     on_by_default: true,
+    call_ends: &[],
 };
 
 /// What sets mistral apart; its registry entry follows.
