@@ -1661,11 +1661,7 @@ impl ValueReader for CallArrayReader {
                 self.elem = None;
                 self.at = Between::After;
                 match end {
-                    ValueEnd::Done { index } => {
-                        if let Some(k) = index {
-                            cx.end_call(k, out);
-                        }
-                    }
+                    ValueEnd::Done { index: Some(k) } => cx.end_call(k, out),
                     ValueEnd::Failed {
                         kind,
                         message,
