@@ -61,6 +61,8 @@ PARSERS = {
     "kimi_k3": "kimi_k3",
     "functiongemma": "functiongemma",
     "muse_glimmer": "muse_glimmer",
+    "granite4": "granite4",
+    "apertus": "apertus",
 }
 
 #: conform format id -> vLLM `--reasoning-parser` name, for the `--reasoning` variant: the

@@ -223,4 +223,10 @@ pub struct Syntax {
     pub call_markers: &'static [&'static str],
     /// Whether the layer is on by default: on for the formats whose models think by default.
     pub on_by_default: bool,
+    /// The markers that end a call section, for a format whose models call tools while they
+    /// think (Apertus' "internal tool calls"): when not empty, a call marker inside reasoning
+    /// opens a call that the format's parser reads, and the block resumes once that parser is
+    /// back at text after one of these markers. Empty: `call_markers` inside reasoning are
+    /// never calls.
+    pub call_ends: &'static [&'static str],
 }

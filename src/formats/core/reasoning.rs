@@ -103,6 +103,9 @@ enum State {
     Outside,
     /// Inside a block opened by pair `Some(i)`, or by the prompt (`None`: any close tag ends it).
     Inside(Option<usize>),
+    /// A call section inside that block ([`Syntax::call_ends`]): bytes go to the format's
+    /// parser until it is back at text after a call end.
+    Call(Option<usize>),
 }
 
 /// What the bytes at a candidate position are.
@@ -110,6 +113,7 @@ enum Tag {
     Open(usize, usize),
     Close(usize),
     Call(usize),
+    CallEnd(usize),
     Not,
     NeedMore,
 }
@@ -142,6 +146,9 @@ pub struct Reasoned<P> {
     longest: usize,
     /// The turn has ended: a tag prefix is what it is, no longer tag can follow.
     eof: bool,
+    /// Nothing but whitespace in the block since a call section inside it ended: a turn that
+    /// ends here paused to run the calls, its block is not cut short.
+    after_call: bool,
 }
 
 impl<P: StreamParser> Reasoned<P> {
@@ -153,7 +160,8 @@ impl<P: StreamParser> Reasoned<P> {
             .pairs
             .iter()
             .flat_map(|(o, c)| [*o, *c])
-            .chain(syntax.call_markers.iter().copied());
+            .chain(syntax.call_markers.iter().copied())
+            .chain(syntax.call_ends.iter().copied());
         for t in all {
             if let Some(&b) = t.as_bytes().first()
                 && !first.contains(&b)
@@ -180,6 +188,7 @@ impl<P: StreamParser> Reasoned<P> {
             first: ByteSet::new(first),
             longest,
             eof: false,
+            after_call: false,
         }
     }
 
@@ -239,6 +248,11 @@ impl<P: StreamParser> Reasoned<P> {
                 }
                 for m in self.syntax.call_markers {
                     test(m, Tag::Call(m.len()));
+                }
+            }
+            State::Call(_) => {
+                for m in self.syntax.call_ends {
+                    test(m, Tag::CallEnd(m.len()));
                 }
             }
         }
@@ -305,8 +319,13 @@ impl<P: StreamParser> Reasoned<P> {
         }
         self.pos += s.len() as u64;
         match self.state {
-            State::Outside => self.inner.feed(s, out),
-            State::Inside(_) => self.reason(s, out),
+            State::Outside | State::Call(_) => self.inner.feed(s, out),
+            State::Inside(_) => {
+                if self.after_call && !s.iter().all(u8::is_ascii_whitespace) {
+                    self.after_call = false;
+                }
+                self.reason(s, out)
+            }
         }
     }
 
@@ -329,6 +348,7 @@ impl<P: StreamParser> Reasoned<P> {
                 self.pos += len as u64;
                 self.state = State::Inside(Some(pair));
                 self.call_reported = false;
+                self.after_call = false;
                 self.at_start = false;
                 len
             }
@@ -350,6 +370,26 @@ impl<P: StreamParser> Reasoned<P> {
                 } else {
                     self.flush_utf8(out);
                     self.state = State::Outside;
+                }
+                len
+            }
+            Tag::Call(len) if !self.syntax.call_ends.is_empty() => {
+                // The format's models call tools while they think: a call, and the block
+                // goes on after it.
+                self.flush_utf8(out);
+                if let State::Inside(pair) = self.state {
+                    self.state = State::Call(pair);
+                }
+                self.pass(&s[..len], out);
+                len
+            }
+            Tag::CallEnd(len) => {
+                self.pass(&s[..len], out);
+                if let State::Call(pair) = self.state
+                    && self.inner.at_text()
+                {
+                    self.state = State::Inside(pair);
+                    self.after_call = true;
                 }
                 len
             }
@@ -466,7 +506,9 @@ impl<P: StreamParser> StreamParser for Reasoned<P> {
             self.eof = true;
             self.run(&held, out);
             self.eof = false;
-            if let State::Inside(_) = self.state {
+            if let State::Inside(_) = self.state
+                && !self.after_call
+            {
                 self.flush_utf8(out);
                 let msg = "the turn ended inside a reasoning block".to_string();
                 if self.cfg.unterminated_reasoning {
@@ -482,6 +524,7 @@ impl<P: StreamParser> StreamParser for Reasoned<P> {
         self.pos = 0;
         self.call_reported = false;
         self.at_start = true;
+        self.after_call = false;
     }
 
     fn at_text(&self) -> bool {
@@ -511,6 +554,7 @@ mod tests {
         pairs: &[("<think>", "</think>"), ("◁think▷", "◁/think▷")],
         call_markers: &["<call>"],
         on_by_default: true,
+        call_ends: &[],
     };
 
     fn parse_cfg(cfg: Config, s: &str) -> ParseResult {
@@ -624,6 +668,7 @@ mod tests {
         pairs: &[("<c>thought\n", "</c>"), ("<c>", "</c>")],
         call_markers: &["<call>"],
         on_by_default: true,
+        call_ends: &[],
     };
 
     fn parse_labelled(s: &str) -> ParseResult {

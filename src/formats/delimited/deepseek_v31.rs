@@ -531,6 +531,7 @@ pub static REASONING: Syntax = Syntax {
     pairs: &[("<think>", "</think>")],
     call_markers: &[CALLS_BEGIN, CALL_BEGIN],
     on_by_default: true,
+    call_ends: &[],
 };
 
 /// The reasoning layer's options of both DeepSeek V3 formats (`reasoning.NAME`).

@@ -155,6 +155,7 @@ impl Guided {
                     missing_arguments: self.cfg.missing_arguments,
                     string_arguments: false,
                     text_unless_named: false,
+                    keyed: false,
                 },
                 &cx.limits,
             )),

@@ -100,6 +100,7 @@ impl Hermes {
             missing_arguments: self.cfg.missing_arguments,
             string_arguments: self.cfg.string_arguments,
             text_unless_named: false,
+            keyed: false,
         };
         cx.open(EnvelopeReader::boxed(opts, &cx.limits));
         self.state = State::Body;
@@ -244,16 +245,27 @@ pub fn parser(cfg: Config) -> impl StreamParser {
 /// Renders text and calls in the template's form: text, then per call
 /// `<tool_call>\n{"name": …, "arguments": …}\n</tool_call>`, calls separated by a newline.
 pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>, String> {
+    render_blocks(text, calls, Some(&REASONING), "hermes")
+}
+
+/// The renderer of the `<tool_call>` grammar for a format (`id`, for messages) whose text is
+/// also read by the reasoning layer `reasoning` (its tags are refused in the text).
+pub(crate) fn render_blocks(
+    text: &str,
+    calls: &[ToolCall],
+    reasoning: Option<&Syntax>,
+    id: &str,
+) -> Result<Vec<u8>, String> {
     if let Some(m) = MARKERS.iter().find(|m| text.contains(*m)) {
         return Err(format!("the text contains the marker {m}"));
     }
-    if let Some(t) = REASONING.tag_in(text) {
+    if let Some(t) = reasoning.and_then(|r| r.tag_in(text)) {
         return Err(format!("the text contains the reasoning tag {t}"));
     }
     let mut out = String::from(text);
     for (k, c) in calls.iter().enumerate() {
         if c.id.is_some() || c.server.is_some() {
-            return Err("hermes carries no call ids or servers".into());
+            return Err(format!("{id} carries no call ids or servers"));
         }
         if c.name.is_empty() {
             return Err("a call needs a name".into());
@@ -281,6 +293,7 @@ pub static REASONING: Syntax = Syntax {
     pairs: &[("<think>", "</think>")],
     call_markers: &[OPEN],
     on_by_default: true,
+    call_ends: &[],
 };
 
 /// What sets hermes apart; its registry entry follows.

@@ -715,6 +715,7 @@ pub static REASONING: Syntax = Syntax {
     pairs: &[("<think>", "</think>"), ("◁think▷", "◁/think▷")],
     call_markers: &[SECTION_BEGIN, CALL_BEGIN, SECTION_BEGIN_SINGULAR],
     on_by_default: true,
+    call_ends: &[],
 };
 
 /// kimi_k2's registry data.

@@ -63,6 +63,7 @@ fn open_call(cx: &mut Cx) {
         missing_arguments: false,
         string_arguments: false,
         text_unless_named: true,
+        keyed: false,
     };
     cx.open(EnvelopeReader::boxed(opts, &cx.limits));
 }

@@ -78,6 +78,7 @@ impl Mistral {
             missing_arguments: self.cfg.missing_arguments,
             string_arguments: false,
             text_unless_named: false,
+            keyed: false,
         };
         cx.open(EnvelopeReader::boxed(opts, &cx.limits));
         self.state = State::Reading { single };
@@ -273,6 +274,7 @@ pub static REASONING: Syntax = Syntax {
     pairs: &[("[THINK]", "[/THINK]")],
     call_markers: &[TOOL_CALLS],
     on_by_default: true,
+    call_ends: &[],
 };
 
 /// What sets mistral apart; its registry entry follows.

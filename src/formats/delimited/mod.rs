@@ -14,8 +14,10 @@
 //! parser and find the value's end with a string-aware structural scan of the validated
 //! prefix, so each byte is looked at a bounded number of times whatever the cuts.
 
+pub mod apertus;
 pub mod deepseek_v3;
 pub mod deepseek_v31;
+pub mod granite4;
 pub mod guided;
 pub mod hermes;
 pub mod kimi_k2;
@@ -1005,6 +1007,10 @@ pub(crate) struct EnvelopeOptions {
     pub string_arguments: bool,
     /// An object without a `name` key is text, not a call (and so is one broken before it).
     pub text_unless_named: bool,
+    /// The keyed shape `{"NAME": {…arguments…}}` (Apertus): the object's one key is the name
+    /// (held to the header limit), its value the arguments; a second key is `invalid_json`.
+    /// `args_keys` then names nothing: its first entry stands for the key, whatever it is.
+    pub keyed: bool,
 }
 
 /// Reads a call object `{"name": …, "arguments": {…}}`, streaming the arguments once the
@@ -1016,6 +1022,8 @@ pub(crate) struct EnvelopeReader {
     slot: Slot,
     /// The current key's raw text (between its quotes), or `None` once it is too long.
     key: Option<String>,
+    /// Longest key kept, in escaped bytes: the header limit for a keyed object's name.
+    key_cap: usize,
     /// The key's last byte so far is an escaping backslash.
     key_esc: bool,
     field: Field,
@@ -1055,6 +1063,11 @@ impl EnvelopeReader {
             nest: Nesting::default(),
             slot: Slot::Open,
             key: Some(String::new()),
+            key_cap: if opts.keyed {
+                limits.max_header_bytes
+            } else {
+                256
+            },
             key_esc: false,
             field: Field::Other,
             capture: String::new(),
@@ -1106,7 +1119,10 @@ impl EnvelopeReader {
     }
 
     /// A key ended: decide its field.
-    fn key_done(&mut self) {
+    fn key_done(&mut self, cx: &mut Cx, out: &mut dyn Sink) {
+        if self.opts.keyed {
+            return self.name_key_done(cx, out);
+        }
         let key = match self.key.take() {
             Some(k) if k.contains('\\') => {
                 serde_json::from_str::<String>(&format!("\"{k}\"")).unwrap_or_default()
@@ -1154,6 +1170,48 @@ impl EnvelopeReader {
                 None => Field::Other,
             },
         };
+    }
+
+    /// A key of a keyed object (`EnvelopeOptions::keyed`) ended: the first is the call's name
+    /// (the call starts now), any other makes the object ambiguous.
+    fn name_key_done(&mut self, cx: &mut Cx, out: &mut dyn Sink) {
+        let raw = self.key.take();
+        self.key = Some(String::new());
+        self.raw = None;
+        if self.name_seen {
+            self.problem(
+                ErrorKind::InvalidJson,
+                format!("the call object at byte {} has more than one key", self.at),
+            );
+            self.field = Field::Other;
+            return;
+        }
+        self.name_seen = true;
+        self.args_key = Some(0);
+        self.field = Field::Args(0);
+        let name = match raw {
+            None => {
+                return self.problem(
+                    ErrorKind::LimitExceeded,
+                    format!(
+                        "the name (key) of the call object at byte {} is longer than {} bytes",
+                        self.at, cx.limits.max_header_bytes
+                    ),
+                );
+            }
+            Some(k) if k.contains('\\') => {
+                serde_json::from_str::<String>(&format!("\"{k}\"")).unwrap_or_default()
+            }
+            Some(k) => k,
+        };
+        if name.is_empty() {
+            return self.problem(
+                ErrorKind::MissingName,
+                format!("the call object at byte {} has an empty name", self.at),
+            );
+        }
+        self.name = Some(name);
+        self.try_start(false, cx, out);
     }
 
     /// The first byte of a value.
@@ -1305,7 +1363,7 @@ impl EnvelopeReader {
                                 self.key_bytes("\\");
                                 self.key_esc = true;
                             } else {
-                                self.key_done();
+                                self.key_done(cx, out);
                                 self.slot = Slot::Colon;
                             }
                         }
@@ -1343,7 +1401,7 @@ impl EnvelopeReader {
     /// Bytes of a key: kept while short, else the key is just "too long".
     fn key_bytes(&mut self, s: &str) {
         if let Some(k) = &mut self.key {
-            if k.len() + s.len() > 256 {
+            if k.len() + s.len() > self.key_cap {
                 self.key = None;
             } else {
                 k.push_str(s);
@@ -1539,6 +1597,160 @@ impl ValueReader for EnvelopeReader {
     }
 }
 
+/// Where a [`CallArrayReader`] is between its elements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Between {
+    /// Before `[`.
+    Open,
+    /// After `[`: an element or `]`.
+    First,
+    /// After `,`: an element.
+    Next,
+    /// After an element: `,` or `]`.
+    After,
+}
+
+/// Reads a JSON array of call objects, `[{…}, {…}]`, each element by an [`EnvelopeReader`]
+/// (streamed as it arrives, its `CallEnd` as soon as it ends): the array capability of the
+/// family, for formats whose calls are one JSON array between delimiters (apertus). An element
+/// that is valid JSON of the wrong shape is one error and the array goes on; broken JSON ends
+/// the array with `Failed` (reported already: the grammar gets an empty message) and hands the
+/// offending bytes back. `Done { index: None }` is the array's `]`.
+pub(crate) struct CallArrayReader {
+    opts: EnvelopeOptions,
+    at: Between,
+    elem: Option<Box<EnvelopeReader>>,
+}
+
+impl CallArrayReader {
+    /// A reader for one array whose elements look like `opts`.
+    pub fn boxed(opts: EnvelopeOptions) -> Box<Self> {
+        Box::new(CallArrayReader {
+            opts,
+            at: Between::Open,
+            elem: None,
+        })
+    }
+
+    /// Broken array syntax at `pos` (reported here; the grammar gets an empty message).
+    fn broken(&self, what: &str, cx: &mut Cx, pos: usize, out: &mut dyn Sink) -> ValueEnd {
+        out.push(Event::error(
+            ErrorKind::InvalidJson,
+            format!("{what} at byte {}", cx.pos + pos as u64),
+        ));
+        ValueEnd::Failed {
+            kind: ErrorKind::InvalidJson,
+            message: String::new(),
+            complete: false,
+        }
+    }
+}
+
+impl ValueReader for CallArrayReader {
+    fn feed(&mut self, s: &str, cx: &mut Cx, out: &mut dyn Sink) -> (usize, Option<ValueEnd>) {
+        let b = s.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            if let Some(e) = self.elem.as_mut() {
+                // The element's offsets are the driver's plus what this piece consumed so far.
+                cx.pos += i as u64;
+                let (n, end) = e.feed(&s[i..], cx, out);
+                cx.pos -= i as u64;
+                i += n;
+                let Some(end) = end else { continue };
+                self.elem = None;
+                self.at = Between::After;
+                match end {
+                    ValueEnd::Done { index: Some(k) } => cx.end_call(k, out),
+                    ValueEnd::Failed {
+                        kind,
+                        message,
+                        complete,
+                    } => {
+                        cx.report(kind, &message, out);
+                        if !complete {
+                            return (
+                                i,
+                                Some(ValueEnd::Failed {
+                                    kind,
+                                    message: String::new(),
+                                    complete: false,
+                                }),
+                            );
+                        }
+                    }
+                    // Elements open at their `{` and are never read as text.
+                    _ => {}
+                }
+                continue;
+            }
+            let c = b[i];
+            if is_ws(c) {
+                i += 1;
+                continue;
+            }
+            match (self.at, c) {
+                (Between::Open, b'[') => self.at = Between::First,
+                (Between::Open, _) => return (i, Some(ValueEnd::NotAValue)),
+                (Between::First | Between::Next, b'{') => {
+                    self.elem = Some(EnvelopeReader::boxed(self.opts, &cx.limits));
+                    continue;
+                }
+                (Between::First, b']') => return (i + 1, Some(ValueEnd::Done { index: None })),
+                (Between::Next, b']') => {
+                    return (
+                        i,
+                        Some(self.broken("a trailing comma in the array of calls", cx, i, out)),
+                    );
+                }
+                (Between::After, b',') => self.at = Between::Next,
+                (Between::After, b']') => return (i + 1, Some(ValueEnd::Done { index: None })),
+                (Between::After, _) => {
+                    return (
+                        i,
+                        Some(self.broken("expected `,` or `]` in the array of calls", cx, i, out)),
+                    );
+                }
+                (_, _) => {
+                    return (
+                        i,
+                        Some(self.broken(
+                            "an element of the array of calls is not an object",
+                            cx,
+                            i,
+                            out,
+                        )),
+                    );
+                }
+            }
+            i += 1;
+        }
+        (b.len(), None)
+    }
+
+    fn eof(&mut self, cx: &mut Cx, out: &mut dyn Sink) -> ValueEnd {
+        match self.elem.as_mut() {
+            Some(e) => e.eof(cx, out),
+            None => ValueEnd::Cut { index: None },
+        }
+    }
+
+    fn spoil(&mut self) {
+        // Invalid UTF-8 between elements is reported by the driver and spoils no call.
+        if let Some(e) = self.elem.as_mut() {
+            e.spoil();
+        }
+    }
+
+    #[inline]
+    fn stream(&mut self, s: &str, cx: &Cx, out: &mut dyn Sink) -> bool {
+        match self.elem.as_mut() {
+            Some(e) => e.stream(s, cx, out),
+            None => false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::event::ParseResult;
@@ -1547,8 +1759,10 @@ mod tests {
     use crate::tools::Tools;
     use proptest::prelude::*;
 
-    const FAMILY: [&str; 7] = [
+    const FAMILY: [&str; 9] = [
         "hermes",
+        "granite4",
+        "apertus",
         "llama3_json",
         "mistral",
         "mistral_v11",
@@ -1567,6 +1781,10 @@ mod tests {
             Just(b"[CALL_ID]".to_vec()),
             Just(b"<|python_tag|>".to_vec()),
             Just(b"<|eot_id|>".to_vec()),
+            Just(b"<|tools_prefix|>".to_vec()),
+            Just(b"<|tools_suffix|>".to_vec()),
+            Just(b"<|inner_prefix|>".to_vec()),
+            Just(b"[{\"f\": {\"a\": [1]}}, {\"g\": {}}]".to_vec()),
             Just(b"<|python_start|>".to_vec()),
             Just("<｜tool▁calls▁begin｜>".as_bytes().to_vec()),
             Just("<｜tool▁call▁begin｜>".as_bytes().to_vec()),

@@ -55,6 +55,7 @@ pub static REASONING: Syntax = Syntax {
     ],
     call_markers: &[CALL_OPEN],
     on_by_default: true,
+    call_ends: &[],
 };
 
 /// Gemma 4's default options: the family's, with its reasoning syntax's layer defaults and a

@@ -18,6 +18,7 @@ pub static REASONING: Syntax = Syntax {
     pairs: &[("<think>", "</think>")],
     call_markers: &["<｜DSML｜function_calls>", "<｜DSML｜invoke name="],
     on_by_default: true,
+    call_ends: &[],
 };
 
 /// The grammar: the fullwidth DSML dialect only (`｜` is U+FF5C); `string="true"` values

@@ -28,6 +28,7 @@ pub static REASONING: Syntax = Syntax {
     pairs: &[("<think>", "</think>")],
     call_markers: &["<｜DSML｜tool_calls>", "<｜DSML｜invoke name="],
     on_by_default: true,
+    call_ends: &[],
 };
 
 /// The grammar: the fullwidth DSML dialect with the block `tool_calls` (`｜` is U+FF5C);

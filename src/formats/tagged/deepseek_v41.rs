@@ -26,6 +26,7 @@ pub static REASONING: Syntax = Syntax {
     pairs: &[("<think>", "</think>")],
     call_markers: &["<｜DSML｜ calls>", "<｜DSML｜ invoke name="],
     on_by_default: true,
+    call_ends: &[],
 };
 
 /// The grammar: the spaced DSML dialect, exactly one space after the sentinel; V4's typing by

@@ -19,6 +19,7 @@ pub static REASONING: Syntax = Syntax {
     pairs: &[("<think>", "</think>")],
     call_markers: &["<tool_call>"],
     on_by_default: true,
+    call_ends: &[],
 };
 
 /// The grammar shared by `glm45` and `glm47`: the block is the call, its name is the text

@@ -19,6 +19,7 @@ pub static REASONING: Syntax = Syntax {
     pairs: &[("<think>", "</think>")],
     call_markers: &["<minimax:tool_call>", "<invoke name="],
     on_by_default: true,
+    call_ends: &[],
 };
 
 /// The grammar: `<invoke name="…">` calls inside one `<minimax:tool_call>` block, quoted

@@ -31,6 +31,7 @@ pub static REASONING: Syntax = Syntax {
     pairs: &[("<mm:think>", "</mm:think>")],
     call_markers: &["]<]minimax[>[<tool_call>", "]<]minimax[>[<invoke name="],
     on_by_default: true,
+    call_ends: &[],
 };
 
 /// The grammar: `<invoke name="…">` calls inside `<tool_call>` blocks, `<KEY>` parameters with

@@ -19,6 +19,7 @@ pub static REASONING: Syntax = Syntax {
     pairs: &[("<think>", "</think>")],
     call_markers: &["<tool_call>", "<function="],
     on_by_default: true,
+    call_ends: &[],
 };
 
 /// The grammar: `<function=…>` calls in `<tool_call>` blocks, values padded with one newline.

@@ -18,6 +18,7 @@ pub static REASONING: Syntax = Syntax {
     pairs: &[("<seed:think>", "</seed:think>")],
     call_markers: &["<seed:tool_call>", "<function="],
     on_by_default: true,
+    call_ends: &[],
 };
 
 /// The grammar: Qwen3-Coder's tags in `<seed:tool_call>` blocks, values written verbatim;
