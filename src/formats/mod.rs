@@ -38,7 +38,7 @@ pub use registry::{REGISTRY, by_id};
 pub use sse::{anthropic_sse, openai_sse};
 pub use tagged::{
     deepseek_v4, deepseek_v32, deepseek_v41, glm45, glm47, minimax_m2, minimax_m3, qwen3_coder,
-    seed_oss,
+    seed_oss, step3,
 };
 #[cfg(feature = "schema")]
 pub use xml::strict_xml;
