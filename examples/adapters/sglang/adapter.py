@@ -59,6 +59,7 @@ PARSERS = {
     "minimax_m3": "minimax-m3",
     "kimi_k3": "kimi_k3",
     "muse_glimmer": "muse",
+    "step3": "step3",
 }
 
 #: conform format id -> SGLang `--reasoning-parser` name, for the `--reasoning` variant: the
@@ -81,6 +82,7 @@ REASONING = {
     "minimax_m3": "minimax-m3",
     "kimi_k3": "kimi_k3",
     "muse_glimmer": "muse",
+    "step3": "step3",
 }
 
 #: Packages the detectors' modules import but never use to parse text.

@@ -59,6 +59,7 @@ PARSERS = {
     "gemma4": "gemma4",
     "minimax_m3": "minimax_m3",
     "kimi_k3": "kimi_k3",
+    "step3": "step3",
 }
 
 #: conform format id -> vLLM `--reasoning-parser` name, for the `--reasoning` variant: the
@@ -81,6 +82,7 @@ REASONING = {
     "gemma4": "gemma4",
     "minimax_m3": "minimax_m3",
     "kimi_k3": "kimi_k3",
+    "step3": "step3",
 }
 
 #: Packages the tool parsers' modules import but never use to parse text, and vLLM's own
