@@ -31,7 +31,7 @@ pub use self::core::contract::{
 };
 pub use self::core::{config, options, reasoning, request, typing};
 pub use delimited::{
-    deepseek_v3, deepseek_v31, hermes, kimi_k2, llama3_json, mistral, mistral_v11, pythonic,
+    deepseek_v3, deepseek_v31, hermes, kimi_k2, llama3_json, mistral, mistral_v11, olmo3, pythonic,
 };
 pub use gemma::{functiongemma, gemma4};
 pub use registry::{REGISTRY, by_id};
