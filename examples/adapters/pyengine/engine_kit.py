@@ -513,6 +513,7 @@ THINK_OPEN = {
     "seed_oss": "<seed:think>",
     "mistral_v11": "[THINK]",
     "step3": "<think>",
+    "olmo3": "<think>",
 }
 
 

@@ -60,6 +60,7 @@ PARSERS = {
     "minimax_m3": "minimax_m3",
     "kimi_k3": "kimi_k3",
     "step3": "step3",
+    "olmo3": "olmo3",
 }
 
 #: conform format id -> vLLM `--reasoning-parser` name, for the `--reasoning` variant: the

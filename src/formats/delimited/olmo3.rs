@@ -343,26 +343,11 @@ impl Entry for Declared {
     const ID: &'static str = "olmo3";
     const SUMMARY: &'static str = "AllenAI Olmo 3: <function_calls>get_weather(city=\"Paris\", days=3)⏎get_time(tz=null)</function_calls>, <think> reasoning";
     const MARKERS: &'static [&'static str] = &MARKERS;
-    /// The wrapper and reasoning tags; their ids are not verified (no Olmo 3 tokenizer could
-    /// be had offline: `o200k_base` cuts the replays, `specs/olmo3.md`).
-    const SPECIAL_TOKENS: &'static [SpecialToken] = &[
-        SpecialToken {
-            text: OPEN,
-            id: None,
-        },
-        SpecialToken {
-            text: CLOSE,
-            id: None,
-        },
-        SpecialToken {
-            text: "<think>",
-            id: None,
-        },
-        SpecialToken {
-            text: "</think>",
-            id: None,
-        },
-    ];
+    /// None: Olmo 3 writes `<function_calls>` and `<think>` with ordinary vocabulary entries
+    /// (vLLM's `Olmo3ReasoningParser`: "`<think>` and `</think>`, which are tokenized using
+    /// standard vocabulary entries", `</think>` split in three); no Olmo 3 tokenizer could be
+    /// had offline, so `o200k_base` cuts the replays and may split every delimiter.
+    const SPECIAL_TOKENS: &'static [SpecialToken] = &[];
     const RENDER: Option<RenderFn> = Some(render);
     type Config = Config;
     const PARSER: fn(Config) -> Box<dyn StreamParser> = |cfg| Box::new(parser(cfg));
