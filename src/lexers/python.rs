@@ -1188,7 +1188,9 @@ pub fn write_literal(out: &mut String, v: &serde_json::Value, quotes: Quotes) {
     use serde_json::Value;
     match v {
         Value::Null if quotes == Quotes::DoubleJson => out.push_str("null"),
-        Value::Bool(b) if quotes == Quotes::DoubleJson => out.push_str(if *b { "true" } else { "false" }),
+        Value::Bool(b) if quotes == Quotes::DoubleJson => {
+            out.push_str(if *b { "true" } else { "false" })
+        }
         Value::Null => out.push_str("None"),
         Value::Bool(true) => out.push_str("True"),
         Value::Bool(false) => out.push_str("False"),

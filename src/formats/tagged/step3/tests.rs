@@ -38,7 +38,9 @@ const T: &str = "<｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke 
 
 #[test]
 fn a_reasoned_turn_parses_under_every_cut() {
-    let s = format!("Need weather.</think>Let me check.<｜tool_calls_begin｜>{W}\n{T}<｜tool_calls_end｜>");
+    let s = format!(
+        "Need weather.</think>Let me check.<｜tool_calls_begin｜>{W}\n{T}<｜tool_calls_end｜>"
+    );
     let r = parse_with(inside(), &s);
     assert!(r.errors.is_empty() && r.warnings.is_empty(), "{r:?}");
     assert_eq!(r.reasoning_text(), "Need weather.");
@@ -50,7 +52,9 @@ fn a_reasoned_turn_parses_under_every_cut() {
 #[test]
 fn a_call_type_other_than_function_drops_that_call_only() {
     let bad = T.replace(">function<", ">retrieval<");
-    let r = parse(&format!("<｜tool_calls_begin｜>{bad}{W}<｜tool_calls_end｜>"));
+    let r = parse(&format!(
+        "<｜tool_calls_begin｜>{bad}{W}<｜tool_calls_end｜>"
+    ));
     assert_eq!(r.errors.len(), 1);
     assert_eq!(r.errors[0].kind, ErrorKind::MalformedMarkup);
     assert_eq!(r.calls.len(), 1);
@@ -65,10 +69,7 @@ fn markup_inside_a_value_is_content_and_a_missing_end_is_a_warning() {
         r.calls[0].arguments,
         json!({"city": "a</steptml:parameter>b<steptml:invoke name=\"x\">"})
     );
-    assert_eq!(
-        warnings(&r),
-        ["close_tag_in_value", "missing_section_end"]
-    );
+    assert_eq!(warnings(&r), ["close_tag_in_value", "missing_section_end"]);
 }
 
 #[test]
@@ -92,7 +93,9 @@ fn a_section_inside_reasoning_ends_it_with_a_warning() {
 fn unterminated_and_cut_calls() {
     let r = parse("<｜tool_calls_begin｜><｜tool_call_begin｜>func");
     assert_eq!(r.errors[0].kind, ErrorKind::Unterminated);
-    let r = parse("<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=\"get_weather\"><steptml:parameter name=\"city\">Par");
+    let r = parse(
+        "<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=\"get_weather\"><steptml:parameter name=\"city\">Par",
+    );
     assert_eq!(r.errors[0].kind, ErrorKind::Unterminated);
     assert!(r.calls.is_empty());
 }
@@ -100,7 +103,9 @@ fn unterminated_and_cut_calls() {
 #[test]
 fn a_type_over_the_tag_limit_is_limit_exceeded() {
     let long = "f".repeat(5000);
-    let r = parse(&format!("<｜tool_calls_begin｜><｜tool_call_begin｜>{long}<｜tool_sep｜>"));
+    let r = parse(&format!(
+        "<｜tool_calls_begin｜><｜tool_call_begin｜>{long}<｜tool_sep｜>"
+    ));
     assert_eq!(r.errors[0].kind, ErrorKind::LimitExceeded);
 }
 
@@ -123,7 +128,9 @@ fn the_renderer_round_trips_and_refuses_what_would_not_parse_back() {
     let out = String::from_utf8(tagged::render::<Step3>("Hi.", &calls, &tools()).unwrap()).unwrap();
     assert_eq!(
         out,
-        format!("Hi.<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=\"get_weather\"><steptml:parameter name=\"city\"> 3 </steptml:parameter><steptml:parameter name=\"opts\">{{\"a\":[1,null]}}</steptml:parameter></steptml:invoke><｜tool_call_end｜>{T}<｜tool_calls_end｜>")
+        format!(
+            "Hi.<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=\"get_weather\"><steptml:parameter name=\"city\"> 3 </steptml:parameter><steptml:parameter name=\"opts\">{{\"a\":[1,null]}}</steptml:parameter></steptml:invoke><｜tool_call_end｜>{T}<｜tool_calls_end｜>"
+        )
     );
     assert_eq!(parse(&out).calls, calls);
     let bad = vec![ToolCall {
