@@ -919,7 +919,13 @@ impl<'a> CaseRun<'a> {
                 })
                 .collect()
         };
+        // A streaming path shrunk to no cut would be the whole output as one delta: the
+        // coalesced replay, reported apart and a path no client takes. Keep one cut at least.
+        let keep_a_cut = self.routes.chunked == Some(ReplayPath::Stream);
         let min = minimize(flat, budget, |f| {
+            if keep_a_cut && f.is_empty() {
+                return false;
+            }
             let v = self.replay_judged(whole, Strategy::Random, to_cuts(f));
             v.breakdown.is_none() && v.broken.iter().any(|(i, _)| *i == inv)
         });
@@ -2182,6 +2188,24 @@ mod tests {
         // Without an expectation to decide, the chunking that differs is still blamed.
         let r = run_case_with(&case("a!b", None), &FLAKY, &b, &chars());
         assert_eq!(r.violations[0].invariant, Invariant::SplitInvariance);
+    }
+
+    #[test]
+    fn a_stream_bug_that_one_delta_also_shows_is_shrunk_to_one_cut_not_to_none() {
+        // The stream path drops every '!' whatever the deltas: the one-delta replay fails too,
+        // but the reproducer of a streaming failure must stay a stream of two deltas at least.
+        let b = TwoPaths::new(&ECHO, &BANG, true);
+        let r = run_case_with(&text_case("a!b", "a!b"), &FLAKY, &b, &chars());
+        assert_eq!(r.status, Status::Fail);
+        let v = &r.violations[0];
+        assert_eq!(v.path, Some(ReplayPath::Stream));
+        assert_eq!(
+            v.cuts.iter().map(Vec::len).sum::<usize>(),
+            1,
+            "{:?}",
+            v.cuts
+        );
+        assert!(v.replay.contains("--cuts"), "{}", v.replay);
     }
 
     #[test]

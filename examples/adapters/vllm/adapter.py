@@ -59,6 +59,8 @@ PARSERS = {
     "gemma4": "gemma4",
     "minimax_m3": "minimax_m3",
     "kimi_k3": "kimi_k3",
+    "functiongemma": "functiongemma",
+    "muse_glimmer": "muse_glimmer",
     "step3": "step3",
     "olmo3": "olmo3",
 }
@@ -83,6 +85,7 @@ REASONING = {
     "gemma4": "gemma4",
     "minimax_m3": "minimax_m3",
     "kimi_k3": "kimi_k3",
+    "muse_glimmer": "muse_glimmer",
     "step3": "step3",
 }
 
