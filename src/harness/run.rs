@@ -1052,8 +1052,17 @@ impl<'a> CaseRun<'a> {
                             },
                             crate::event::excerpt(&String::from_utf8_lossy(&rendered))
                         ),
+                        // The rendering is the input: `--roundtrip` makes it again.
                         replay: path_replay(
-                            replay_command(case, &backend.name(), &[]),
+                            format!(
+                                "{} --roundtrip{}",
+                                replay_command(case, &backend.name(), &[]),
+                                if cuts == Cuts::EveryByte {
+                                    " --strategy bytes"
+                                } else {
+                                    ""
+                                }
+                            ),
                             self.routes.whole,
                         ),
                         path: self.routes.whole,
