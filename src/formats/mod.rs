@@ -32,14 +32,14 @@ pub use self::core::contract::{
 pub use self::core::{config, options, reasoning, request, typing};
 pub use delimited::{
     apertus, deepseek_v3, deepseek_v31, granite4, hermes, kimi_k2, llama3_json, mistral,
-    mistral_v11, pythonic,
+    mistral_v11, olmo3, pythonic,
 };
 pub use gemma::{functiongemma, gemma4};
 pub use registry::{REGISTRY, by_id};
 pub use sse::{anthropic_sse, openai_sse};
 pub use tagged::{
     deepseek_v4, deepseek_v32, deepseek_v41, glm45, glm47, minimax_m2, minimax_m3, qwen3_coder,
-    seed_oss,
+    seed_oss, step3,
 };
 #[cfg(feature = "schema")]
 pub use xml::strict_xml;

@@ -8,7 +8,8 @@ use crate::formats::{
     Format, OptionValues, OptionsByFormat, anthropic_sse, apertus, deepseek_v3, deepseek_v4,
     deepseek_v31, deepseek_v32, deepseek_v41, forge_json, forge_xml, functiongemma, gemma4, glm45,
     glm47, granite4, harmony, hermes, kimi_k2, kimi_k3, llama3_json, minimax_m2, minimax_m3,
-    mistral, mistral_v11, muse_glimmer, openai_sse, pythonic, qwen3_coder, roo_xml, seed_oss,
+    mistral, mistral_v11, muse_glimmer, olmo3, openai_sse, pythonic, qwen3_coder, roo_xml,
+    seed_oss, step3,
 };
 
 /// Every format, in a fixed order. Adding a format is one module and one line here.
@@ -45,6 +46,8 @@ pub static REGISTRY: &[&Format] = &[
     &muse_glimmer::FORMAT,
     &granite4::FORMAT,
     &apertus::FORMAT,
+    &step3::FORMAT,
+    &olmo3::FORMAT,
 ];
 
 /// Looks a format up by id.
@@ -205,9 +208,11 @@ mod tests {
             "deepseek_v41",
             "minimax_m3",
             "muse_glimmer",
+            "step3",
         ];
         match kind {
             "null_alias" => Some("typing.null_aliases"),
+            "python_literal" if format == "olmo3" => Some("python_literals"),
             "python_literal" => Some("typing.python_literals"),
             "name_normalised" => Some("doubled_name"),
             // The tagged family's block end is named after what the grammar calls the block.

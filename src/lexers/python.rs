@@ -20,6 +20,22 @@ pub struct PyCall {
     pub name: String,
     /// The keyword arguments as a JSON object, or why the call is not a literal call.
     pub arguments: Result<String, String>,
+    /// In a [`PyDialect::json_literals`] reader: a Python `True`, `False` or `None` was read
+    /// where the dialect writes JSON's (the format decides whether that is a leniency).
+    pub python_literals: bool,
+}
+
+/// What a reader accepts beyond a bracketed Python call list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PyDialect {
+    /// Calls without brackets, one after another, each after a line break or a comma (Olmo 3's
+    /// `<function_calls>f(a=1)⏎g()</function_calls>`): the list ends at a `<` where a call
+    /// could start (the caller's closing delimiter, handed back unread) or at the end of the
+    /// input after a complete call. `#` is no comment here (a comment would hide the close).
+    pub bare: bool,
+    /// `true`, `false` and `null` are the literals (Olmo 3); Python's `True`, `False` and
+    /// `None` are still read, and flagged on the call ([`PyCall::python_literals`]).
+    pub json_literals: bool,
 }
 
 /// What a [`PyListReader::feed`] call found.
@@ -167,6 +183,11 @@ enum Top {
 #[derive(Debug)]
 pub struct PyListReader {
     limits: PyLimits,
+    dialect: PyDialect,
+    /// A line break was read since the last token (the bare dialect's call separator).
+    line_break: bool,
+    /// The current call used a Python literal in a JSON-literal dialect.
+    py_literal: bool,
     lex: Lex,
     top: Top,
     committed: bool,
@@ -193,10 +214,22 @@ enum Stop {
 impl PyListReader {
     /// A reader at the `[` that may open a list.
     pub fn new(limits: PyLimits) -> PyListReader {
+        PyListReader::with_dialect(limits, PyDialect::default())
+    }
+
+    /// A reader of `dialect`: at the `[` of a list, or, bare, where the first call may start.
+    pub fn with_dialect(limits: PyLimits, dialect: PyDialect) -> PyListReader {
         PyListReader {
             limits,
+            dialect,
+            line_break: false,
+            py_literal: false,
             lex: Lex::Idle,
-            top: Top::Open,
+            top: if dialect.bare {
+                Top::ListItem
+            } else {
+                Top::Open
+            },
             committed: false,
             raw: String::new(),
             calls: Vec::new(),
@@ -257,6 +290,16 @@ impl PyListReader {
 
     /// The input ended: a list never committed is text; a committed one was cut.
     pub fn finish(&mut self) -> PyStep {
+        if self.dialect.bare
+            && self.committed
+            && matches!(self.top, Top::AfterCall)
+            && matches!(self.lex, Lex::Idle)
+        {
+            return PyStep::Done {
+                consumed: 0,
+                calls: std::mem::take(&mut self.calls),
+            };
+        }
         if !self.committed {
             return PyStep::NotAList {
                 consumed: 0,
@@ -309,10 +352,22 @@ impl PyListReader {
 
     /// Lexes one character: (the list ended, the character was taken).
     fn char(&mut self, c: char) -> (Option<Stop>, bool) {
+        if self.dialect.bare
+            && c == '<'
+            && matches!(self.lex, Lex::Idle)
+            && matches!(self.top, Top::AfterCall | Top::ListItem)
+        {
+            // The caller's delimiter: the calls so far are the list.
+            return (Some(Stop::Done), false);
+        }
         match &mut self.lex {
             Lex::Idle => match c {
-                ' ' | '\t' | '\n' | '\r' | '\x0c' => (None, true),
-                '#' => {
+                '\n' => {
+                    self.line_break = true;
+                    (None, true)
+                }
+                ' ' | '\t' | '\r' | '\x0c' => (None, true),
+                '#' if !self.dialect.bare => {
                     self.lex = Lex::Comment;
                     (None, true)
                 }
@@ -517,6 +572,7 @@ impl PyListReader {
 
     /// Takes a complete token.
     fn token(&mut self, t: Tok) -> Option<Stop> {
+        let line_break = std::mem::take(&mut self.line_break);
         match std::mem::replace(&mut self.top, Top::Done) {
             Top::Open => {
                 if t == Tok::P('[') {
@@ -534,7 +590,7 @@ impl PyListReader {
                     self.top = Top::LongName(false);
                     None
                 }
-                Tok::P(']') if self.committed => Some(Stop::Done),
+                Tok::P(']') if self.committed && !self.dialect.bare => Some(Stop::Done),
                 _ if self.committed => Some(self.syntax("a call")),
                 _ => Some(Stop::NotAList),
             },
@@ -560,6 +616,7 @@ impl PyListReader {
                     self.json = String::from("{");
                     self.keys.clear();
                     self.bad = None;
+                    self.py_literal = false;
                     self.top = Top::ArgStart;
                     None
                 }
@@ -621,6 +678,17 @@ impl PyListReader {
                 _ => Some(self.syntax("`,` or `)` after an argument")),
             },
             Top::SkipArg(open) => self.skip(open, t),
+            Top::AfterCall if self.dialect.bare => match t {
+                Tok::P(',') => {
+                    self.top = Top::ListItem;
+                    None
+                }
+                Tok::Ident(n) if line_break => {
+                    self.top = Top::Name(n, false);
+                    None
+                }
+                _ => Some(self.syntax("a line break or `,` after a call")),
+            },
             Top::AfterCall => match t {
                 Tok::P(',') => {
                     self.top = Top::ListItem;
@@ -656,6 +724,7 @@ impl PyListReader {
         self.calls.push(PyCall {
             name: std::mem::take(&mut self.name),
             arguments,
+            python_literals: std::mem::take(&mut self.py_literal),
         });
         self.json.clear();
         self.top = Top::AfterCall;
@@ -821,12 +890,18 @@ impl PyListReader {
                 self.value_done(k)
             }
             Tok::Ident(id) if self.sign.is_none() && !in_dict_key => {
+                let json = self.dialect.json_literals;
                 let lit = match id.as_str() {
+                    "true" | "false" | "null" if json => {
+                        self.json.push_str(&id);
+                        return self.value_done(k);
+                    }
                     "True" => "true",
                     "False" => "false",
                     "None" => "null",
                     _ => return self.bad_value(k, Tok::Ident(id), "a name is not a literal"),
                 };
+                self.py_literal |= json;
                 self.json.push_str(lit);
                 self.value_done(k)
             }
@@ -1102,6 +1177,9 @@ pub enum Quotes {
     Double,
     /// As Python's `repr` does: `'…'`, or `"…"` when the string holds a `'` and no `"`.
     Repr,
+    /// Always `"…"`, with JSON's `null`, `true` and `false` (Olmo 3's calls; read back by a
+    /// [`PyDialect::json_literals`] reader).
+    DoubleJson,
 }
 
 /// Writes a JSON value as a Python literal (`None`, `True`, escaped strings, lists, dicts with
@@ -1109,6 +1187,10 @@ pub enum Quotes {
 pub fn write_literal(out: &mut String, v: &serde_json::Value, quotes: Quotes) {
     use serde_json::Value;
     match v {
+        Value::Null if quotes == Quotes::DoubleJson => out.push_str("null"),
+        Value::Bool(b) if quotes == Quotes::DoubleJson => {
+            out.push_str(if *b { "true" } else { "false" })
+        }
         Value::Null => out.push_str("None"),
         Value::Bool(true) => out.push_str("True"),
         Value::Bool(false) => out.push_str("False"),
@@ -1116,7 +1198,7 @@ pub fn write_literal(out: &mut String, v: &serde_json::Value, quotes: Quotes) {
         Value::String(s) => {
             // `repr` takes `'…'` unless only a `'` in the string would then need escaping.
             let repr_double = s.contains('\'') && !s.contains('"');
-            let q = if quotes == Quotes::Double || repr_double {
+            let q = if quotes != Quotes::Repr || repr_double {
                 '"'
             } else {
                 '\''

@@ -156,6 +156,15 @@ SPECIAL_TOKENS = {
         ("</mm:think>", None),
         ("[e~[", None),
     ],
+    "step3": [
+        ("<｜tool_calls_begin｜>", None),
+        ("<｜tool_calls_end｜>", None),
+        ("<｜tool_call_begin｜>", None),
+        ("<｜tool_sep｜>", None),
+        ("<｜tool_call_end｜>", None),
+        ("<think>", None),
+        ("</think>", None),
+    ],
 }
 
 #: Declared tokens that the model's tokenizer has as added but not special tokens: decoding with
@@ -503,6 +512,8 @@ THINK_OPEN = {
     "minimax_m2": "<think>",
     "seed_oss": "<seed:think>",
     "mistral_v11": "[THINK]",
+    "step3": "<think>",
+    "olmo3": "<think>",
 }
 
 

@@ -60,6 +60,7 @@ PARSERS = {
     "kimi_k3": "kimi_k3",
     "muse_glimmer": "muse",
     "apertus": "apertus2509",
+    "step3": "step3",
 }
 
 #: conform format id -> SGLang `--reasoning-parser` name, for the `--reasoning` variant: the
@@ -83,6 +84,7 @@ REASONING = {
     "kimi_k3": "kimi_k3",
     "muse_glimmer": "muse",
     "apertus": "apertus2509",
+    "step3": "step3",
 }
 
 #: Packages the detectors' modules import but never use to parse text.

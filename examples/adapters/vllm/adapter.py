@@ -63,6 +63,8 @@ PARSERS = {
     "muse_glimmer": "muse_glimmer",
     "granite4": "granite4",
     "apertus": "apertus",
+    "step3": "step3",
+    "olmo3": "olmo3",
 }
 
 #: conform format id -> vLLM `--reasoning-parser` name, for the `--reasoning` variant: the
@@ -86,6 +88,7 @@ REASONING = {
     "minimax_m3": "minimax_m3",
     "kimi_k3": "kimi_k3",
     "muse_glimmer": "muse_glimmer",
+    "step3": "step3",
 }
 
 #: Packages the tool parsers' modules import but never use to parse text, and vLLM's own

@@ -24,6 +24,7 @@ pub mod kimi_k2;
 pub mod llama3_json;
 pub mod mistral;
 pub mod mistral_v11;
+pub mod olmo3;
 pub mod pythonic;
 
 use crate::event::{ErrorKind, Event, Sink, WarningKind};

@@ -6,7 +6,7 @@
 //! the end-of-turn tokens. Calls are emitted when the list closes: a syntax error anywhere in
 //! the list voids all of its calls, so none can be known good before the end.
 
-use crate::event::{ErrorKind, Sink, ToolCall};
+use crate::event::{ErrorKind, Sink, ToolCall, WarningKind};
 use crate::formats::config::config;
 use crate::formats::core::entry::{self, Entry};
 use crate::formats::delimited::{
@@ -65,20 +65,42 @@ struct Pythonic {
     state: State,
 }
 
-/// The call list as a value of the driver.
-struct ListValue {
+/// The call list as a value of the driver (shared with `olmo3`'s bare call lists).
+pub(crate) struct ListValue {
     r: PyListReader,
     spoiled: bool,
     at: u64,
+    /// For a JSON-literal dialect: whether a call written with Python's `True`/`False`/`None`
+    /// is read (warning `python_literal`) or refused (`malformed_markup`); `None`: the
+    /// dialect's literals are Python's.
+    python_literals: Option<bool>,
 }
 
 impl ListValue {
+    /// A list reader at byte `at` of the stream.
+    pub(crate) fn new(r: PyListReader, at: u64, python_literals: Option<bool>) -> ListValue {
+        ListValue {
+            r,
+            spoiled: false,
+            at,
+            python_literals,
+        }
+    }
+
     fn step(&mut self, step: PyStep, cx: &mut Cx, out: &mut dyn Sink) -> (usize, Option<ValueEnd>) {
         match step {
             PyStep::NeedMore => (0, None),
             PyStep::Done { consumed, calls } => {
                 if !self.spoiled {
                     for c in calls {
+                        if c.python_literals
+                            && let Some(on) = self.python_literals
+                        {
+                            let what = format!("call {:?} writes Python's True/False/None", c.name);
+                            if !cx.lenient(on, WarningKind::PythonLiteral, &what, out) {
+                                continue;
+                            }
+                        }
                         match c.arguments {
                             Ok(json) => {
                                 let i = cx.start_call(&c.name, None, out);
@@ -124,9 +146,14 @@ impl ValueReader for ListValue {
         }
     }
 
-    fn eof(&mut self, _cx: &mut Cx, _out: &mut dyn Sink) -> ValueEnd {
+    fn eof(&mut self, cx: &mut Cx, out: &mut dyn Sink) -> ValueEnd {
         match self.r.finish() {
             PyStep::NotAList { raw, .. } => ValueEnd::Unnamed(raw),
+            // A bare list complete at the end of the input.
+            done @ PyStep::Done { .. } => match self.step(done, cx, out) {
+                (_, Some(end)) => end,
+                (_, None) => ValueEnd::Cut { index: None },
+            },
             _ => ValueEnd::Cut { index: None },
         }
     }
@@ -148,14 +175,14 @@ impl Pythonic {
             return TextStep::Taken;
         }
         if t.as_bytes()[lead] == b'[' {
-            cx.open(Box::new(ListValue {
-                r: PyListReader::new(PyLimits {
+            cx.open(Box::new(ListValue::new(
+                PyListReader::new(PyLimits {
                     max_bytes: cx.limits.max_args_bytes,
                     max_depth: cx.limits.max_depth,
                 }),
-                spoiled: false,
-                at: cx.pos + lead as u64,
-            }));
+                cx.pos + lead as u64,
+                None,
+            )));
             self.state = State::List;
             return TextStep::Value(lead);
         }
@@ -247,7 +274,7 @@ const KEYWORDS: [&str; 35] = [
 ];
 
 /// A Python name the call-list reader accepts (within its token limit).
-fn is_identifier(s: &str) -> bool {
+pub(crate) fn is_identifier(s: &str) -> bool {
     let mut cs = s.chars();
     s.len() <= crate::lexers::python::MAX_TOKEN
         && cs.next().is_some_and(|c| c == '_' || c.is_alphabetic())

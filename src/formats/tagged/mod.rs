@@ -1,5 +1,5 @@
 //! The tagged-parameter family's one machinery: `qwen3_coder`, `seed_oss`, `glm45`, `glm47`,
-//! `minimax_m2`, `deepseek_v32`, `deepseek_v4`, `deepseek_v41` and `minimax_m3` are each a
+//! `minimax_m2`, `deepseek_v32`, `deepseek_v4`, `deepseek_v41`, `minimax_m3` and `step3` are each a
 //! [`Grammar`] (their delimiters and tag forms) and a [`Config`] (their leniencies) over this
 //! parser.
 //!
@@ -31,6 +31,7 @@ pub mod minimax_m2;
 pub mod minimax_m3;
 pub mod qwen3_coder;
 pub mod seed_oss;
+pub mod step3;
 
 use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall, WarningKind, excerpt};
 use crate::formats::config::config;
@@ -71,6 +72,13 @@ pub enum Role {
     ValueClose,
     /// An end-of-turn token dropped outside calls (`<seed:eos>`).
     Drop,
+    /// Opens a call's wrapper inside a block (Step-3's `<｜tool_call_begin｜>`): the call's type
+    /// follows, up to [`Role::TypeSep`], and must be [`Native::call_type`].
+    CallWrapOpen,
+    /// Ends a wrapped call's type (`<｜tool_sep｜>`); the call itself follows.
+    TypeSep,
+    /// Closes a call's wrapper (`<｜tool_call_end｜>`).
+    CallWrapClose,
     /// The namespace token alone (`]<]minimax[>[`), in a grammar whose every delimiter starts
     /// with it: matched only where no delimiter follows at once. Whitespace and then a tag make
     /// it that tag spaced out (`spaced_marker`); anything else is no markup (text in prose,
@@ -155,6 +163,11 @@ pub struct Native {
     /// A call marker inside reasoning ends the reasoning there and is parsed as a call
     /// (DeepSeek-V4.1 opens its calls block inside `<think>`).
     pub calls_end_reasoning: bool,
+    /// Each call sits in a wrapper ([`Role::CallWrapOpen`] TYPE [`Role::TypeSep`] call
+    /// [`Role::CallWrapClose`]) whose type must be this word (Step-3 writes
+    /// `<｜tool_call_begin｜>function<｜tool_sep｜>`); another type is `malformed_markup`.
+    /// `None`: the grammar has no call wrapper.
+    pub call_type: Option<&'static str>,
 }
 
 impl Native {
@@ -163,6 +176,7 @@ impl Native {
         optional_block: false,
         json_body: false,
         calls_end_reasoning: false,
+        call_type: None,
     };
 }
 
@@ -465,6 +479,8 @@ enum St {
     },
     /// After a bare block open: the name up to the first key or the block's end.
     BareName(String),
+    /// After a call wrapper's open: the call's type up to the type separator.
+    CallType(String),
     /// Inside a call, between parameters; text that is not whitespace collected.
     Call(String),
     /// After a parameter open: the key or attributes.
@@ -750,7 +766,14 @@ impl Parser {
                 }
                 _ => false,
             },
-            St::Block => matches!(role, Role::CallOpen | Role::BlockClose | Role::Drop),
+            St::Block => matches!(
+                role,
+                Role::CallOpen
+                    | Role::BlockClose
+                    | Role::Drop
+                    | Role::CallWrapOpen
+                    | Role::CallWrapClose
+            ),
             St::JsonBody(b) => !b.in_str,
             _ => true,
         }
@@ -834,6 +857,13 @@ impl Parser {
                     buf.push_str(t);
                     if buf.len() > self.cfg.max_tag_bytes {
                         self.fail(ErrorKind::LimitExceeded, "the call's name is too long", out);
+                    }
+                    t.len()
+                }
+                St::CallType(buf) => {
+                    buf.push_str(t);
+                    if buf.len() > self.cfg.max_tag_bytes {
+                        self.fail(ErrorKind::LimitExceeded, "the call's type is too long", out);
                     }
                     t.len()
                 }
@@ -950,8 +980,29 @@ impl Parser {
                 }
                 Role::BlockClose => self.end_block(),
                 Role::Drop => {}
+                Role::CallWrapOpen => {
+                    self.boundary();
+                    self.st = St::CallType(String::new());
+                }
+                // The wrapper's close after its call's close (or a stray one): nothing to do.
+                Role::CallWrapClose => self.boundary(),
                 _ => self.seg_text(m, true, out),
             },
+            St::CallType(buf) => {
+                let ty = std::mem::take(buf);
+                let want = self.g.native.call_type.unwrap_or_default();
+                if role != Role::TypeSep {
+                    let msg = format!("{m} inside a call's type (its separator missing?)");
+                    self.fail(ErrorKind::MalformedMarkup, &msg, out);
+                    self.marker(m, role, out);
+                } else if ty.trim() != want {
+                    let msg = format!("call type {} where {want:?} belongs", excerpt(&ty));
+                    self.fail(ErrorKind::MalformedMarkup, &msg, out);
+                } else {
+                    self.boundary();
+                    self.st = St::Block;
+                }
+            }
             St::Key { buf, .. }
                 if self.g.param == ParamForm::KeyValue && role == Role::KeyClose =>
             {
@@ -1009,6 +1060,14 @@ impl Parser {
                         ));
                         self.end_call(out);
                         self.end_block();
+                    }
+                    Role::CallWrapClose if self.cfg.missing_call_close => {
+                        out.push(Event::warning(
+                            WarningKind::MissingCallClose,
+                            format!("{m} closes a call that was not closed"),
+                        ));
+                        self.end_call(out);
+                        self.boundary();
                     }
                     _ => {
                         let msg = format!("{m} where a parameter or the call's end belongs");
@@ -1068,7 +1127,7 @@ impl Parser {
             St::AfterClose(_) => {
                 let follows = match role {
                     Role::ParamOpen | Role::CallClose => true,
-                    Role::BlockClose => self.g.follow_block_close,
+                    Role::BlockClose | Role::CallWrapClose => self.g.follow_block_close,
                     _ => false,
                 };
                 if follows {
@@ -1090,6 +1149,13 @@ impl Parser {
                     self.call = None;
                     self.param = None;
                     self.end_block();
+                }
+                // A wrapped call's end ends a broken call whose own close is missing.
+                Role::CallWrapClose => {
+                    self.call = None;
+                    self.param = None;
+                    self.st = St::Block;
+                    self.boundary();
                 }
                 // Behind a namespace token these are markup, never content: the broken call is
                 // over, and they act in their own right.

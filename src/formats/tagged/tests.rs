@@ -89,7 +89,7 @@ fn family_tools() -> Tools {
 }
 
 #[test]
-fn the_family_is_nine_formats() {
+fn the_family_is_ten_formats() {
     let ids: Vec<&str> = family().iter().map(|f| f.id).collect();
     assert_eq!(
         ids,
@@ -102,7 +102,8 @@ fn the_family_is_nine_formats() {
             "deepseek_v32",
             "deepseek_v4",
             "deepseek_v41",
-            "minimax_m3"
+            "minimax_m3",
+            "step3"
         ]
     );
 }
@@ -210,7 +211,7 @@ fn reasoning_is_split_where_the_family_reads_text_and_nowhere_else() {
 fn grammar(id: &str) -> &'static Grammar {
     use crate::formats::{
         deepseek_v4, deepseek_v32, deepseek_v41, glm45, minimax_m2, minimax_m3, qwen3_coder,
-        seed_oss,
+        seed_oss, step3,
     };
     match id {
         "qwen3_coder" => &qwen3_coder::GRAMMAR,
@@ -222,6 +223,7 @@ fn grammar(id: &str) -> &'static Grammar {
         "deepseek_v32" => &deepseek_v32::GRAMMAR,
         "deepseek_v4" => &deepseek_v4::GRAMMAR,
         "deepseek_v41" => &deepseek_v41::GRAMMAR,
+        "step3" => &step3::GRAMMAR,
         other => panic!("{other} is not in the tagged family"),
     }
 }

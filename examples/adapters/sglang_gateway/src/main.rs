@@ -65,6 +65,7 @@ const FORMATS: &[(&str, &str)] = &[
     ("gemma4", "gemma4"),
     ("minimax_m3", "minimax_m3"),
     ("kimi_k3", "kimi_k3"),
+    ("step3", "step3"),
 ];
 
 /// Runs a future of the engine's async API to completion. Its futures never wait on anything
