@@ -42,6 +42,7 @@ pub static REASONING: Syntax = Syntax {
     pairs: &[("<think>", "</think>")],
     call_markers: &[OPEN],
     on_by_default: true,
+    call_ends: &[],
 };
 
 config! {

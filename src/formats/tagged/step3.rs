@@ -35,6 +35,7 @@ pub static REASONING: Syntax = Syntax {
     pairs: &[("<think>", "</think>")],
     call_markers: &[SECTION_BEGIN],
     on_by_default: true,
+    call_ends: &[],
 };
 
 /// The grammar: section, wrapped calls typed `function`, `steptml` invokes and parameters;
