@@ -174,12 +174,25 @@ impl Tokenizer {
             let mut bytes = Vec::new();
             r.read_to_end(&mut bytes)
                 .map_err(|e| format!("tokenizer {shown}: cannot read: {e}"))?;
-            let doc: serde_json::Value = serde_json::from_slice(&bytes)
+            // Which kind of JSON file, read without building a tree of it: a tokenizer.json's
+            // vocabulary and merges are read into their own types (a JSON tree costs about ten
+            // times the file).
+            #[derive(serde::Deserialize)]
+            struct Probe {
+                model: Option<serde::de::IgnoredAny>,
+                vocab: Option<serde::de::IgnoredAny>,
+                config: Option<serde::de::IgnoredAny>,
+            }
+            let probe: Probe = serde_json::from_slice(&bytes)
                 .map_err(|e| format!("tokenizer {shown}: not valid JSON: {e}"))?;
-            if doc.get("vocab").is_some() && doc.get("config").is_some() {
+            if probe.vocab.is_some() && probe.config.is_some() {
+                let doc: serde_json::Value = serde_json::from_slice(&bytes)
+                    .map_err(|e| format!("tokenizer {shown}: not valid JSON: {e}"))?;
                 Tokenizer::load_tekken(name, &doc)
+            } else if probe.model.is_none() {
+                Err("not a tokenizer.json (no \"model\") nor a tekken file (no \"vocab\" and \"config\")".into())
             } else {
-                Tokenizer::load_json(name, &doc, &bytes)
+                Tokenizer::load_json(name, bytes)
             }
             .map_err(|e| format!("tokenizer {shown}: {e}"))?
         } else {
@@ -211,11 +224,8 @@ impl Tokenizer {
     /// A Hugging Face `tokenizer.json`: conform's byte-level BPE reader, else (with the
     /// `hf-tokenizers` feature) the `tokenizers` crate.
     #[cfg_attr(not(feature = "hf-tokenizers"), allow(unused_variables))]
-    fn load_json(name: String, doc: &serde_json::Value, bytes: &[u8]) -> Result<Tokenizer, String> {
-        if doc.get("model").is_none() {
-            return Err("not a tokenizer.json (no \"model\") nor a tekken file (no \"vocab\" and \"config\")".into());
-        }
-        match ByteLevelBpe::from_json(doc) {
+    fn load_json(name: String, bytes: Vec<u8>) -> Result<Tokenizer, String> {
+        match ByteLevelBpe::from_slice(&bytes) {
             Ok(b) => {
                 let added = b.added().to_vec();
                 Ok(Tokenizer::with_added(
@@ -226,7 +236,7 @@ impl Tokenizer {
             }
             #[cfg(feature = "hf-tokenizers")]
             Err(_) => {
-                let tok = tokenizers::Tokenizer::from_bytes(bytes)
+                let tok = tokenizers::Tokenizer::from_bytes(&bytes)
                     .map_err(|e| format!("not a valid tokenizer.json: {e}"))?;
                 let added = tok
                     .get_added_tokens_decoder()
