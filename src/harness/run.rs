@@ -329,7 +329,8 @@ pub fn run_case_paired(
         _ => None,
     };
     let case = in_dialect.as_ref().unwrap_or(case);
-    let run = CaseRun::new(case, format, backend, cfg);
+    let mut run = CaseRun::new(case, format, backend, cfg);
+    run.partner = partner;
     let mut report = run.new_report();
     let Some(whole) = run.replay_whole(&mut report) else {
         report.elapsed = run.started.elapsed();
@@ -358,9 +359,6 @@ pub fn run_case_paired(
         run.shrink_all(&whole, token_failures, (cfg.minimize_budget / 8).max(16));
     if let Some(full) = whole.full() {
         run.roundtrip(full, &mut report);
-    }
-    if let Some(partner) = partner {
-        run.isolation(&mut report, partner);
     }
     report.violations.sort_by_key(|v| v.invariant);
     report.token_split_violations.sort_by_key(|v| v.invariant);
@@ -401,6 +399,8 @@ struct CaseRun<'a> {
     external: bool,
     /// Which serving path each replay takes.
     routes: Routes,
+    /// The case fed interleaved with this one for `stream_isolation`.
+    partner: Option<&'a Case>,
     started: Instant,
 }
 
@@ -444,6 +444,7 @@ impl<'a> CaseRun<'a> {
             biggest_piece: std::sync::Mutex::new(0),
             external: !backend.is_builtin(),
             routes: Routes::of(backend.paths()),
+            partner: None,
             started,
         }
     }
@@ -807,6 +808,10 @@ impl<'a> CaseRun<'a> {
                 list.join(", ")
             ));
         }
+        // While the turns' sources (their tokens) are at hand.
+        if let Some(partner) = self.partner {
+            self.isolation(report, partner, whole, &sources);
+        }
         judging.finish(report)
     }
 
@@ -988,48 +993,59 @@ impl<'a> CaseRun<'a> {
     }
 
     /// `stream_isolation`: under the first chunking of each of the run's strategies, the case
-    /// is fed to one parser instance while `partner`'s stream, cut by the same strategy, is fed
-    /// to another, a piece of each in turn; the case must give the events it gives alone.
-    /// conform's own parsers only, and not for a lean case: three replays per strategy.
-    fn isolation(&self, report: &mut CaseReport, partner: &Case) {
+    /// is fed to one parser instance while `partner`'s stream goes byte by byte to another, a
+    /// piece of each in turn (so between any two pieces of the case the other instance has
+    /// run); the case must give the result of its whole input. Where it does not, the same
+    /// cuts fed alone tell a shared state (the events differ) from a chunking bug (they do
+    /// not: `split_invariance` has it). conform's own parsers only, not for a lean case: one
+    /// interleaved replay per strategy, on the chunkings' own token cuts.
+    fn isolation(
+        &self,
+        report: &mut CaseReport,
+        partner: &Case,
+        whole: &Baseline,
+        sources: &[TurnSources<'_>],
+    ) {
         let (case, format) = (self.case, self.format);
+        let Some(whole) = whole.full() else { return };
         if self.external || self.lean || self.over_budget() || partner.id == case.id {
             return;
         }
-        let mut partner_markers = (format.markers)(&partner.tools);
-        partner_markers.extend(format.reasoning.map(|r| r.tags()).unwrap_or_default());
-        let tokenizer = self.cfg.tokenizer.as_deref();
-        let (mine, theirs) = (
-            TurnSources::of_case(case, format, tokenizer),
-            TurnSources::of_case(partner, format, tokenizer),
-        );
-        let theirs = first_chunkings(partner, &partner_markers, self.cfg, &theirs);
+        let every_byte = vec![Cuts::EveryByte; partner.turns.len()];
         let mut first: Option<(Strategy, Vec<Cuts>, String)> = None;
         let mut failing = 0;
-        for (strategy, cuts) in first_chunkings(case, &self.markers, self.cfg, &mine) {
-            let other = theirs
-                .iter()
-                .find(|(s, _)| *s == strategy)
-                .map_or_else(Vec::new, |(_, c)| c.clone());
-            let alone = builtin::replay(
+        for (strategy, cuts) in first_chunkings(case, &self.markers, self.cfg, sources) {
+            let together = builtin::replay_interleaved(
                 format,
-                &case.tools,
-                &case.options,
-                &case.request,
-                &case.turns,
-                &cuts,
+                stream(case, &cuts),
+                stream(partner, &every_byte),
             );
-            let together =
-                builtin::replay_interleaved(format, stream(case, &cuts), stream(partner, &other));
-            let problem = match (alone, together) {
-                (Outcome::Done(alone), Ok([together, _])) => {
-                    isolation_difference(&alone, &together, self.cmp)
+            let problem = match together {
+                Ok([together, _]) => {
+                    let same = together.len() == whole.len()
+                        && together.iter().zip(whole).all(|(a, w)| {
+                            result_difference(&w.result, &a.result, self.cmp).is_none()
+                        });
+                    if same {
+                        None
+                    } else {
+                        match builtin::replay(
+                            format,
+                            &case.tools,
+                            &case.options,
+                            &case.request,
+                            &case.turns,
+                            &cuts,
+                        ) {
+                            Outcome::Done(alone) => {
+                                isolation_difference(&alone, &together, self.cmp)
+                            }
+                            // A panic fed alone is `bounded`'s, found by the chunkings.
+                            _ => None,
+                        }
+                    }
                 }
-                (Outcome::Done(_), Err(msg)) => {
-                    Some(format!("the parser panicked fed interleaved: {msg}"))
-                }
-                // A panic fed alone is `bounded`'s, found by the chunkings.
-                _ => None,
+                Err(msg) => Some(format!("the parser panicked fed interleaved: {msg}")),
             };
             if let Some(msg) = problem {
                 failing += 1;
@@ -1054,7 +1070,7 @@ impl<'a> CaseRun<'a> {
                 .collect(),
             failing_replays: failing,
             message: format!(
-                "fed interleaved with the stream of {} ({strategy} cuts on both): {msg}",
+                "fed interleaved with the stream of {} (byte by byte; this case under {strategy}): {msg}",
                 partner.id
             ),
             replay,
