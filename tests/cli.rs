@@ -96,6 +96,37 @@ fn parse_prints_events_and_result_for_given_cuts() {
 }
 
 #[test]
+fn parse_roundtrip_replays_the_rendering_of_the_whole_result() {
+    let d = scratch();
+    let o = conform(
+        &["parse", "kimi_k2/y_ok.txt", "--roundtrip", "--result-only"],
+        d.path(),
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rendered = v["rendered"][0].as_str().unwrap();
+    assert!(rendered.contains("<|tool_call_begin|>"), "{rendered}");
+    assert_eq!(v["result"]["calls"][0]["name"], "ls");
+    // Cuts apply to the rendering.
+    let o = conform(
+        &[
+            "parse",
+            "kimi_k2/y_ok.txt",
+            "--roundtrip",
+            "--strategy",
+            "bytes",
+        ],
+        d.path(),
+    );
+    assert_eq!(o.status.code(), Some(0));
+}
+
+#[test]
 fn strategies_and_seeds_change_the_replay_count() {
     let d = scratch();
     let whole = conform(&["run", ".", "--strategies", "whole"], d.path());

@@ -2,10 +2,13 @@
 
 use super::{EXIT_FAIL, EXIT_OK, TokenArgs, adapter_options, count, seconds, usage_error};
 use clap::Args;
-use conform::backends::{ServingPath, adapter};
+use conform::backends::adapter::AdapterOptions;
+use conform::backends::{AnyBackend, Outcome, ServingPath, adapter};
 use conform::formats;
+use conform::harness::chunking::Cuts;
 use conform::harness::chunking::{ChunkingParams, Strategy};
 use conform::harness::corpus::{self, LoadOptions};
+use conform::harness::invariants::Compare;
 use conform::harness::select::{Choice, Selection, select_cuts};
 use conform::harness::{serving, session};
 use std::time::Duration;
@@ -62,6 +65,53 @@ pub(crate) struct ParseArgs {
     /// parser) or `stream` (its streaming parser), as the `replay:` lines of a run name it.
     #[arg(long, value_name = "batch|stream")]
     path: Option<ServingPath>,
+    /// Replay a roundtrip, as `conform run` checks it: parse the transcript whole, render the
+    /// result as the model writes it (the format's renderer under the case's request), and
+    /// replay that rendering instead (under --cuts, --strategy… as given); it is printed too.
+    #[arg(long, conflicts_with = "recorded")]
+    roundtrip: bool,
+}
+
+/// The case with each turn replaced by the rendering of what `parser` makes of it whole
+/// (the input of a roundtrip replay), or why there is none.
+fn rendered_case(
+    case: &corpus::Case,
+    format: &formats::Format,
+    parser: &str,
+    opts: &AdapterOptions,
+    path: Option<ServingPath>,
+) -> Result<corpus::Case, String> {
+    let backend = AnyBackend::start(parser, opts)?;
+    let whole: Vec<Cuts> = case.turns.iter().map(|_| Cuts::At(Vec::new())).collect();
+    let turns = match backend.backend().replay_on(
+        path,
+        format,
+        &case.tools,
+        &case.options,
+        &case.request,
+        &case.turns,
+        &whole,
+    ) {
+        Outcome::Done(turns) => turns,
+        Outcome::Panicked(m) => return Err(format!("the parser panicked on the input: {m}")),
+        Outcome::Broke(_, m) => return Err(format!("the parser broke on the input: {m}")),
+        _ => return Err("the parser gave no result for the input".into()),
+    };
+    // Ids the wire does not carry are the parser's own: no model writes them.
+    let cmp = if backend.backend().is_builtin() {
+        Compare::ALL
+    } else {
+        Compare::EXTERNAL
+    };
+    let mut out = case.clone();
+    for ((t, turn), data) in turns.iter().enumerate().zip(&case.turns) {
+        let r = cmp.view(&turn.result, data).0;
+        let rendered =
+            formats::modes::render(format, &case.options, &case.request, &r, &case.tools)
+                .map_err(|e| format!("turn {}: the renderer refuses: {e}", t + 1))?;
+        out.turns[t] = rendered.bytes;
+    }
+    Ok(out)
 }
 
 fn parse_cuts(spec: &str) -> Result<Vec<Vec<usize>>, String> {
@@ -156,6 +206,19 @@ pub(crate) fn run(a: ParseArgs) -> u8 {
         .then(|| serving::served_case(case, format))
         .flatten();
     let case = served.as_ref().unwrap_or(case);
+    let opts = adapter_options(None, a.timeout);
+    let rendered = if a.roundtrip {
+        if let Err(e) = adapter::parse_parser_spec(&a.parser) {
+            return usage_error(e);
+        }
+        match rendered_case(case, format, &a.parser, &opts, a.path) {
+            Ok(r) => Some(r),
+            Err(e) => return usage_error(e),
+        }
+    } else {
+        None
+    };
+    let case = rendered.as_ref().unwrap_or(case);
     // The format's vocabulary, loaded and checked here so that a bad file is an error naming
     // it rather than a quiet fallback.
     let needs_tokens = selection.token_ids
@@ -173,9 +236,16 @@ pub(crate) fn run(a: ParseArgs) -> u8 {
     if let Err(e) = adapter::parse_parser_spec(&a.parser) {
         return usage_error(e);
     }
-    let opts = adapter_options(None, a.timeout);
     match session::parse_one(case, &a.parser, &opts, &cuts, !a.result_only, a.path) {
-        Ok((doc, ok)) => {
+        Ok((mut doc, ok)) => {
+            if a.roundtrip {
+                let texts: Vec<String> = case
+                    .turns
+                    .iter()
+                    .map(|t| String::from_utf8_lossy(t).into_owned())
+                    .collect();
+                doc.insert("rendered", serde_json::json!(texts));
+            }
             // Written as it is serialized: the document of a recording of millions of deltas
             // is never held whole as text.
             let mut w = std::io::BufWriter::with_capacity(1 << 16, crate::cli::Stdout);

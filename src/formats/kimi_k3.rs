@@ -16,6 +16,7 @@
 use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall, WarningKind, excerpt};
 use crate::formats::config::config;
 use crate::formats::core::decoded::{self, DecodedText};
+use crate::formats::core::request::{StartingState, Thinking};
 use crate::formats::options::{Nest, Nested, Table};
 use crate::formats::tagged::escape_json_into;
 use crate::formats::typing::{Lookup, PRIORITY, ParamType, SchemaTypes, TypingOptions, type_value};
@@ -1533,6 +1534,11 @@ static OPTIONS: Table<Config> = Table {
 /// The kimi_k3 format.
 pub static FORMAT: Format = Format {
     render: Some(render),
+    // The chat template opens `think` with thinking on (the default) and `response` with it off.
+    thinking: Some(Thinking {
+        on: StartingState::Reasoning,
+        off: StartingState::Response,
+    }),
     // Kimi K3's special tokens that can appear in its output, with their ids (the fact sheet:
     // five third-party tables agree; no public offline tokenizer to check them against).
     special_tokens: &[

@@ -2,7 +2,9 @@
 //! received the request hands its parser, reproduced for conform's own.
 //!
 //! - `starting_state` (or the `thinking` switch, through the format's [`Thinking`]) sets the
-//!   reasoning layer's `starts_inside` option: `reasoning` on, `response` off;
+//!   reasoning layer's `starts_inside` option: `reasoning` on, `response` off; a format whose
+//!   reasoning is a channel of its own grammar (kimi_k3) takes it through its `enabled` and
+//!   `starts_inside` switches instead;
 //! - `tool_choice = "none"`: the server parses no calls, so the output goes to the text reader
 //!   (behind the format's reasoning layer): call markup is text;
 //! - `tool_choice = "required"` or a named tool: guided decoding made the output a JSON
@@ -24,6 +26,9 @@ use crate::tools::Tools;
 
 /// The reasoning layer's option the starting state sets.
 const STARTS_INSIDE: &str = "reasoning.starts_inside";
+/// The thinking switch of a format whose reasoning is a channel of its own grammar (kimi_k3),
+/// named as the shared layer's `enabled`.
+const ENABLED: &str = "reasoning.enabled";
 
 /// A parser of `format` with `options` over its defaults, reading the output as `request`
 /// says a server would; an unknown option, a mode the format cannot take, or an option that
@@ -157,6 +162,9 @@ fn request_options(
     request: &Request,
 ) -> Result<OptionValues, String> {
     let state = starting_state(format, request);
+    if format.reasoning.is_none() && format.options.list().iter().any(|o| o.name == ENABLED) {
+        return channel_options(format, options, state);
+    }
     let want = match state {
         None | Some(StartingState::None) => return Ok(options.clone()),
         Some(StartingState::Reasoning) => true,
@@ -189,6 +197,38 @@ fn request_options(
     }
     let mut out = options.clone();
     out.insert(STARTS_INSIDE.to_string(), want);
+    Ok(out)
+}
+
+/// The starting state of a format whose reasoning is a channel of its own (no shared layer):
+/// `reasoning` is thinking on with the prompt's `think` opened (`enabled`, `starts_inside`),
+/// `response` is thinking off (the prompt opened the response channel: `enabled` off). `none`
+/// is the absent key, the format's default reading (a raw transcript with its own openers is
+/// the option `reasoning.starts_inside = false`). An explicit option that says otherwise is an
+/// error naming both.
+fn channel_options(
+    format: &Format,
+    options: &OptionValues,
+    state: Option<StartingState>,
+) -> Result<OptionValues, String> {
+    let sets: &[(&str, bool)] = match state {
+        None | Some(StartingState::None) => return Ok(options.clone()),
+        Some(StartingState::Reasoning) => &[(ENABLED, true), (STARTS_INSIDE, true)],
+        Some(StartingState::Response) => &[(ENABLED, false)],
+    };
+    let mut out = options.clone();
+    for &(name, want) in sets {
+        if let Some(&set) = options.get(name)
+            && set != want
+        {
+            return Err(format!(
+                "the option {}.{name}={set} contradicts the request's starting_state={} (drop one)",
+                format.id,
+                state.map_or("none", StartingState::as_str)
+            ));
+        }
+        out.insert(name.to_string(), want);
+    }
     Ok(out)
 }
 
@@ -401,6 +441,39 @@ mod tests {
 
     fn kinds(r: &ParseResult) -> Vec<&str> {
         r.warnings.iter().map(|w| w.kind.as_str()).collect()
+    }
+
+    #[test]
+    fn a_channel_format_takes_the_thinking_switch_through_its_own_options() {
+        let none = OptionValues::new();
+        let answer = "Hi<|close|>response<|sep|><|close|>message<|sep|>";
+        // Thinking off: the prompt opened the response channel.
+        let r = parse("kimi_k3", &none, &req(json!({"thinking": false})), answer);
+        assert_eq!((r.text.as_str(), r.reasoning_text()), ("Hi", ""));
+        assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+        // Thinking on (kimi_k3's default): the same bytes are read inside `think`.
+        let r = parse("kimi_k3", &none, &req(json!({"thinking": true})), answer);
+        assert_ne!(r.text.as_str(), "Hi");
+        let thought = "plan<|close|>think<|sep|><|open|>response<|sep|>Hi<|close|>response<|sep|><|close|>message<|sep|>";
+        let r = parse("kimi_k3", &none, &req(json!({"thinking": true})), thought);
+        assert_eq!((r.text.as_str(), r.reasoning_text()), ("Hi", "plan"));
+        let r = parse(
+            "kimi_k3",
+            &none,
+            &req(json!({"starting_state": "reasoning"})),
+            thought,
+        );
+        assert_eq!((r.text.as_str(), r.reasoning_text()), ("Hi", "plan"));
+        // An option that says otherwise is an error naming both.
+        let on: OptionValues = [("reasoning.enabled".to_string(), true)]
+            .into_iter()
+            .collect();
+        let f = by_id("kimi_k3").unwrap();
+        let e = check(f, &tools(), &on, &req(json!({"thinking": false}))).unwrap_err();
+        assert!(
+            e.contains("reasoning.enabled=true") && e.contains("response"),
+            "{e}"
+        );
     }
 
     #[test]

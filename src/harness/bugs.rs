@@ -340,11 +340,7 @@ fn arguments_detail(v: &ViolationOut, got: Option<&Got>, ctx: &CaseContext) -> S
         }
     }
     if let Some(gs) = got_v.as_str() {
-        return if serde_json::from_str::<serde_json::Value>(gs).ok().as_ref() == Some(&want) {
-            "arguments double-encoded as a JSON string".into()
-        } else {
-            "arguments are a string".into()
-        };
+        return string_arguments(gs, &want);
     }
     let text = g.arguments.as_str();
     if let Some(m) = ctx
@@ -355,6 +351,26 @@ fn arguments_detail(v: &ViolationOut, got: Option<&Got>, ctx: &CaseContext) -> S
         return format!("arguments hold markup (`{m}`)");
     }
     "argument values differ".into()
+}
+
+/// What arguments that came back as a string are: the expected object encoded twice, text
+/// that only looks like an object (streamed fragments that never made valid JSON: the reason
+/// says why, e.g. a number JSON cannot carry), or a string in place of an object.
+fn string_arguments(gs: &str, want: &serde_json::Value) -> String {
+    match serde_json::from_str::<serde_json::Value>(gs) {
+        Ok(v) if &v == want => "arguments double-encoded as a JSON string".into(),
+        Ok(_) => "arguments are a string".into(),
+        Err(e) if gs.trim_start().starts_with('{') => {
+            if e.to_string().starts_with("number out of range") {
+                "arguments hold a number beyond JSON's range (not valid JSON)".into()
+            } else if e.is_eof() {
+                "arguments are truncated JSON".into()
+            } else {
+                "arguments are not valid JSON".into()
+            }
+        }
+        Err(_) => "arguments are a string".into(),
+    }
 }
 
 fn json_kind(v: &serde_json::Value) -> &'static str {
@@ -444,5 +460,28 @@ mod tests {
         assert_eq!(text_loss("", "x"), "text dropped");
         assert_eq!(text_loss("ab", "abc"), "text cut short");
         assert_eq!(text_loss("bc", "abc"), "the start of the text dropped");
+    }
+
+    #[test]
+    fn string_arguments_say_what_the_string_is() {
+        let want = serde_json::json!({"n": "1e400", "a": 1});
+        assert_eq!(
+            string_arguments(r#"{"a":1,"n":"1e400"}"#, &want),
+            "arguments double-encoded as a JSON string"
+        );
+        // A bare 1e400 is the only flaw: the title must not claim a string was sent.
+        assert_eq!(
+            string_arguments(r#"{"a":1,"n":1e400}"#, &want),
+            "arguments hold a number beyond JSON's range (not valid JSON)"
+        );
+        assert_eq!(
+            string_arguments(r#"{"a":1,"n":"#, &want),
+            "arguments are truncated JSON"
+        );
+        assert_eq!(
+            string_arguments(r#"{"a":1}</tool_call>"#, &want),
+            "arguments are not valid JSON"
+        );
+        assert_eq!(string_arguments("Paris", &want), "arguments are a string");
     }
 }

@@ -65,6 +65,9 @@ pub enum PolicyKind {
     /// expectation names warnings) that the engine does not recover: it returns the input
     /// verbatim as text, or the expected calls with text of the deviating part dropped.
     Leniency,
+    /// The engine does not type values by the tool's schema: a number, boolean or null the
+    /// schema types (and the wire leaves untyped) comes back as the string the model wrote.
+    Typing,
 }
 
 /// One failing case's class.
@@ -131,6 +134,7 @@ impl PolicyKind {
             PolicyKind::Whitespace => "whitespace",
             PolicyKind::StopToken => "stop_token",
             PolicyKind::Leniency => "leniency",
+            PolicyKind::Typing => "typing",
         }
     }
 
@@ -147,6 +151,7 @@ impl PolicyKind {
             "whitespace" => PolicyKind::Whitespace,
             "stop_token" => PolicyKind::StopToken,
             "leniency" => PolicyKind::Leniency,
+            "typing" => PolicyKind::Typing,
             _ => return None,
         })
     }
@@ -476,6 +481,17 @@ fn declared_policy(
             }
             None
         }
+        Invariant::Expectation if msg.starts_with("call ") && msg.contains(" differs") => {
+            let want = tc.expected_calls.as_ref()?;
+            let typed_apart = ctx.has(PolicyKind::Typing)
+                && got.calls.len() == want.len()
+                && got.calls.iter().zip(want).all(|(g, w)| {
+                    g.name == w.name
+                        && serde_json::from_str::<serde_json::Value>(&g.arguments)
+                            .is_ok_and(|a| only_untyped(&w.arguments, &a))
+                });
+            typed_apart.then_some(PolicyKind::Typing)
+        }
         Invariant::Expectation if msg.contains(" call(s) parsed (") => {
             undeclared.then_some(PolicyKind::UndeclaredTools)
         }
@@ -601,6 +617,31 @@ fn without_reasoning(text: &str, open: &str, close: &str) -> String {
 }
 
 /// Whether a call's name or id holds one of the format's delimiters.
+/// Whether `got` is `want` but for scalars left as the text the model wrote: a number,
+/// boolean or null of `want` that is a string in `got` spelling the same value (`"007"` for
+/// 7, `"true"`). Never the other way: a string the engine decoded into a number is a bug.
+fn only_untyped(want: &serde_json::Value, got: &serde_json::Value) -> bool {
+    use serde_json::Value as V;
+    match (want, got) {
+        (V::Object(w), V::Object(g)) => {
+            w.len() == g.len()
+                && w.iter()
+                    .all(|(k, wv)| g.get(k).is_some_and(|gv| only_untyped(wv, gv)))
+        }
+        (V::Array(w), V::Array(g)) => {
+            w.len() == g.len() && w.iter().zip(g).all(|(a, b)| only_untyped(a, b))
+        }
+        (V::Number(n), V::String(s)) => s
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .is_some_and(|x| Some(x) == n.as_f64()),
+        (V::Bool(b), V::String(s)) => s.trim() == if *b { "true" } else { "false" },
+        (V::Null, V::String(s)) => s.trim() == "null",
+        (w, g) => w == g,
+    }
+}
+
 fn holds_marker(c: &GotCall, markers: &[String]) -> bool {
     markers.iter().filter(|m| !m.is_empty()).any(|m| {
         c.name.contains(m.as_str()) || c.id.as_deref().is_some_and(|i| i.contains(m.as_str()))
@@ -1329,6 +1370,46 @@ mod tests {
         );
         let v = with_got(e, &text_msg(input, ""), got(input, &[("f", None, "{}")]));
         assert_eq!(label(&declaring(c, &[PolicyKind::Errors]), &v), "other");
+    }
+
+    #[test]
+    fn only_scalars_left_as_their_text_are_typing() {
+        use serde_json::json;
+        let want = json!({"id": 12, "level": 7, "on": true, "x": null, "s": "a", "l": [1.5]});
+        let got =
+            json!({"id": 12, "level": "007", "on": "true", "x": "null", "s": "a", "l": ["1.5"]});
+        assert!(only_untyped(&want, &got));
+        // A string decoded into a number is the string-corruption bug, not typing.
+        assert!(!only_untyped(&json!({"zip": "007"}), &json!({"zip": 7})));
+        assert!(!only_untyped(&json!({"n": 7}), &json!({"n": "8"})));
+        assert!(!only_untyped(&json!({"n": 7}), &json!({"n": "7", "m": 1})));
+    }
+
+    #[test]
+    fn a_value_kept_as_its_text_is_typing_only_for_an_engine_that_declares_it() {
+        let mut c = ctx("", "");
+        c.turns[0].expected_calls = Some(vec![ToolCall {
+            name: "f".into(),
+            id: None,
+            server: None,
+            arguments: serde_json::json!({"level": 7}),
+        }]);
+        let msg = "call 0 differs: parsed f(\"{\\\"level\\\":\\\"007\\\"}\") but the expectation says f(\"{\\\"level\\\":7}\")";
+        let v = with_got(
+            Invariant::Expectation,
+            msg,
+            got("", &[("f", None, r#"{"level":"007"}"#)]),
+        );
+        let typing = declaring(c.clone(), &[PolicyKind::Typing]);
+        assert_eq!(classify_violation(&v, &typing).label(), "policy:typing");
+        assert_ne!(classify_violation(&v, &c).label(), "policy:typing");
+        // Another value is still a bug.
+        let wrong = with_got(
+            Invariant::Expectation,
+            msg,
+            got("", &[("f", None, r#"{"level":"8"}"#)]),
+        );
+        assert_ne!(classify_violation(&wrong, &typing).label(), "policy:typing");
     }
 
     #[test]

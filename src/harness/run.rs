@@ -978,7 +978,13 @@ impl<'a> CaseRun<'a> {
                 })
                 .collect()
         };
+        // A streaming path shrunk to no cut would be the whole output as one delta: the
+        // coalesced replay, reported apart and a path no client takes. Keep one cut at least.
+        let keep_a_cut = self.routes.chunked == Some(ReplayPath::Stream);
         let min = minimize(flat, budget, |f| {
+            if keep_a_cut && f.is_empty() {
+                return false;
+            }
             let v = self.replay_judged(whole, Strategy::Random, to_cuts(f));
             v.breakdown.is_none() && v.broken.iter().any(|(i, _)| *i == inv)
         });
@@ -1193,8 +1199,17 @@ impl<'a> CaseRun<'a> {
                             },
                             crate::event::excerpt(&String::from_utf8_lossy(&rendered))
                         ),
+                        // The rendering is the input: `--roundtrip` makes it again.
                         replay: path_replay(
-                            replay_command(case, &backend.name(), &[]),
+                            format!(
+                                "{} --roundtrip{}",
+                                replay_command(case, &backend.name(), &[]),
+                                if cuts == Cuts::EveryByte {
+                                    " --strategy bytes"
+                                } else {
+                                    ""
+                                }
+                            ),
                             self.routes.whole,
                         ),
                         path: self.routes.whole,
@@ -2557,6 +2572,24 @@ mod tests {
         );
         // An adapter gets one stream per request: nothing to interleave.
         assert_eq!(partners(&cases, &External), vec![None; 4]);
+    }
+
+    #[test]
+    fn a_stream_bug_that_one_delta_also_shows_is_shrunk_to_one_cut_not_to_none() {
+        // The stream path drops every '!' whatever the deltas: the one-delta replay fails too,
+        // but the reproducer of a streaming failure must stay a stream of two deltas at least.
+        let b = TwoPaths::new(&ECHO, &BANG, true);
+        let r = run_case_with(&text_case("a!b", "a!b"), &FLAKY, &b, &chars());
+        assert_eq!(r.status, Status::Fail);
+        let v = &r.violations[0];
+        assert_eq!(v.path, Some(ReplayPath::Stream));
+        assert_eq!(
+            v.cuts.iter().map(Vec::len).sum::<usize>(),
+            1,
+            "{:?}",
+            v.cuts
+        );
+        assert!(v.replay.contains("--cuts"), "{}", v.replay);
     }
 
     #[test]

@@ -108,9 +108,24 @@ pub fn served_len(format: &Format, turn: &[u8]) -> usize {
 }
 
 /// The case as a server's parser receives it: each turn cut at its first stop token; `None`
-/// when no turn holds one (the case is served as it is).
+/// when no turn holds one (the case is served as it is). A turn whose expected text, reasoning
+/// or arguments hold a stop token's text is not cut: the case says the model wrote those
+/// characters as content (ordinary tokens, on which no server stops), and judging the engine
+/// on the part before them against the whole expectation would blame it for conform's cut.
 pub fn served_case(case: &Case, format: &Format) -> Option<Case> {
-    let lens: Vec<usize> = case.turns.iter().map(|t| served_len(format, t)).collect();
+    let lens: Vec<usize> = case
+        .turns
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let expected = case.expects.get(i).and_then(Option::as_ref);
+            if expected.is_some_and(|e| holds_stop_token(format, e)) {
+                t.len()
+            } else {
+                served_len(format, t)
+            }
+        })
+        .collect();
     if lens.iter().zip(&case.turns).all(|(n, t)| *n == t.len()) {
         return None;
     }
@@ -119,6 +134,22 @@ pub fn served_case(case: &Case, format: &Format) -> Option<Case> {
         t.truncate(n);
     }
     Some(served)
+}
+
+/// Whether an expectation's content (text, reasoning, call names and arguments) holds one of
+/// the format's stop tokens.
+fn holds_stop_token(format: &Format, e: &super::corpus::Expectation) -> bool {
+    let mut content: Vec<String> = Vec::new();
+    content.extend(e.text.iter().cloned());
+    content.extend(e.reasoning.iter().cloned());
+    for c in e.calls.iter().flatten() {
+        content.push(c.name.clone());
+        content.push(c.arguments.to_string());
+    }
+    format
+        .stop_tokens
+        .iter()
+        .any(|t| content.iter().any(|c| c.contains(t)))
 }
 
 /// What one turn of a failing replay folded to, kept in the report so that a verdict can be
@@ -207,6 +238,29 @@ mod tests {
         assert_eq!(served_len(f, b"no stop"), 7);
         let none = crate::formats::by_id("roo_xml").unwrap();
         assert_eq!(served_len(none, b"x<|im_end|>"), 11);
+    }
+
+    #[test]
+    fn a_stop_token_the_expectation_holds_as_content_does_not_cut_the_turn() {
+        let load = |id: &str| {
+            let c = crate::harness::corpus::load(
+                &[format!("corpus/pythonic/{id}.txt")],
+                &crate::harness::corpus::LoadOptions::default(),
+            );
+            c.cases.into_iter().next().unwrap()
+        };
+        let f = crate::formats::by_id("pythonic").unwrap();
+        // `<|eot|>` inside a string argument: served whole.
+        let case = load("y_unicode_arguments");
+        assert!(case.turns[0].windows(7).any(|w| w == b"<|eot|>"));
+        assert!(served_case(&case, f).is_none());
+        // A turn that ends with the stop token is still cut there.
+        let mut ends = case.clone();
+        ends.turns[0].extend_from_slice(b"<|eot|>");
+        ends.expects[0].as_mut().unwrap().calls = Some(Vec::new());
+        ends.expects[0].as_mut().unwrap().text = Some(String::new());
+        let served = served_case(&ends, f).expect("cut at the stop token");
+        assert!(served.turns[0].len() < case.turns[0].len());
     }
 
     #[test]

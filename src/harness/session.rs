@@ -361,6 +361,13 @@ pub struct ParseDoc {
     tail: Value,
 }
 
+impl ParseDoc {
+    /// Adds a key after the document's own (`rendered`, for a roundtrip replay).
+    pub fn insert(&mut self, key: &str, value: Value) {
+        self.tail[key] = value;
+    }
+}
+
 /// One turn of a [`ParseDoc`].
 #[derive(Debug)]
 struct TurnDoc {

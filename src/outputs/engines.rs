@@ -55,7 +55,8 @@ pub struct EngineEntry {
     #[serde(default)]
     pub date: String,
     /// The engine's policies (ids, text after calls, errors…), each with a note; the keys
-    /// the classifier knows (`PolicyKind::from_key`) are applied to its failures.
+    /// the classifier knows (`PolicyKind::from_key`) are applied to its failures, a key
+    /// `KEY@FORMAT` to that format's failures only ([`Policies`]).
     #[serde(default)]
     pub policy: BTreeMap<String, String>,
     /// The engine's dialect: `FORMAT.OPTION=BOOL` of conform's parser under which its
@@ -314,7 +315,7 @@ pub struct Classified<'a> {
 pub fn classify_run<'a>(
     report: &'a Report,
     context: &dyn Fn(&CaseOut) -> CaseContext,
-    policies: &BTreeSet<PolicyKind>,
+    policies: &Policies,
 ) -> Vec<Classified<'a>> {
     report
         .runs
@@ -322,7 +323,7 @@ pub fn classify_run<'a>(
         .flat_map(|r| &r.cases)
         .filter_map(|c| {
             let mut ctx = context(c);
-            ctx.policies = Some(policies.clone());
+            ctx.policies = Some(policies.for_format(&c.format));
             classify_case(c, &ctx).map(|(class, by)| Classified {
                 case: c,
                 class,
@@ -337,13 +338,37 @@ pub fn classify_run<'a>(
         .collect()
 }
 
-/// The policies an engine declares (the keys of its engine.json `policy` the classifier
-/// knows).
-pub fn declared_policies(e: &EngineEntry) -> BTreeSet<PolicyKind> {
-    e.policy
-        .keys()
-        .filter_map(|k| PolicyKind::from_key(k))
-        .collect()
+/// The policies an engine declares: the keys of its engine.json `policy` the classifier
+/// knows, each for every format (`KEY`) or for one format's parser (`KEY@FORMAT`, where the
+/// engine settles the rule so in that parser only).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Policies(Vec<(PolicyKind, Option<String>)>);
+
+impl Policies {
+    /// The policies `e` declares.
+    pub fn of(e: &EngineEntry) -> Policies {
+        Policies(
+            e.policy
+                .keys()
+                .filter_map(|k| {
+                    let (key, format) = match k.split_once('@') {
+                        Some((key, f)) => (key, Some(f.to_string())),
+                        None => (k.as_str(), None),
+                    };
+                    PolicyKind::from_key(key).map(|p| (p, format))
+                })
+                .collect(),
+        )
+    }
+
+    /// The policies that apply to a case of `format`.
+    pub fn for_format(&self, format: &str) -> BTreeSet<PolicyKind> {
+        self.0
+            .iter()
+            .filter(|(_, f)| f.as_deref().is_none_or(|f| f == format))
+            .map(|(p, _)| *p)
+            .collect()
+    }
 }
 
 /// The page as blocks.
@@ -372,7 +397,7 @@ pub fn pages(m: &Matrix, context: &dyn Fn(&CaseOut) -> CaseContext) -> Pages {
                 v,
                 v.report
                     .as_ref()
-                    .map(|r| classify_run(r, context, &declared_policies(&v.engine)))
+                    .map(|r| classify_run(r, context, &Policies::of(&v.engine)))
                     .unwrap_or_default(),
             )
         })
@@ -1362,7 +1387,7 @@ pub fn byte_level(m: &Matrix, context: &dyn Fn(&CaseOut) -> CaseContext) -> Vec<
             .filter(|c| c.status.is_failing())
             .map(|c| c.id.as_str())
             .collect();
-        let cls = classify_run(b, context, &declared_policies(&v.engine));
+        let cls = classify_run(b, context, &Policies::of(&v.engine));
         for run in &b.runs {
             for (f, t) in &run.formats {
                 let only: Vec<&Classified> = cls
@@ -1542,6 +1567,27 @@ pub fn html_page(blocks: &[Block], footer: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_policy_key_with_a_format_applies_to_that_format_only() {
+        let e: EngineEntry = serde_json::from_value(serde_json::json!({
+            "engine": "x",
+            "setup": {"ok": true, "command": "", "seconds": 0.0},
+            "policy": {"errors": "none", "typing@deepseek_v32": "JSON first", "notes": "-"}
+        }))
+        .unwrap();
+        let p = Policies::of(&e);
+        assert_eq!(
+            p.for_format("deepseek_v32"),
+            [PolicyKind::Errors, PolicyKind::Typing]
+                .into_iter()
+                .collect()
+        );
+        assert_eq!(
+            p.for_format("qwen3_coder"),
+            [PolicyKind::Errors].into_iter().collect()
+        );
+    }
 
     #[test]
     fn markdown_and_html_escape_what_would_break_them() {

@@ -59,6 +59,8 @@ PARSERS = {
     "gemma4": "gemma4",
     "minimax_m3": "minimax_m3",
     "kimi_k3": "kimi_k3",
+    "functiongemma": "functiongemma",
+    "muse_glimmer": "muse_glimmer",
 }
 
 #: conform format id -> vLLM `--reasoning-parser` name, for the `--reasoning` variant: the
@@ -81,6 +83,7 @@ REASONING = {
     "gemma4": "gemma4",
     "minimax_m3": "minimax_m3",
     "kimi_k3": "kimi_k3",
+    "muse_glimmer": "muse_glimmer",
 }
 
 #: Packages the tool parsers' modules import but never use to parse text, and vLLM's own

@@ -27,12 +27,16 @@ pub const TURN_END: &str = "<end_of_turn>";
 /// `<eos>`: the end of the sequence.
 pub const EOS: &str = "<eos>";
 
+/// The tokens FunctionGemma stops with; a server ends the output there, so an engine's parser is
+/// never handed them (the first is what the renderer writes after calls).
+const STOPS: &[&str] = &[FUNCTION_RESPONSE, TURN_END, EOS];
+
 /// FunctionGemma's delimiters.
 pub static DIALECT: Dialect = Dialect {
     open: CALL_OPEN,
     close: CALL_CLOSE,
     quote: QUOTE,
-    stops: &[FUNCTION_RESPONSE, TURN_END, EOS],
+    stops: STOPS,
     reasoning: None,
 };
 
@@ -83,6 +87,7 @@ pub const SPECIAL_TOKENS: &[SpecialToken] = &[
 /// The functiongemma format.
 pub static FORMAT: Format = Format {
     render: Some(render),
+    stop_tokens: STOPS,
     special_tokens: SPECIAL_TOKENS,
     ..Format::new(
         "functiongemma",

@@ -32,12 +32,16 @@ pub const CHANNEL_OPEN: &str = "<|channel>";
 /// `<channel|>`: closes it.
 pub const CHANNEL_CLOSE: &str = "<channel|>";
 
+/// The tokens Gemma 4 stops with; a server ends the output there, so an engine's parser is
+/// never handed them (the first is what the renderer writes after calls).
+const STOPS: &[&str] = &[TOOL_RESPONSE, TURN_END, EOS];
+
 /// Gemma 4's delimiters.
 pub static DIALECT: Dialect = Dialect {
     open: CALL_OPEN,
     close: CALL_CLOSE,
     quote: QUOTE,
-    stops: &[TOOL_RESPONSE, TURN_END, EOS],
+    stops: STOPS,
     reasoning: Some(&REASONING),
 };
 
@@ -124,6 +128,7 @@ pub const SPECIAL_TOKENS: &[SpecialToken] = &[
 /// The gemma4 format.
 pub static FORMAT: Format = Format {
     render: Some(render),
+    stop_tokens: STOPS,
     special_tokens: SPECIAL_TOKENS,
     reasoning: Some(&REASONING),
     // The request's thinking switch: on, the model writes `<|channel>thought` itself; off, the
