@@ -104,32 +104,138 @@ pub fn catching<T>(f: impl FnOnce() -> T) -> Result<T, String> {
 }
 
 fn run_turn(parser: &mut dyn StreamParser, data: &[u8], cuts: &Cuts) -> TurnOutcome {
-    let mut folder = Folder::default();
-    let mut hasher = DefaultHasher::new();
-    let mut buf: Vec<Event> = Vec::new();
-    let mut drain = |buf: &mut Vec<Event>, folder: &mut Folder| {
-        for ev in buf.drain(..) {
-            ev.hash(&mut hasher);
-            folder.push(&ev);
-        }
-    };
+    let mut fold = TurnFold::default();
     for piece in cuts.pieces(data) {
-        parser.feed(piece, &mut buf);
-        drain(&mut buf, &mut folder);
+        fold.feed(parser, piece);
     }
-    parser.finish(&mut buf);
-    drain(&mut buf, &mut folder);
-    let events_hash = hasher.finish();
-    let (mut result, anomalies) = folder.finish_with_anomalies();
-    // A built-in parser is judged on reasoning even when it reports none: no reasoning is
-    // empty reasoning (only an adapter may leave it unreported, `specs/adapter.md`).
-    result.reasoning.get_or_insert_with(String::new);
-    TurnOutcome {
-        result,
-        anomalies,
-        events_hash,
-        events_seen: true,
+    fold.finish(parser)
+}
+
+/// One turn's events as a parser emits them: folded and hashed as they come.
+#[derive(Default)]
+struct TurnFold {
+    folder: Folder,
+    hasher: DefaultHasher,
+    buf: Vec<Event>,
+}
+
+impl TurnFold {
+    fn feed(&mut self, parser: &mut dyn StreamParser, piece: &[u8]) {
+        parser.feed(piece, &mut self.buf);
+        self.drain();
     }
+
+    fn drain(&mut self) {
+        for ev in self.buf.drain(..) {
+            ev.hash(&mut self.hasher);
+            self.folder.push(&ev);
+        }
+    }
+
+    /// Ends the turn.
+    fn finish(mut self, parser: &mut dyn StreamParser) -> TurnOutcome {
+        parser.finish(&mut self.buf);
+        self.drain();
+        let events_hash = self.hasher.finish();
+        let (mut result, anomalies) = self.folder.finish_with_anomalies();
+        // A built-in parser is judged on reasoning even when it reports none: no reasoning is
+        // empty reasoning (only an adapter may leave it unreported, `specs/adapter.md`).
+        result.reasoning.get_or_insert_with(String::new);
+        TurnOutcome {
+            result,
+            anomalies,
+            events_hash,
+            events_seen: true,
+        }
+    }
+}
+
+/// One stream of an interleaved replay: what its parser is built from, its turns, and the
+/// cuts of each turn (a missing entry means whole).
+#[derive(Clone, Copy)]
+pub struct Stream<'a> {
+    /// The tools of the stream's request.
+    pub tools: &'a Tools,
+    /// The format's options over its defaults.
+    pub options: &'a OptionValues,
+    /// The request modes.
+    pub request: &'a Request,
+    /// The turns.
+    pub turns: &'a [Vec<u8>],
+    /// The cuts of each turn.
+    pub cuts: &'a [Cuts],
+}
+
+/// A stream being fed one step at a time: a piece, or the end of a turn.
+struct Stepper<'a> {
+    parser: Box<dyn StreamParser>,
+    stream: Stream<'a>,
+    turn: usize,
+    pieces: Option<Box<dyn Iterator<Item = &'a [u8]> + 'a>>,
+    fold: TurnFold,
+    out: Vec<TurnOutcome>,
+}
+
+static WHOLE: Cuts = Cuts::At(Vec::new());
+
+impl<'a> Stepper<'a> {
+    /// Takes one step; false once every turn has ended.
+    fn step(&mut self) -> bool {
+        let Stream { turns, cuts, .. } = self.stream;
+        let Some(data) = turns.get(self.turn) else {
+            return false;
+        };
+        let turn = self.turn;
+        let pieces = self
+            .pieces
+            .get_or_insert_with(|| cuts.get(turn).unwrap_or(&WHOLE).pieces(data));
+        match pieces.next() {
+            Some(piece) => self.fold.feed(self.parser.as_mut(), piece),
+            None => {
+                self.pieces = None;
+                let fold = std::mem::take(&mut self.fold);
+                self.out.push(fold.finish(self.parser.as_mut()));
+                self.turn += 1;
+            }
+        }
+        true
+    }
+}
+
+/// Feeds two streams of one format to two parser instances in one thread, taking turns: a
+/// piece of the first, a piece of the second, and so on (a turn's end is a step too), as a
+/// server interleaves the deltas of concurrent requests. Each stream's outcome, or the panic
+/// message. Fed alone under the same cuts, each stream must give the same events
+/// ([`Invariant::StreamIsolation`](crate::harness::invariants::Invariant)).
+pub fn replay_interleaved(
+    format: &Format,
+    a: Stream<'_>,
+    b: Stream<'_>,
+) -> Result<[Vec<TurnOutcome>; 2], String> {
+    catching(|| {
+        let start = |s: Stream<'_>| match crate::formats::modes::parser(
+            format, s.tools, s.options, s.request,
+        ) {
+            Ok(parser) => parser,
+            Err(e) => panic!("{e}"),
+        };
+        let mut steppers = [a, b].map(|stream| Stepper {
+            parser: start(stream),
+            stream,
+            turn: 0,
+            pieces: None,
+            fold: TurnFold::default(),
+            out: Vec::new(),
+        });
+        loop {
+            let [x, y] = &mut steppers;
+            let (moved_a, moved_b) = (x.step(), y.step());
+            if !moved_a && !moved_b {
+                break;
+            }
+        }
+        steppers.map(|s| s.out)
+    })
 }
 
 /// Runs a parser over the pieces of one turn and returns every event (for `conform parse`).

@@ -62,40 +62,140 @@ pub fn byte_chars() -> [char; 256] {
     out
 }
 
+/// The parts of a `tokenizer.json` the reader uses. The vocabulary and the merges, most of the
+/// file, are read into their own types rather than a JSON tree, which would cost about ten
+/// times the file (`docs/performance.md`, "Memory").
+#[derive(serde::Deserialize)]
+struct Doc {
+    model: ModelDoc,
+    #[serde(default)]
+    normalizer: Value,
+    #[serde(default)]
+    pre_tokenizer: Value,
+    #[serde(default)]
+    added_tokens: Value,
+}
+
+/// `model` of a `tokenizer.json`.
+#[derive(serde::Deserialize)]
+struct ModelDoc {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    byte_fallback: Option<bool>,
+    #[serde(default)]
+    continuing_subword_prefix: Option<String>,
+    #[serde(default)]
+    end_of_word_suffix: Option<String>,
+    #[serde(default)]
+    ignore_merges: Option<bool>,
+    #[serde(default)]
+    vocab: VocabMap,
+    #[serde(default)]
+    merges: Vec<MergeDoc>,
+}
+
+/// `model.vocab`: token → id, or `None` when it is not an object (a Unigram model's list),
+/// which the model type's check refuses by name.
+#[derive(Default)]
+struct VocabMap(Option<FxHashMap<String, u64>>);
+
+impl<'de> serde::Deserialize<'de> for VocabMap {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = VocabMap;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a vocabulary")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<VocabMap, A::Error> {
+                let mut out = FxHashMap::default();
+                out.reserve(m.size_hint().unwrap_or(0));
+                while let Some((k, v)) = m.next_entry::<String, u64>()? {
+                    out.insert(k, v);
+                }
+                Ok(VocabMap(Some(out)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<VocabMap, A::Error> {
+                while s.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(VocabMap(None))
+            }
+            fn visit_unit<E>(self) -> Result<VocabMap, E> {
+                Ok(VocabMap(None))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<VocabMap, E> {
+                Ok(VocabMap(None))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<VocabMap, E> {
+                Ok(VocabMap(None))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<VocabMap, E> {
+                Ok(VocabMap(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<VocabMap, E> {
+                Ok(VocabMap(None))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<VocabMap, E> {
+                Ok(VocabMap(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A merge rule: `"A B"`, or `["A", "B"]` in newer files.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum MergeDoc {
+    Joined(String),
+    Pair(Vec<String>),
+}
+
 impl ByteLevelBpe {
     /// Reads a parsed `tokenizer.json`; the error says what is not supported or malformed.
     pub fn from_json(doc: &Value) -> Result<ByteLevelBpe, String> {
-        let model = doc.get("model").ok_or("no \"model\"")?;
-        let kind = model.get("type").and_then(Value::as_str).unwrap_or("BPE");
+        let doc = <Doc as serde::Deserialize>::deserialize(doc).map_err(|e| e.to_string())?;
+        Self::from_doc(doc)
+    }
+
+    /// Reads the bytes of a `tokenizer.json` without building a JSON tree of it.
+    pub fn from_slice(bytes: &[u8]) -> Result<ByteLevelBpe, String> {
+        let doc: Doc = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        Self::from_doc(doc)
+    }
+
+    fn from_doc(doc: Doc) -> Result<ByteLevelBpe, String> {
+        let model = &doc.model;
+        let kind = model.kind.as_deref().unwrap_or("BPE");
         if kind != "BPE" {
             return Err(format!("model type {kind:?} is not BPE"));
         }
-        if model.get("byte_fallback").and_then(Value::as_bool) == Some(true) {
+        if model.byte_fallback == Some(true) {
             return Err("a BPE model with byte_fallback is not byte-level".into());
         }
-        for key in ["continuing_subword_prefix", "end_of_word_suffix"] {
-            if model
-                .get(key)
-                .and_then(Value::as_str)
-                .is_some_and(|s| !s.is_empty())
-            {
+        for (key, v) in [
+            (
+                "continuing_subword_prefix",
+                &model.continuing_subword_prefix,
+            ),
+            ("end_of_word_suffix", &model.end_of_word_suffix),
+        ] {
+            if v.as_deref().is_some_and(|s| !s.is_empty()) {
                 return Err(format!("{key} is not supported"));
             }
         }
-        check_normalizer(doc.get("normalizer").unwrap_or(&Value::Null))?;
+        check_normalizer(&doc.normalizer)?;
         let mut splits = Vec::new();
         let mut byte_level = false;
-        pre_tokenizer(
-            doc.get("pre_tokenizer").unwrap_or(&Value::Null),
-            &mut splits,
-            &mut byte_level,
-        )?;
+        pre_tokenizer(&doc.pre_tokenizer, &mut splits, &mut byte_level)?;
         if !byte_level {
             return Err("the pre-tokenizer has no ByteLevel step: not a byte-level BPE".into());
         }
         let vocab = model
-            .get("vocab")
-            .and_then(Value::as_object)
+            .vocab
+            .0
+            .as_ref()
             .ok_or("model.vocab is not an object")?;
         let chars = byte_chars();
         let mut unchar: FxHashMap<char, u8> = FxHashMap::default();
@@ -108,9 +208,8 @@ impl ByteLevelBpe {
         let mut lengths: FxHashMap<u32, usize> = FxHashMap::default();
         let mut whole: FxHashMap<Vec<u8>, u32> = FxHashMap::default();
         for (tok, id) in vocab {
-            let id = id
-                .as_u64()
-                .and_then(|i| u32::try_from(i).ok())
+            let id = u32::try_from(*id)
+                .ok()
                 .ok_or_else(|| format!("vocabulary entry {tok:?} has no integer id"))?;
             ids.insert(tok.as_str(), id);
             // An entry outside the byte alphabet is an added token's (`<｜begin▁of▁sentence｜>`):
@@ -125,25 +224,16 @@ impl ByteLevelBpe {
                 .get(c.to_string().as_str())
                 .ok_or_else(|| format!("byte 0x{b:02x} ({c}) has no token"))?;
         }
-        let list = model
-            .get("merges")
-            .and_then(Value::as_array)
-            .ok_or("model.merges is not an array")?;
         let mut merges = FxHashMap::default();
-        for (rank, m) in list.iter().enumerate() {
+        for (rank, m) in model.merges.iter().enumerate() {
             let (a, b) = match m {
-                Value::String(s) => s
+                MergeDoc::Joined(s) => s
                     .split_once(' ')
                     .ok_or_else(|| format!("merge {rank} {s:?} is not \"A B\""))?,
-                Value::Array(p) => match (
-                    p.first().and_then(Value::as_str),
-                    p.get(1).and_then(Value::as_str),
-                    p.len(),
-                ) {
-                    (Some(a), Some(b), 2) => (a, b),
+                MergeDoc::Pair(p) => match p.as_slice() {
+                    [a, b] => (a.as_str(), b.as_str()),
                     _ => return Err(format!("merge {rank} is not a pair")),
                 },
-                _ => return Err(format!("merge {rank} is neither \"A B\" nor a pair")),
             };
             let id = |t: &str| {
                 ids.get(t).copied().ok_or_else(|| {
@@ -156,13 +246,9 @@ impl ByteLevelBpe {
             // The first rule for a pair wins, as in `tokenizers`.
             merges.entry(pair).or_insert((rank, id(&merged)?));
         }
-        let ignore_merges = model.get("ignore_merges").and_then(Value::as_bool) == Some(true);
+        let ignore_merges = model.ignore_merges == Some(true);
         let mut added = Vec::new();
-        for t in doc
-            .get("added_tokens")
-            .and_then(Value::as_array)
-            .map_or(&[][..], Vec::as_slice)
-        {
+        for t in doc.added_tokens.as_array().map_or(&[][..], Vec::as_slice) {
             let content = t
                 .get("content")
                 .and_then(Value::as_str)

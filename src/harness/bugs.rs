@@ -183,7 +183,10 @@ fn detail(c: &CaseOut, class: BugClass, by: Option<&ViolationOut>, ctx: &CaseCon
                 } else {
                     format!("error on valid input: {}", normalise(first_clause(msg)))
                 }
-            } else if matches!(v.invariant, Invariant::SplitInvariance) {
+            } else if matches!(
+                v.invariant,
+                Invariant::SplitInvariance | Invariant::StreamBatchParity
+            ) {
                 "errors differ between the paths".into()
             } else {
                 let calls = got.map_or(0, |g| g.calls.len());

@@ -403,9 +403,13 @@ pub fn classify_violation(v: &ViolationOut, ctx: &CaseContext) -> CaseClass {
         Invariant::Bounded if msg.contains("panicked") => bug(B::Crash),
         Invariant::CdataSplit | Invariant::TypeInference => bug(B::ArgumentsWrong),
         Invariant::Expectation => expectation_class(msg, &tc, ctx),
-        Invariant::SplitInvariance => split_class(msg, &ctx.markers),
+        // A streaming replay against the non-streaming result: the same difference, by path.
+        Invariant::SplitInvariance | Invariant::StreamBatchParity => split_class(msg, &ctx.markers),
         Invariant::Roundtrip => roundtrip_class(msg, ctx),
-        Invariant::DeltaContract | Invariant::Deterministic | Invariant::Bounded => bug(B::Other),
+        Invariant::DeltaContract
+        | Invariant::Deterministic
+        | Invariant::Bounded
+        | Invariant::StreamIsolation => bug(B::Other),
     }
 }
 

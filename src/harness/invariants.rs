@@ -16,6 +16,10 @@ use std::borrow::Cow;
 pub enum Invariant {
     /// Every chunking gives the result of the whole transcript.
     SplitInvariance,
+    /// For a parser with a non-streaming and a streaming path: the streaming replays give the
+    /// non-streaming path's result (blamed, as `split_invariance` is, on the side that differs
+    /// from the expectation).
+    StreamBatchParity,
     /// Events keep the per-call contract of `specs/streaming.md`.
     DeltaContract,
     /// Text and reasoning of an error-free parse contain no delimiter of the format.
@@ -32,6 +36,9 @@ pub enum Invariant {
     Bounded,
     /// The same input gives the same events twice.
     Deterministic,
+    /// A parser fed interleaved with another instance's stream gives the result it gives alone:
+    /// parsers share no state.
+    StreamIsolation,
 }
 
 impl Invariant {}
@@ -39,6 +46,7 @@ impl Invariant {}
 wire_names! {
     Invariant {
         SplitInvariance => "split_invariance",
+        StreamBatchParity => "stream_batch_parity",
         DeltaContract => "delta_contract",
         NoMarkupLeak => "no_markup_leak",
         Expectation => "expectation",
@@ -47,6 +55,7 @@ wire_names! {
         TypeInference => "type_inference",
         Bounded => "bounded",
         Deterministic => "deterministic",
+        StreamIsolation => "stream_isolation",
     }
 }
 

@@ -12,7 +12,7 @@ use super::invariants::{
 use super::minimize::minimize;
 use super::serving::{Got, ReplayPath, Routes, served_case};
 use super::tokens::Tokenizer;
-use crate::backends::{Backend, Breakdown, Outcome, TurnOutcome};
+use crate::backends::{Backend, Breakdown, Outcome, TurnOutcome, builtin};
 use crate::formats::request::Request;
 use crate::formats::{self, Format, OptionValues};
 use rayon::prelude::*;
@@ -252,23 +252,50 @@ struct Verdict {
 }
 
 /// Replays every case the backend supports (in parallel), calling `progress` as each case
-/// finishes; one report per case, in case order.
+/// finishes; one report per case, in case order. conform's own parsers are also fed each case
+/// interleaved with another case of its format ([`partners`], `stream_isolation`).
 pub fn run_cases_on(
     cases: &[Case],
     backend: &dyn Backend,
     cfg: &RunConfig,
     progress: &(dyn Fn() + Sync),
 ) -> Vec<CaseReport> {
+    let partners = partners(cases, backend);
     cases
         .par_iter()
-        .filter(|c| backend.supports(c.format))
-        .map(|c| {
+        .zip(&partners)
+        .filter(|(c, _)| backend.supports(c.format))
+        .map(|(c, partner)| {
             let format = formats::by_id(c.format).expect("corpus cases name registered formats");
-            let r = run_case_with(c, format, backend, cfg);
+            let partner = partner.map(|p| &cases[p]);
+            let r = run_case_paired(c, partner, format, backend, cfg);
             progress();
             r
         })
         .collect()
+}
+
+/// For each case, the case whose stream it is interleaved with for `stream_isolation`: the next
+/// case of the same format in the run (wrapping around), so `conform run A B` pairs A and B
+/// again. None for an external parser (the adapter protocol carries one stream per request,
+/// `specs/adapter.md` §2.2), a format with a single case, or a large case (replayed lean).
+fn partners(cases: &[Case], backend: &dyn Backend) -> Vec<Option<usize>> {
+    let mut out = vec![None; cases.len()];
+    if !backend.is_builtin() {
+        return out;
+    }
+    let mut by_format: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, c) in cases.iter().enumerate() {
+        if c.len() < digest::LARGE_CASE_BYTES {
+            by_format.entry(c.format).or_default().push(i);
+        }
+    }
+    for group in by_format.values().filter(|g| g.len() > 1) {
+        for (k, &i) in group.iter().enumerate() {
+            out[i] = Some(group[(k + 1) % group.len()]);
+        }
+    }
+    out
 }
 
 /// Replays one case under every configured strategy and checks every invariant: the whole
@@ -276,6 +303,18 @@ pub fn run_cases_on(
 /// parallel, each failure shrunk to its smallest cuts, then the roundtrip.
 pub fn run_case_with(
     case: &Case,
+    format: &Format,
+    backend: &dyn Backend,
+    cfg: &RunConfig,
+) -> CaseReport {
+    run_case_paired(case, None, format, backend, cfg)
+}
+
+/// [`run_case_with`], and for conform's own parsers `stream_isolation` against `partner` (a case
+/// of the same format).
+pub fn run_case_paired(
+    case: &Case,
+    partner: Option<&Case>,
     format: &Format,
     backend: &dyn Backend,
     cfg: &RunConfig,
@@ -290,7 +329,8 @@ pub fn run_case_with(
         _ => None,
     };
     let case = in_dialect.as_ref().unwrap_or(case);
-    let run = CaseRun::new(case, format, backend, cfg);
+    let mut run = CaseRun::new(case, format, backend, cfg);
+    run.partner = partner;
     let mut report = run.new_report();
     let Some(whole) = run.replay_whole(&mut report) else {
         report.elapsed = run.started.elapsed();
@@ -359,6 +399,8 @@ struct CaseRun<'a> {
     external: bool,
     /// Which serving path each replay takes.
     routes: Routes,
+    /// The case fed interleaved with this one for `stream_isolation`.
+    partner: Option<&'a Case>,
     started: Instant,
 }
 
@@ -402,6 +444,7 @@ impl<'a> CaseRun<'a> {
             biggest_piece: std::sync::Mutex::new(0),
             external: !backend.is_builtin(),
             routes: Routes::of(backend.paths()),
+            partner: None,
             started,
         }
     }
@@ -516,7 +559,13 @@ impl<'a> CaseRun<'a> {
         match self.replay_path(path, &self.whole_cuts()) {
             Outcome::Done(turns) => {
                 let v = judge(
-                    (self.case, &self.markers, self.cmp, self.external),
+                    (
+                        self.case,
+                        &self.markers,
+                        self.cmp,
+                        self.external,
+                        self.routes.parity(),
+                    ),
                     whole,
                     &turns,
                     Strategy::Tokens,
@@ -592,7 +641,13 @@ impl<'a> CaseRun<'a> {
                 .push("delta_contract: the parser reports only final results, not events".into());
         }
         let verdict = judge(
-            (self.case, &self.markers, self.cmp, self.external),
+            (
+                self.case,
+                &self.markers,
+                self.cmp,
+                self.external,
+                self.routes.parity(),
+            ),
             &Baseline::Full(Vec::new()),
             &whole,
             Strategy::Whole,
@@ -753,6 +808,10 @@ impl<'a> CaseRun<'a> {
                 list.join(", ")
             ));
         }
+        // While the turns' sources (their tokens) are at hand.
+        if let Some(partner) = self.partner {
+            self.isolation(report, partner, whole, &sources);
+        }
         judging.finish(report)
     }
 
@@ -825,7 +884,7 @@ impl<'a> CaseRun<'a> {
     /// input is kept lean, is replayed lean too.
     fn replay_judged(&self, whole: &Baseline, strategy: Strategy, cuts: Vec<Cuts>) -> Verdict {
         let (case, markers, cmp) = (self.case, &self.markers[..], self.cmp);
-        let external = self.external;
+        let (external, parity) = (self.external, self.routes.parity());
         let outcome = if let Baseline::Lean(w) = whole {
             let (tools, options, request) = (&case.tools, &case.options, &case.request);
             let mut lean = digest::replay(self.format, tools, options, request, &case.turns, &cuts);
@@ -839,7 +898,7 @@ impl<'a> CaseRun<'a> {
             match lean {
                 LeanOutcome::Done(turns) => {
                     return judge(
-                        (case, markers, cmp, external),
+                        (case, markers, cmp, external, parity),
                         whole,
                         &turns,
                         strategy,
@@ -854,7 +913,7 @@ impl<'a> CaseRun<'a> {
         match outcome {
             Outcome::Done(turns) => {
                 let mut v = judge(
-                    (case, markers, cmp, external),
+                    (case, markers, cmp, external, parity),
                     whole,
                     &turns,
                     strategy,
@@ -937,6 +996,94 @@ impl<'a> CaseRun<'a> {
             to_cuts(&min).into_iter().map(|c| c.to_vec(&[])).collect(),
             last,
         )
+    }
+
+    /// `stream_isolation`: under the first chunking of each of the run's strategies, the case
+    /// is fed to one parser instance while `partner`'s stream goes byte by byte to another, a
+    /// piece of each in turn (so between any two pieces of the case the other instance has
+    /// run); the case must give the result of its whole input. Where it does not, the same
+    /// cuts fed alone tell a shared state (the events differ) from a chunking bug (they do
+    /// not: `split_invariance` has it). conform's own parsers only, not for a lean case: one
+    /// interleaved replay per strategy, on the chunkings' own token cuts.
+    fn isolation(
+        &self,
+        report: &mut CaseReport,
+        partner: &Case,
+        whole: &Baseline,
+        sources: &[TurnSources<'_>],
+    ) {
+        let (case, format) = (self.case, self.format);
+        let Some(whole) = whole.full() else { return };
+        if self.external || self.lean || self.over_budget() || partner.id == case.id {
+            return;
+        }
+        let every_byte = vec![Cuts::EveryByte; partner.turns.len()];
+        let mut first: Option<(Strategy, Vec<Cuts>, String)> = None;
+        let mut failing = 0;
+        for (strategy, cuts) in first_chunkings(case, &self.markers, self.cfg, sources) {
+            let together = builtin::replay_interleaved(
+                format,
+                stream(case, &cuts),
+                stream(partner, &every_byte),
+            );
+            let problem = match together {
+                Ok([together, _]) => {
+                    let same = together.len() == whole.len()
+                        && together.iter().zip(whole).all(|(a, w)| {
+                            result_difference(&w.result, &a.result, self.cmp).is_none()
+                        });
+                    if same {
+                        None
+                    } else {
+                        match builtin::replay(
+                            format,
+                            &case.tools,
+                            &case.options,
+                            &case.request,
+                            &case.turns,
+                            &cuts,
+                        ) {
+                            Outcome::Done(alone) => {
+                                isolation_difference(&alone, &together, self.cmp)
+                            }
+                            // A panic fed alone is `bounded`'s, found by the chunkings.
+                            _ => None,
+                        }
+                    }
+                }
+                Err(msg) => Some(format!("the parser panicked fed interleaved: {msg}")),
+            };
+            if let Some(msg) = problem {
+                failing += 1;
+                first.get_or_insert((strategy, cuts, msg));
+            }
+        }
+        let Some((strategy, cuts, msg)) = first else {
+            return;
+        };
+        let replay = format!(
+            "conform run {} {} --strategies whole,{strategy}",
+            shell_quote(&case.path.display().to_string()),
+            shell_quote(&partner.path.display().to_string())
+        );
+        report.violations.push(Violation {
+            invariant: Invariant::StreamIsolation,
+            strategy: Some(strategy),
+            cuts: cuts
+                .iter()
+                .zip(&case.turns)
+                .map(|(c, t)| c.to_vec(t))
+                .collect(),
+            failing_replays: failing,
+            message: format!(
+                "fed interleaved with the stream of {} (byte by byte; this case under {strategy}): {msg}",
+                partner.id
+            ),
+            replay,
+            cut_class: None,
+            path: None,
+            got: Vec::new(),
+        });
     }
 
     /// Renders each error-free turn's result and parses it back, whole and byte by byte.
@@ -1274,6 +1421,84 @@ fn plan_replays<'a>(
         })
 }
 
+/// A case's turns under `cuts`, as one stream of an interleaved replay.
+fn stream<'s>(case: &'s Case, cuts: &'s [Cuts]) -> builtin::Stream<'s> {
+    builtin::Stream {
+        tools: &case.tools,
+        options: &case.options,
+        request: &case.request,
+        turns: &case.turns,
+        cuts,
+    }
+}
+
+/// The first chunking of each of the run's strategies (`whole` included), one cut list per turn
+/// (a turn that strategy does not cut is whole); a strategy that cuts no turn is left out.
+fn first_chunkings(
+    case: &Case,
+    markers: &[String],
+    cfg: &RunConfig,
+    sources: &[TurnSources<'_>],
+) -> Vec<(Strategy, Vec<Cuts>)> {
+    let mut out = vec![(Strategy::Whole, Vec::new())];
+    for &s in cfg.strategies.iter().filter(|s| **s != Strategy::Whole) {
+        let cuts: Vec<Option<Cuts>> = sources
+            .iter()
+            .enumerate()
+            .map(|(t, src)| {
+                turn_chunkings_iter(s, markers, &cfg.params, turn_salt(&case.id, t), src).next()
+            })
+            .collect();
+        if cuts.iter().any(Option::is_some) {
+            let cuts = cuts
+                .into_iter()
+                .map(|c| c.unwrap_or(Cuts::At(Vec::new())))
+                .collect();
+            out.push((s, cuts));
+        }
+    }
+    out
+}
+
+/// Why a case's turns fed interleaved with another stream differ from the same turns fed
+/// alone, or `None`: the events must be the same, not only their fold.
+fn isolation_difference(
+    alone: &[TurnOutcome],
+    together: &[TurnOutcome],
+    cmp: Compare,
+) -> Option<String> {
+    let session = alone.len() > 1;
+    alone
+        .iter()
+        .zip(together)
+        .enumerate()
+        .find(|(_, (a, b))| a.events_hash != b.events_hash)
+        .map(|(t, (a, b))| {
+            let at = if session {
+                format!("turn {}: ", t + 1)
+            } else {
+                String::new()
+            };
+            let what = match result_difference(&a.result, &b.result, cmp) {
+                // The comparison's words are whole/chunking; here they are alone/interleaved.
+                Some(d) => d
+                    .replace("whole gives", "alone it gives")
+                    .replace("this chunking", "interleaved"),
+                None => "the same result from different events".into(),
+            };
+            format!("{at}{what}")
+        })
+        .or_else(|| {
+            (alone.len() != together.len()).then(|| {
+                format!(
+                    "{} turn(s) alone, {} interleaved",
+                    alone.len(),
+                    together.len()
+                )
+            })
+        })
+}
+
 /// The delimiters reasoning must not contain: the reasoning tags of a format that declares
 /// them (its call markup may stay inside reasoning, `specs/streaming.md`), else every marker.
 fn reasoning_markers(format: &str, markers: &[String]) -> Vec<String> {
@@ -1290,8 +1515,11 @@ fn reasoning_markers(format: &str, markers: &[String]) -> Vec<String> {
 /// expectation under every replay, and a chunking that differs from the whole input is blamed
 /// only when it is the side that differs from the expectation: where the whole input fails
 /// the expectation and the chunking meets it, the whole input's failure is the one reported.
+/// With `parity` (a parser with both serving paths: the whole input went through the
+/// non-streaming one, this replay through the streaming one) the difference is
+/// `stream_batch_parity` rather than `split_invariance`.
 fn judge<T: Judged>(
-    (case, markers, cmp, external): (&Case, &[String], Compare, bool),
+    (case, markers, cmp, external, parity): (&Case, &[String], Compare, bool, bool),
     whole: &Baseline,
     turns: &[T],
     strategy: Strategy,
@@ -1366,7 +1594,13 @@ fn judge<T: Judged>(
                 true
             };
             if blamed {
-                note(Invariant::SplitInvariance, format!("{}{d}", at(t)));
+                // Against the other serving path's result the difference is one of paths.
+                let inv = if parity {
+                    Invariant::StreamBatchParity
+                } else {
+                    Invariant::SplitInvariance
+                };
+                note(inv, format!("{}{d}", at(t)));
             }
         }
         if matches!(case.label, Label::Accept | Label::Unlabelled)
@@ -2194,9 +2428,150 @@ mod tests {
         assert_eq!(v.strategy, Some(Strategy::Chars));
         assert_eq!(v.cuts, vec![vec![2]]);
         assert!(v.replay.ends_with("--path stream"), "{}", v.replay);
-        // Without an expectation to decide, the chunking that differs is still blamed.
+        // Without an expectation to decide, the chunking that differs is still blamed: the
+        // streaming path against the non-streaming one.
         let r = run_case_with(&case("a!b", None), &FLAKY, &b, &chars());
-        assert_eq!(r.violations[0].invariant, Invariant::SplitInvariance);
+        assert_eq!(r.violations[0].invariant, Invariant::StreamBatchParity);
+    }
+
+    #[test]
+    fn paths_that_disagree_are_a_parity_finding_blamed_by_the_expectation() {
+        // The batch path drops every `!`, the streaming one keeps it: on an `i_`-like case
+        // (no expectation) the two paths disagree and the streaming side is named.
+        let b = TwoPaths::new(&BANG, &ECHO, true);
+        let r = run_case_with(&case("a!b", None), &FLAKY, &b, &chars());
+        assert_eq!(r.status, Status::Fail);
+        let v = &r.violations[0];
+        assert_eq!(
+            v.invariant,
+            Invariant::StreamBatchParity,
+            "{:?}",
+            r.violations
+        );
+        assert_eq!(v.path, Some(ReplayPath::Stream));
+        assert!(v.message.contains("text differs"), "{}", v.message);
+        // The one-delta stream disagrees with the batch path too: listed apart, by its name.
+        assert!(
+            r.coalesced_violations
+                .iter()
+                .any(|v| v.invariant == Invariant::StreamBatchParity),
+            "{:?}",
+            r.coalesced_violations
+        );
+        // With an expectation that sides with the streaming path, the batch path is blamed
+        // (as `expectation`), never the stream.
+        let r = run_case_with(&text_case("a!b", "a!b"), &FLAKY, &b, &chars());
+        assert_eq!(r.violations.len(), 1, "{:?}", r.violations);
+        assert_eq!(r.violations[0].invariant, Invariant::Expectation);
+        assert_eq!(r.violations[0].path, Some(ReplayPath::Batch));
+        // Paths that agree: no finding; a parser with one path has none to make.
+        let agree = TwoPaths::new(&ECHO, &ECHO, true);
+        let r = run_case_with(&case("a!b", None), &FLAKY, &agree, &chars());
+        assert_eq!(r.status, Status::Pass, "{:?}", r.violations);
+        let one = TwoPaths::new(&ECHO, &FLAKY, false);
+        let r = run_case_with(&case("a!b", None), &FLAKY, &one, &chars());
+        assert!(
+            r.violations
+                .iter()
+                .chain(&r.coalesced_violations)
+                .all(|v| v.invariant != Invariant::StreamBatchParity),
+            "{:?}",
+            r.violations
+        );
+    }
+
+    thread_local! {
+        /// What [`Shared`] holds back, shared by every instance on the thread: the bug.
+        static HELD: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+
+    /// Echoes text holding back the last byte fed until more comes: correct alone under every
+    /// cut, but the held byte lives in a thread-local, so two instances share it.
+    struct Shared;
+    impl StreamParser for Shared {
+        fn feed(&mut self, chunk: &[u8], out: &mut dyn Sink) {
+            HELD.with(|h| {
+                let mut h = h.borrow_mut();
+                h.extend_from_slice(chunk);
+                let keep = h.pop();
+                out.text(&String::from_utf8_lossy(&h));
+                h.clear();
+                h.extend(keep);
+            });
+        }
+        fn finish(&mut self, out: &mut dyn Sink) {
+            HELD.with(|h| {
+                let mut h = h.borrow_mut();
+                out.text(&String::from_utf8_lossy(&h));
+                h.clear();
+            });
+        }
+    }
+    fn shared(_: &Tools) -> Box<dyn StreamParser> {
+        Box::new(Shared)
+    }
+    static SHARED: Format = Format {
+        new_parser: shared,
+        typing: None,
+        ..Format::new(
+            "flaky",
+            "test parser sharing state between instances",
+            shared,
+            no_markers,
+            &crate::formats::options::NoOptions,
+        )
+    };
+
+    fn named(id: &str, text: &str) -> Case {
+        let mut c = text_case(text, text);
+        c.id = id.into();
+        c.path = PathBuf::from(id);
+        c
+    }
+
+    #[test]
+    fn a_parser_sharing_state_between_instances_breaks_stream_isolation() {
+        let (a, b) = (named("t/y_a.txt", "abc"), named("t/y_b.txt", "xyz"));
+        // Alone, the shared parser holds every invariant.
+        let r = run_case_with(&a, &SHARED, &Builtin, &chars());
+        assert_eq!(r.status, Status::Pass, "{:?}", r.violations);
+        // Interleaved with another stream, its held byte goes to the other instance.
+        let r = run_case_paired(&a, Some(&b), &SHARED, &Builtin, &chars());
+        assert_eq!(r.status, Status::Fail);
+        assert_eq!(r.violations.len(), 1, "{:?}", r.violations);
+        let v = &r.violations[0];
+        assert_eq!(v.invariant, Invariant::StreamIsolation);
+        assert!(v.message.contains("t/y_b.txt"), "{}", v.message);
+        assert!(v.message.contains("alone it gives"), "{}", v.message);
+        assert!(
+            v.replay
+                .starts_with("conform run t/y_a.txt t/y_b.txt --strategies whole,"),
+            "{}",
+            v.replay
+        );
+        // Both strategies interleave (whole: one piece of each) and both show it.
+        assert_eq!(v.failing_replays, 2, "{v:?}");
+        // A parser without shared state passes the same check.
+        let r = run_case_paired(&a, Some(&b), &ECHO, &Builtin, &chars());
+        assert_eq!(r.status, Status::Pass, "{:?}", r.violations);
+    }
+
+    #[test]
+    fn each_case_is_interleaved_with_the_next_of_its_format() {
+        let mut c = named("t/y_c.txt", "c");
+        c.format = "hermes";
+        let cases = vec![
+            named("t/y_a.txt", "a"),
+            c,
+            named("t/y_b.txt", "b"),
+            named("t/y_d.txt", "d"),
+        ];
+        assert_eq!(
+            partners(&cases, &Builtin),
+            vec![Some(2), None, Some(3), Some(0)]
+        );
+        // An adapter gets one stream per request: nothing to interleave.
+        assert_eq!(partners(&cases, &External), vec![None; 4]);
     }
 
     #[test]

@@ -83,6 +83,13 @@ impl Routes {
         }
     }
 
+    /// Whether the whole input goes through the non-streaming path and the chunkings through
+    /// the streaming one, so that a chunking's difference from the whole input is one of
+    /// paths (`stream_batch_parity`).
+    pub fn parity(self) -> bool {
+        self.whole == Some(ReplayPath::Batch) && self.chunked == Some(ReplayPath::Stream)
+    }
+
     /// Whether the whole input is the coalesced replay, so what it breaks is reported apart.
     pub fn whole_is_coalesced(self) -> bool {
         self.whole == Some(ReplayPath::Coalesced)
@@ -271,16 +278,18 @@ mod tests {
         assert_eq!(both.whole, Some(ReplayPath::Batch));
         assert_eq!(both.chunked, Some(ReplayPath::Stream));
         assert!(both.coalesced && both.chunkings && !both.whole_is_coalesced());
+        assert!(both.parity());
         let stream = Routes::of(Paths {
             batch: false,
             stream: true,
         });
         assert!(stream.whole_is_coalesced() && !stream.coalesced && stream.chunkings);
+        assert!(!stream.parity());
         let batch = Routes::of(Paths {
             batch: true,
             stream: false,
         });
-        assert!(!batch.chunkings && !batch.coalesced);
+        assert!(!batch.chunkings && !batch.coalesced && !batch.parity());
         let none = Routes::of(Paths::default());
         assert_eq!((none.whole, none.chunked), (None, None));
         assert!(none.chunkings && !none.coalesced);

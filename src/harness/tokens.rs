@@ -174,12 +174,23 @@ impl Tokenizer {
             let mut bytes = Vec::new();
             r.read_to_end(&mut bytes)
                 .map_err(|e| format!("tokenizer {shown}: cannot read: {e}"))?;
-            let doc: serde_json::Value = serde_json::from_slice(&bytes)
+            // Which kind of JSON file, read without building a tree of it: a tokenizer.json's
+            // vocabulary and merges are read into their own types (a JSON tree costs about ten
+            // times the file).
+            #[derive(serde::Deserialize)]
+            struct Probe {
+                model: Option<serde::de::IgnoredAny>,
+                vocab: Option<serde::de::IgnoredAny>,
+                config: Option<serde::de::IgnoredAny>,
+            }
+            let probe: Probe = serde_json::from_slice(&bytes)
                 .map_err(|e| format!("tokenizer {shown}: not valid JSON: {e}"))?;
-            if doc.get("vocab").is_some() && doc.get("config").is_some() {
-                Tokenizer::load_tekken(name, &doc)
+            if probe.vocab.is_some() && probe.config.is_some() {
+                Tokenizer::load_tekken(name, &bytes)
+            } else if probe.model.is_none() {
+                Err("not a tokenizer.json (no \"model\") nor a tekken file (no \"vocab\" and \"config\")".into())
             } else {
-                Tokenizer::load_json(name, &doc, &bytes)
+                Tokenizer::load_json(name, bytes)
             }
             .map_err(|e| format!("tokenizer {shown}: {e}"))?
         } else {
@@ -211,11 +222,8 @@ impl Tokenizer {
     /// A Hugging Face `tokenizer.json`: conform's byte-level BPE reader, else (with the
     /// `hf-tokenizers` feature) the `tokenizers` crate.
     #[cfg_attr(not(feature = "hf-tokenizers"), allow(unused_variables))]
-    fn load_json(name: String, doc: &serde_json::Value, bytes: &[u8]) -> Result<Tokenizer, String> {
-        if doc.get("model").is_none() {
-            return Err("not a tokenizer.json (no \"model\") nor a tekken file (no \"vocab\" and \"config\")".into());
-        }
-        match ByteLevelBpe::from_json(doc) {
+    fn load_json(name: String, bytes: Vec<u8>) -> Result<Tokenizer, String> {
+        match ByteLevelBpe::from_slice(&bytes) {
             Ok(b) => {
                 let added = b.added().to_vec();
                 Ok(Tokenizer::with_added(
@@ -226,7 +234,7 @@ impl Tokenizer {
             }
             #[cfg(feature = "hf-tokenizers")]
             Err(_) => {
-                let tok = tokenizers::Tokenizer::from_bytes(bytes)
+                let tok = tokenizers::Tokenizer::from_bytes(&bytes)
                     .map_err(|e| format!("not a valid tokenizer.json: {e}"))?;
                 let added = tok
                     .get_added_tokens_decoder()
@@ -249,9 +257,25 @@ impl Tokenizer {
 
     /// Mistral's tekken JSON: `config` (pattern, sizes), `vocab` (ranks with base64 bytes) and,
     /// from v7 on, `special_tokens`; a token's id is its rank after the control tokens.
-    fn load_tekken(name: String, doc: &serde_json::Value) -> Result<Tokenizer, String> {
+    fn load_tekken(name: String, bytes: &[u8]) -> Result<Tokenizer, String> {
         use base64::Engine as _;
-        let config = &doc["config"];
+        /// The parts of a tekken file read, the vocabulary into its own type rather than a
+        /// JSON tree (which costs about ten times the file).
+        #[derive(serde::Deserialize)]
+        struct Doc {
+            #[serde(default)]
+            config: serde_json::Value,
+            vocab: Vec<Entry>,
+            #[serde(default)]
+            special_tokens: serde_json::Value,
+        }
+        #[derive(serde::Deserialize)]
+        struct Entry {
+            #[serde(default)]
+            token_bytes: Option<String>,
+        }
+        let doc: Doc = serde_json::from_slice(bytes).map_err(|e| format!("tekken file: {e}"))?;
+        let config = &doc.config;
         let field = |k: &str| {
             config
                 .get(k)
@@ -268,14 +292,11 @@ impl Tokenizer {
         let inner = size
             .checked_sub(specials)
             .ok_or("tekken vocabulary smaller than its control tokens")?;
-        let vocab = doc["vocab"]
-            .as_array()
-            .ok_or("tekken vocab is not a list")?;
         let mut ranks = FxHashMap::default();
-        for (i, v) in vocab.iter().take(inner as usize).enumerate() {
+        for (i, v) in doc.vocab.iter().take(inner as usize).enumerate() {
             let bytes = v
-                .get("token_bytes")
-                .and_then(serde_json::Value::as_str)
+                .token_bytes
+                .as_deref()
                 .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
                 .ok_or_else(|| format!("tekken vocab entry {i} has no base64 token_bytes"))?;
             if ranks.insert(bytes, i as u32).is_some() {
@@ -289,11 +310,7 @@ impl Tokenizer {
             ));
         }
         let mut added = Vec::new();
-        for t in doc
-            .get("special_tokens")
-            .and_then(serde_json::Value::as_array)
-            .map_or(&[][..], Vec::as_slice)
-        {
+        for t in doc.special_tokens.as_array().map_or(&[][..], Vec::as_slice) {
             match (
                 t.get("token_str").and_then(serde_json::Value::as_str),
                 t.get("rank").and_then(serde_json::Value::as_u64),
