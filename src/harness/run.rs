@@ -253,7 +253,7 @@ struct Verdict {
 
 /// Replays every case the backend supports (in parallel), calling `progress` as each case
 /// finishes; one report per case, in case order. conform's own parsers are also fed each case
-/// interleaved with another case of its format ([`partners`], `stream_isolation`).
+/// interleaved with another case of its format (`partners`, `stream_isolation`).
 pub fn run_cases_on(
     cases: &[Case],
     backend: &dyn Backend,
