@@ -170,6 +170,14 @@ fn detail(c: &CaseOut, class: BugClass, by: Option<&ViolationOut>, ctx: &CaseCon
         },
         BugClass::ArgumentsWrong => arguments_detail(v, got, ctx),
         BugClass::TextLost => match (got, want_text) {
+            // The text is lost to calls the expectation does not have (a call list after prose).
+            (Some(g), Some(_))
+                if tc
+                    .and_then(|t| t.expected_calls.as_ref())
+                    .is_some_and(|want| g.calls.len() > want.len()) =>
+            {
+                "text read as a call".into()
+            }
             (Some(g), Some(w)) => text_loss(&g.text, w),
             // No expected text (an `i_` case): the paths disagree, and neither is the norm.
             (Some(g), None) if v.invariant == Invariant::StreamBatchParity => {
@@ -525,6 +533,17 @@ mod tests {
             title(&text),
             "the text differs between streaming and stream=false"
         );
+        // Prose with a call list after it, expected as text: the engine made a call of it.
+        let mut ctx = ctx;
+        ctx.turns = vec![super::super::classify::TurnContext {
+            expected_text: Some("Let me check: [f()]".into()),
+            expected_calls: Some(vec![]),
+            ..Default::default()
+        }];
+        let mut read = v(r#"text is "Let me check:" but the expectation says "…""#, 1);
+        read.invariant = Invariant::Expectation;
+        let title = detail(&case, BugClass::TextLost, Some(&read), &ctx);
+        assert_eq!(title, "text read as a call");
     }
 
     #[test]
