@@ -583,16 +583,14 @@ impl Tokenizer {
                 }
             }
             Engine::ByteLevel(bpe) => {
-                let mut toks = Vec::new();
-                bpe.encode(s, &mut toks);
                 let mut end = 0;
-                for (id, len) in toks {
+                bpe.encode(s, &mut |id, len| {
                     end += len;
                     out.push_id(Some(id));
                     if end < s.len() && s.is_char_boundary(end) {
                         out.close(base + end);
                     }
-                }
+                });
                 out.close(base + s.len());
             }
             #[cfg(feature = "hf-tokenizers")]
