@@ -38,6 +38,12 @@ pub struct TokenTable {
     byte_ranks: Box<[u32; 256]>,
 }
 
+impl Default for TokenTable {
+    fn default() -> TokenTable {
+        TokenTable::new()
+    }
+}
+
 /// Why a token cannot be added.
 #[derive(Debug, PartialEq, Eq)]
 pub enum AddError {
