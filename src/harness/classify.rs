@@ -78,6 +78,10 @@ pub enum PolicyKind {
     /// text after the payload) never reaches its parser, so what the parser makes of one is
     /// not judged. A payload cut by the end of the output is still judged.
     Guided,
+    /// The adapter does not serve the case's tool choice (`required`, a named tool or `none`):
+    /// it drives every request as `auto`, so the case was not run as its server would run it
+    /// and nothing it returned is judged.
+    Unserved,
 }
 
 /// One failing case's class.
@@ -147,6 +151,7 @@ impl PolicyKind {
             PolicyKind::Typing => "typing",
             PolicyKind::Limits => "limits",
             PolicyKind::Guided => "guided",
+            PolicyKind::Unserved => "unserved",
         }
     }
 
@@ -165,6 +170,7 @@ impl PolicyKind {
             "leniency" => PolicyKind::Leniency,
             "typing" => PolicyKind::Typing,
             "guided" => PolicyKind::Guided,
+            "unserved" => PolicyKind::Unserved,
             _ => return None,
         })
     }
@@ -217,9 +223,8 @@ pub struct CaseContext {
     pub transcript: String,
     /// The first turn's expectation as JSON text, for a bug report.
     pub expected: Option<String>,
-    /// Whether the request's tool choice is `required` or a named tool: a server constrains
-    /// the output to a JSON payload (guided decoding).
-    pub guided: bool,
+    /// The request's tool choice, when the case sets one.
+    pub tool_choice: Option<ToolChoice>,
 }
 
 /// One turn's context.
@@ -299,11 +304,17 @@ impl CaseContext {
                 .first()
                 .and_then(Option::as_ref)
                 .map(expectation_json),
-            guided: matches!(
-                case.request.tool_choice,
-                Some(ToolChoice::Required | ToolChoice::Named(_))
-            ),
+            tool_choice: case.request.tool_choice.clone(),
         }
+    }
+
+    /// Whether the request's tool choice is `required` or a named tool: a server constrains
+    /// the output to a JSON payload (guided decoding).
+    pub fn guided(&self) -> bool {
+        matches!(
+            self.tool_choice,
+            Some(ToolChoice::Required | ToolChoice::Named(_))
+        )
     }
 
     /// Whether the engine declares `p` (or, without declarations, whether it is a default).
@@ -444,6 +455,15 @@ fn declared_policy(
     tc: &TurnContext,
     got: Option<&Got>,
 ) -> Option<PolicyKind> {
+    // A request the adapter did not serve: nothing to judge.
+    if ctx.has(PolicyKind::Unserved)
+        && ctx
+            .tool_choice
+            .as_ref()
+            .is_some_and(|t| *t != ToolChoice::Auto)
+    {
+        return Some(PolicyKind::Unserved);
+    }
     // conform's limits are its configuration: reading past them is not an engine's bug.
     if v.invariant == Invariant::Expectation
         && tc.expected_error.as_deref() == Some("limit_exceeded")
@@ -453,7 +473,7 @@ fn declared_policy(
     let reject = ctx.label == Some(Label::Reject);
     // An output a guided request's grammar forbids: rejected, or read only by recovering a
     // deviation; a payload cut short (`unterminated`) is still judged.
-    if ctx.guided
+    if ctx.guided()
         && ctx.has(PolicyKind::Guided)
         && (reject || tc.deviation)
         && tc.expected_error.as_deref() != Some("unterminated")
@@ -464,7 +484,7 @@ fn declared_policy(
     // A thinking model's guided output served by a variant without a reasoning parser: the
     // think block reaches the payload's validation and sinks it (vLLM returns nothing). The
     // deployment is wrong, not the parser; the reasoning variant judges the case.
-    if ctx.guided
+    if ctx.guided()
         && ctx.has(PolicyKind::Reasoning)
         && let Some((_, close)) = &ctx.reasoning_tags
         && !close.is_empty()
@@ -1499,7 +1519,7 @@ mod tests {
     fn an_output_a_guided_request_forbids_is_not_judged_where_the_server_constrains_it() {
         let mut c = ctx("{\"city\": Paris}", "");
         c.label = Some(Label::Reject);
-        c.guided = true;
+        c.tool_choice = Some(ToolChoice::Required);
         c.turns[0].expected_error = Some("invalid_json".into());
         let made = with_got(
             Invariant::Expectation,
@@ -1515,15 +1535,30 @@ mod tests {
         assert_ne!(classify_violation(&made, &cut).label(), "policy:guided");
         // Not a guided request: judged.
         let mut auto = guided.clone();
-        auto.guided = false;
+        auto.tool_choice = None;
         assert_ne!(classify_violation(&made, &auto).label(), "policy:guided");
+    }
+
+    #[test]
+    fn a_tool_choice_the_adapter_does_not_serve_is_not_judged() {
+        let mut c = ctx("x", "");
+        let e = with_got(Invariant::Expectation, &text_msg("", "x"), got("", &[]));
+        for choice in [ToolChoice::None, ToolChoice::Named("f".into())] {
+            c.tool_choice = Some(choice);
+            let unserved = declaring(c.clone(), &[PolicyKind::Unserved]);
+            assert_eq!(classify_violation(&e, &unserved).label(), "policy:unserved");
+            assert_ne!(classify_violation(&e, &c).label(), "policy:unserved");
+        }
+        c.tool_choice = Some(ToolChoice::Auto);
+        let unserved = declaring(c, &[PolicyKind::Unserved]);
+        assert_ne!(classify_violation(&e, &unserved).label(), "policy:unserved");
     }
 
     #[test]
     fn a_thinking_guided_output_without_a_reasoning_parser_is_the_deployments_doing() {
         let mut c = ctx("", "");
         c.label = Some(Label::Accept);
-        c.guided = true;
+        c.tool_choice = Some(ToolChoice::Required);
         c.reasoning_tags = Some(("<think>".into(), "</think>".into()));
         c.turns[0].served = "<think>hm</think>[{\"name\": \"f\", \"parameters\": {}}]".into();
         c.turns[0].expected_calls = Some(vec![ToolCall {
