@@ -39,6 +39,14 @@ pub struct Tokenized {
     ids: Vec<u32>,
 }
 
+/// A point of a [`Tokenized`] being built ([`Tokenized::mark`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Mark {
+    units: usize,
+    tokens: usize,
+    listed: bool,
+}
+
 /// How `Tokenized` stores a token without an id.
 const NO_ID: u32 = u32::MAX;
 
@@ -74,10 +82,26 @@ impl Tokenized {
         self.ids.push(id.filter(|&i| i != NO_ID).unwrap_or(NO_ID));
     }
 
-    /// Room for `n` more tokens.
-    pub(crate) fn reserve(&mut self, n: usize) {
-        self.ids.reserve(n);
-        self.ends.reserve(n);
+    /// Where the tokenization is now, to go back to with [`Tokenized::rollback`].
+    pub(crate) fn mark(&self) -> Mark {
+        Mark {
+            units: self.ends.len(),
+            tokens: self.ids.len(),
+            listed: self.id_ends.is_some(),
+        }
+    }
+
+    /// Forgets every token and unit added since `mark`.
+    pub(crate) fn rollback(&mut self, mark: Mark) {
+        self.ends.truncate(mark.units);
+        self.ids.truncate(mark.tokens);
+        if mark.listed {
+            if let Some(v) = self.id_ends.as_mut() {
+                v.truncate(mark.units);
+            }
+        } else {
+            self.id_ends = None;
+        }
     }
 
     /// Gives back the room growth left unused.

@@ -11,6 +11,7 @@
 //! `encode(text, add_special_tokens=False)` on text without added tokens: split, map each byte
 //! to its byte-level character, then apply the merges lowest rank first, leftmost first.
 
+use super::ranks::TokenTable;
 use rustc_hash::FxHashMap;
 use serde_json::Value;
 use std::cmp::Reverse;
@@ -22,14 +23,24 @@ pub struct ByteLevelBpe {
     byte_ids: [u32; 256],
     /// (left id, right id) → (merge rank, merged id).
     merges: FxHashMap<(u32, u32), (u32, u32)>,
-    /// With `ignore_merges`: a pre-token that is itself in the vocabulary is that one token.
-    whole: Option<FxHashMap<Vec<u8>, u32>>,
+    /// Every token the byte alphabet spells: its bytes and id, in one compact table.
+    tokens: TokenTable,
+    /// `ignore_merges`: a pre-token that is itself in the vocabulary is that one token.
+    ignore_merges: bool,
     /// The pre-tokenizer's splitting steps, applied in order.
     splits: Vec<Split>,
     /// The added tokens (`added_tokens`): text and id.
     added: Vec<(String, u32)>,
-    /// Each ordinary token's length in bytes.
-    lengths: FxHashMap<u32, usize>,
+}
+
+/// Buffers [`ByteLevelBpe::encode_piece`] reuses from piece to piece.
+#[derive(Default)]
+struct Scratch {
+    id: Vec<u32>,
+    len: Vec<usize>,
+    prev: Vec<usize>,
+    next: Vec<usize>,
+    queue: BinaryHeap<Reverse<(u32, usize, u32)>>,
 }
 
 /// One splitting step of the pre-tokenizer.
@@ -205,8 +216,7 @@ impl ByteLevelBpe {
         let to_bytes =
             |s: &str| -> Option<Vec<u8>> { s.chars().map(|c| unchar.get(&c).copied()).collect() };
         let mut ids: FxHashMap<&str, u32> = FxHashMap::default();
-        let mut lengths: FxHashMap<u32, usize> = FxHashMap::default();
-        let mut whole: FxHashMap<Vec<u8>, u32> = FxHashMap::default();
+        let mut tokens = TokenTable::new();
         for (tok, id) in vocab {
             let id = u32::try_from(*id)
                 .ok()
@@ -215,9 +225,12 @@ impl ByteLevelBpe {
             // An entry outside the byte alphabet is an added token's (`<｜begin▁of▁sentence｜>`):
             // only the added-token pass produces it.
             let Some(bytes) = to_bytes(tok) else { continue };
-            lengths.insert(id, bytes.len());
-            whole.insert(bytes, id);
+            // Distinct strings spell distinct bytes: a duplicate cannot happen.
+            if tokens.push(&bytes, id) == Err(super::ranks::AddError::Full) {
+                return Err("the vocabulary is too large".into());
+            }
         }
+        tokens.finish();
         let mut byte_ids = [0u32; 256];
         for (b, c) in chars.iter().enumerate() {
             byte_ids[b] = *ids
@@ -266,17 +279,17 @@ impl ByteLevelBpe {
                 }
             }
             if !content.is_empty() {
-                lengths.remove(&id);
                 added.push((content.to_string(), id));
             }
         }
+        merges.shrink_to_fit();
         Ok(ByteLevelBpe {
             byte_ids,
             merges,
-            whole: ignore_merges.then_some(whole),
+            tokens,
+            ignore_merges,
             splits,
             added,
-            lengths,
         })
     }
 
@@ -290,38 +303,62 @@ impl ByteLevelBpe {
         self.byte_ids[b as usize]
     }
 
-    /// Encodes text holding no added token: each token's id and its length in bytes.
-    pub fn encode(&self, text: &str, out: &mut Vec<(u32, usize)>) {
-        let mut pieces = vec![(0usize, text.len())];
-        for split in &self.splits {
-            let mut next = Vec::with_capacity(pieces.len() * 2);
-            for (s, e) in pieces {
-                split.apply(&text[s..e], s, &mut next);
-            }
-            pieces = next;
-        }
-        for (s, e) in pieces {
-            self.encode_piece(&text.as_bytes()[s..e], out);
+    /// Encodes text holding no added token: `emit(id, length in bytes)` for each token, in
+    /// order. The pre-tokenizer's steps apply piece by piece, so no list of the text's pieces
+    /// or tokens is built (a 10 MB transcript has millions).
+    pub fn encode(&self, text: &str, emit: &mut dyn FnMut(u32, usize)) {
+        let mut scratch = Scratch::default();
+        self.split_from(text, 0, text.len(), 0, &mut scratch, emit);
+    }
+
+    /// Encodes `text[s..e]` from pre-tokenizer step `step` on.
+    fn split_from(
+        &self,
+        text: &str,
+        s: usize,
+        e: usize,
+        step: usize,
+        scratch: &mut Scratch,
+        emit: &mut dyn FnMut(u32, usize),
+    ) {
+        match self.splits.get(step) {
+            None => self.encode_piece(&text.as_bytes()[s..e], scratch, emit),
+            Some(split) => split.apply(&text[s..e], s, &mut |a, b| {
+                self.split_from(text, a, b, step + 1, scratch, emit)
+            }),
         }
     }
 
     /// Byte-pair merges over one pre-token: the lowest-ranked applicable merge first, the
     /// leftmost where several have that rank (as `tokenizers`' `Word::merge_all`).
-    fn encode_piece(&self, bytes: &[u8], out: &mut Vec<(u32, usize)>) {
+    fn encode_piece(&self, bytes: &[u8], scratch: &mut Scratch, emit: &mut dyn FnMut(u32, usize)) {
         if bytes.is_empty() {
             return;
         }
-        if let Some(id) = self.whole.as_ref().and_then(|w| w.get(bytes)) {
-            out.push((*id, bytes.len()));
+        if self.ignore_merges
+            && let Some(id) = self.tokens.rank(bytes)
+        {
+            emit(id, bytes.len());
             return;
         }
         // A doubly linked list of symbols; a merged-away symbol has length 0.
         let n = bytes.len();
-        let mut id: Vec<u32> = bytes.iter().map(|&b| self.byte_ids[b as usize]).collect();
-        let mut len = vec![1usize; n];
-        let mut prev: Vec<usize> = (0..n).map(|i| i.wrapping_sub(1)).collect();
-        let mut next: Vec<usize> = (1..=n).collect();
-        let mut queue = BinaryHeap::new();
+        let Scratch {
+            id,
+            len,
+            prev,
+            next,
+            queue,
+        } = scratch;
+        id.clear();
+        id.extend(bytes.iter().map(|&b| self.byte_ids[b as usize]));
+        len.clear();
+        len.resize(n, 1);
+        prev.clear();
+        prev.extend((0..n).map(|i| i.wrapping_sub(1)));
+        next.clear();
+        next.extend(1..=n);
+        queue.clear();
         for i in 0..n - 1 {
             if let Some(&(rank, new)) = self.merges.get(&(id[i], id[i + 1])) {
                 queue.push(Reverse((rank, i, new)));
@@ -357,7 +394,7 @@ impl ByteLevelBpe {
         }
         let mut i = 0;
         while i < n {
-            out.push((id[i], len[i]));
+            emit(id[i], len[i]);
             i = next[i];
         }
     }
@@ -365,17 +402,21 @@ impl ByteLevelBpe {
     /// The number of bytes of ordinary token `id` (0 for an added token or an id the vocabulary
     /// does not have).
     pub fn token_len(&self, id: u32) -> usize {
-        self.lengths.get(&id).copied().unwrap_or(0)
+        if self.added.iter().any(|&(_, a)| a == id) {
+            return 0;
+        }
+        self.tokens.token(id).map_or(0, <[u8]>::len)
     }
 }
 
 impl Split {
-    /// Appends the pieces of `s` (at offset `base`): every match and every stretch between.
-    fn apply(&self, s: &str, base: usize, out: &mut Vec<(usize, usize)>) {
+    /// Hands on the pieces of `s` (at offset `base`), in order: every match and every stretch
+    /// between.
+    fn apply(&self, s: &str, base: usize, out: &mut dyn FnMut(usize, usize)) {
         let mut at = 0;
-        let push = |a: usize, b: usize, out: &mut Vec<(usize, usize)>| {
+        let push = |a: usize, b: usize, out: &mut dyn FnMut(usize, usize)| {
             if b > a {
-                out.push((base + a, base + b));
+                out(base + a, base + b);
             }
         };
         match self {
@@ -512,7 +553,7 @@ mod tests {
 
     fn encode(b: &ByteLevelBpe, s: &str) -> Vec<(u32, usize)> {
         let mut out = Vec::new();
-        b.encode(s, &mut out);
+        b.encode(s, &mut |id, n| out.push((id, n)));
         out
     }
 
@@ -540,6 +581,26 @@ mod tests {
         // A byte that is not printable is written as a shifted character (U+0100 + k).
         assert_eq!(byte_chars()[0], '\u{100}');
         assert_eq!(byte_chars()[b' ' as usize], 'Ġ');
+    }
+
+    #[test]
+    fn ignore_merges_takes_a_whole_token_and_added_tokens_have_no_length() {
+        let byte_level = json!({"type": "ByteLevel", "add_prefix_space": false, "use_regex": true});
+        let mut doc = tiny(&[], byte_level);
+        // "llo" is in the vocabulary, but no merge makes it.
+        doc["model"]["vocab"]["llo"] = json!(300);
+        doc["model"]["vocab"]["<|x|>"] = json!(900);
+        let b = ByteLevelBpe::from_json(&doc).unwrap();
+        assert_eq!(encode(&b, "llo"), vec![(257, 2), (u32::from(b'o'), 1)]);
+        doc["model"]["ignore_merges"] = json!(true);
+        let b = ByteLevelBpe::from_json(&doc).unwrap();
+        assert_eq!(encode(&b, "llo"), vec![(300, 3)]);
+        assert_eq!(encode(&b, "llo hello"), vec![(300, 3), (32, 1), (259, 5)]);
+        assert_eq!(
+            (b.token_len(300), b.token_len(259), b.token_len(900)),
+            (3, 5, 0)
+        );
+        assert_eq!(b.token_len(12345), 0);
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod judged;
 pub mod known;
 pub mod minimize;
 pub mod parsers;
+pub mod ranks;
 pub mod report;
 pub mod run;
 pub mod select;

@@ -18,6 +18,7 @@
 //! vocabulary cuts which format is [`super::vocab`]'s business.
 
 use super::bpe::ByteLevelBpe;
+use super::ranks::{Scratch, TokenTable};
 pub use crate::backends::cuts::{TokenId, Tokenized, VocabularyRef};
 use crate::formats::SpecialToken;
 use rustc_hash::FxHashMap;
@@ -51,10 +52,15 @@ pub struct Tokenizer {
 }
 
 enum Engine {
+    /// A tiktoken vocabulary (ranks file, tekken, the built-in o200k): its ordinary tokens in
+    /// a compact table, encoded as tiktoken does ([`super::ranks`]).
     Tiktoken {
-        bpe: Box<tiktoken_rs::CoreBPE>,
-        /// The id of each single byte, for bytes that are not valid UTF-8.
-        byte_ids: Box<[TokenId; 256]>,
+        table: Arc<TokenTable>,
+        /// The pre-tokenizer regex.
+        regex: Arc<fancy_regex::Regex>,
+        /// The vocabulary's own special tokens (text → id): known by id, matched in text only
+        /// where a format declares them.
+        special: FxHashMap<String, u32>,
         /// Added to every rank to make its id (tekken puts its control tokens first).
         offset: u32,
         /// How many ordinary tokens (ranks `0..ranks`); 0 for the built-in vocabularies.
@@ -92,15 +98,14 @@ impl Tokenizer {
         static DEFAULT: OnceLock<Arc<Tokenizer>> = OnceLock::new();
         DEFAULT
             .get_or_init(|| {
-                // The ranks are compiled into tiktoken-rs: failing to parse them is a broken
-                // build of that crate, not bad input.
-                let bpe = tiktoken_rs::o200k_base().expect("tiktoken-rs's embedded o200k_base");
-                Arc::new(Tokenizer::from_bpe(
+                let (table, regex, special) = o200k();
+                Arc::new(Tokenizer::from_table(
                     DEFAULT_TOKENIZER.into(),
-                    bpe,
+                    table,
+                    regex,
+                    special.iter().map(|&(t, i)| (t.to_string(), i)).collect(),
                     0,
                     0,
-                    Vec::new(),
                 ))
             })
             .clone()
@@ -115,15 +120,15 @@ impl Tokenizer {
             HARMONY_TOKENIZER => Some(
                 HARMONY
                     .get_or_init(|| {
-                        // Embedded in tiktoken-rs, like o200k_base.
-                        let bpe = tiktoken_rs::o200k_harmony()
-                            .expect("tiktoken-rs's embedded o200k_harmony");
-                        Arc::new(Tokenizer::from_bpe(
+                        // o200k_base's ranks (one table for both), harmony's special tokens.
+                        let (table, regex, _) = o200k();
+                        Arc::new(Tokenizer::from_table(
                             HARMONY_TOKENIZER.into(),
-                            bpe,
+                            table,
+                            regex,
+                            harmony_special(),
                             0,
                             0,
-                            Vec::new(),
                         ))
                     })
                     .clone(),
@@ -194,12 +199,19 @@ impl Tokenizer {
             }
             .map_err(|e| format!("tokenizer {shown}: {e}"))?
         } else {
-            let ranks = parse_ranks(r).map_err(|e| format!("tokenizer {shown}: {e}"))?;
-            let n = u32::try_from(ranks.len()).unwrap_or(u32::MAX);
+            let table = parse_ranks(r).map_err(|e| format!("tokenizer {shown}: {e}"))?;
+            let n = u32::try_from(table.len()).unwrap_or(u32::MAX);
             let pattern = spec.pattern.unwrap_or(tiktoken_rs::O200K_BASE_PAT_STR);
-            let bpe = tiktoken_rs::CoreBPE::new(ranks, Default::default(), pattern)
-                .map_err(|e| format!("tokenizer {shown}: {e}"))?;
-            Tokenizer::from_bpe(name, bpe, 0, n, Vec::new())
+            let regex =
+                fancy_regex::Regex::new(pattern).map_err(|e| format!("tokenizer {shown}: {e}"))?;
+            Tokenizer::from_table(
+                name,
+                Arc::new(table),
+                Arc::new(regex),
+                FxHashMap::default(),
+                0,
+                n,
+            )
         };
         tok.add_special(spec.special);
         tok.reference = Arc::new(VocabularyRef {
@@ -292,21 +304,28 @@ impl Tokenizer {
         let inner = size
             .checked_sub(specials)
             .ok_or("tekken vocabulary smaller than its control tokens")?;
-        let mut ranks = FxHashMap::default();
+        let mut table = TokenTable::new();
         for (i, v) in doc.vocab.iter().take(inner as usize).enumerate() {
             let bytes = v
                 .token_bytes
                 .as_deref()
                 .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
                 .ok_or_else(|| format!("tekken vocab entry {i} has no base64 token_bytes"))?;
-            if ranks.insert(bytes, i as u32).is_some() {
+            if table.push(&bytes, i as u32).is_err() {
                 return Err(format!("tekken vocab entry {i} repeats a token"));
             }
         }
-        if ranks.len() < inner as usize {
+        drop(doc.vocab);
+        table.finish();
+        if table.len() < inner as usize {
             return Err(format!(
                 "tekken vocab has {} entries, its config {inner}",
-                ranks.len()
+                table.len()
+            ));
+        }
+        if let Some(b) = table.missing_byte() {
+            return Err(format!(
+                "tekken vocab is not byte-level: byte 0x{b:02x} has no token"
             ));
         }
         let mut added = Vec::new();
@@ -319,44 +338,37 @@ impl Tokenizer {
                 _ => return Err("a tekken special token without token_str and rank".into()),
             }
         }
-        let bpe = tiktoken_rs::CoreBPE::new(ranks, Default::default(), pattern)
-            .map_err(|e| format!("tekken pattern: {e}"))?;
-        let mut tok = Tokenizer::from_bpe(name, bpe, specials, inner, Vec::new());
+        let regex = fancy_regex::Regex::new(pattern).map_err(|e| format!("tekken pattern: {e}"))?;
+        let mut tok = Tokenizer::from_table(
+            name,
+            Arc::new(table),
+            Arc::new(regex),
+            FxHashMap::default(),
+            specials,
+            inner,
+        );
         tok.match_added = false;
         tok.added = added;
         tok.index_added();
         Ok(tok)
     }
 
-    fn from_bpe(
+    fn from_table(
         name: String,
-        bpe: tiktoken_rs::CoreBPE,
+        table: Arc<TokenTable>,
+        regex: Arc<fancy_regex::Regex>,
+        special: FxHashMap<String, u32>,
         offset: u32,
         ranks: u32,
-        added: Vec<(String, u32)>,
     ) -> Tokenizer {
-        let mut byte_ids = Box::new([None; 256]);
-        let mut found = 0;
-        // Byte-level vocabularies hold every single byte, usually among the first ranks.
-        for rank in 0..1_000_000u32 {
-            if found == 256 {
-                break;
-            }
-            if let Ok(b) = bpe.decode_bytes(&[rank])
-                && let [one] = b[..]
-                && byte_ids[one as usize].is_none()
-            {
-                byte_ids[one as usize] = Some(rank + offset);
-                found += 1;
-            }
-        }
         let engine = Engine::Tiktoken {
-            bpe: Box::new(bpe),
-            byte_ids,
+            table,
+            regex,
+            special,
             offset,
             ranks,
         };
-        Tokenizer::with_added(name, engine, added)
+        Tokenizer::with_added(name, engine, Vec::new())
     }
 
     fn with_added(name: String, engine: Engine, added: Vec<(String, u32)>) -> Tokenizer {
@@ -476,13 +488,8 @@ impl Tokenizer {
         match &self.engine {
             // Only a special token of the vocabulary has an id of its own; any other text
             // would be several ordinary tokens.
-            Engine::Tiktoken { bpe, .. } if bpe.special_tokens().contains(text) => {
-                match bpe.encode_with_special_tokens(text)[..] {
-                    [id] => Some(id),
-                    _ => None,
-                }
-            }
-            Engine::Tiktoken { .. } | Engine::ByteLevel(_) => None,
+            Engine::Tiktoken { special, .. } => special.get(text).copied(),
+            Engine::ByteLevel(_) => None,
             #[cfg(feature = "hf-tokenizers")]
             Engine::HuggingFace(t) => t.token_to_id(text),
         }
@@ -519,7 +526,7 @@ impl Tokenizer {
 
     fn byte_id(&self, b: u8) -> TokenId {
         match &self.engine {
-            Engine::Tiktoken { byte_ids, .. } => byte_ids[b as usize],
+            Engine::Tiktoken { table, offset, .. } => table.byte_rank(b).map(|r| r + offset),
             Engine::ByteLevel(bpe) => Some(bpe.byte_id(b)),
             #[cfg(feature = "hf-tokenizers")]
             Engine::HuggingFace(t) => t
@@ -531,51 +538,59 @@ impl Tokenizer {
     /// Encodes valid text; tokens are grouped so that every unit ends on a character boundary.
     fn encode_str(&self, s: &str, base: usize, out: &mut Tokenized) {
         match &self.engine {
-            Engine::Tiktoken { bpe, offset, .. } => {
-                // fancy-regex can give up on pathological input (its backtracking limit), and
-                // tiktoken-rs then panics: such text is encoded in smaller pieces instead.
-                let encoded = crate::backends::builtin::catching(|| bpe.encode_ordinary(s));
-                match encoded {
-                    Ok(ranks) => {
-                        out.reserve(ranks.len());
-                        let mut end = 0;
-                        for r in ranks {
-                            end += bpe.decode_bytes(&[r]).map_or(0, |b| b.len());
-                            out.push_id(Some(r + offset));
-                            if end < s.len() && s.is_char_boundary(end) {
-                                out.close(base + end);
-                            }
+            Engine::Tiktoken {
+                table,
+                regex,
+                offset,
+                ..
+            } => {
+                // fancy-regex can give up on pathological input (its backtracking limit): such
+                // text is encoded in smaller pieces instead.
+                let mark = out.mark();
+                let mut scratch = Scratch::default();
+                let mut end = 0;
+                let mut gave_up = false;
+                for m in regex.find_iter(s) {
+                    let Ok(m) = m else {
+                        gave_up = true;
+                        break;
+                    };
+                    table.encode_piece(m.as_str().as_bytes(), &mut scratch, &mut |r, n| {
+                        end += n;
+                        out.push_id(r.map(|r| r + offset));
+                        if end < s.len() && s.is_char_boundary(end) {
+                            out.close(base + end);
                         }
-                        out.close(base + s.len());
+                    });
+                }
+                if !gave_up {
+                    out.close(base + s.len());
+                } else if s.len() > 1 {
+                    out.rollback(mark);
+                    let mut mid = s.len() / 2;
+                    while !s.is_char_boundary(mid) {
+                        mid += 1;
                     }
-                    Err(_) if s.len() > 1 => {
-                        let mut mid = s.len() / 2;
-                        while !s.is_char_boundary(mid) {
-                            mid += 1;
-                        }
-                        let (a, b) = s.split_at(mid);
-                        self.encode_str(a, base, out);
-                        if !b.is_empty() {
-                            self.encode_str(b, base + mid, out);
-                        }
+                    let (a, b) = s.split_at(mid);
+                    self.encode_str(a, base, out);
+                    if !b.is_empty() {
+                        self.encode_str(b, base + mid, out);
                     }
-                    Err(_) => {
-                        out.push_id(None);
-                        out.close(base + s.len());
-                    }
+                } else {
+                    out.rollback(mark);
+                    out.push_id(None);
+                    out.close(base + s.len());
                 }
             }
             Engine::ByteLevel(bpe) => {
-                let mut toks = Vec::new();
-                bpe.encode(s, &mut toks);
                 let mut end = 0;
-                for (id, len) in toks {
+                bpe.encode(s, &mut |id, len| {
                     end += len;
                     out.push_id(Some(id));
                     if end < s.len() && s.is_char_boundary(end) {
                         out.close(base + end);
                     }
-                }
+                });
                 out.close(base + s.len());
             }
             #[cfg(feature = "hf-tokenizers")]
@@ -624,16 +639,14 @@ pub fn special_spans<'a>(
 /// 3.6 MB).
 pub const MAX_TOKENIZER_BYTES: u64 = 256 << 20;
 
-/// Parses a tiktoken ranks file into the map `CoreBPE` takes, line by line as it is read (the
-/// first bad line ends the reading), refusing what would make it panic (duplicate ranks, a
-/// byte without a rank).
-fn parse_ranks(
-    mut r: impl std::io::BufRead,
-) -> Result<rustc_hash::FxHashMap<Vec<u8>, u32>, String> {
+/// Parses a tiktoken ranks file into a token table, line by line as it is read (the first bad
+/// line ends the reading), refusing duplicate ranks or tokens and a byte without a rank.
+fn parse_ranks(mut r: impl std::io::BufRead) -> Result<TokenTable, String> {
     use base64::Engine as _;
-    let mut ranks = rustc_hash::FxHashMap::default();
+    let mut table = TokenTable::new();
     let mut seen = rustc_hash::FxHashSet::default();
     let mut raw = Vec::new();
+    let mut tok = Vec::new();
     for n in 0.. {
         raw.clear();
         let got = r
@@ -650,11 +663,12 @@ fn parse_ranks(
         }
         let bad = |why: &str| format!("line {}: {why} (want `BASE64TOKEN RANK`)", n + 1);
         let mut parts = line.split_ascii_whitespace();
-        let (Some(tok), Some(rank), None) = (parts.next(), parts.next(), parts.next()) else {
+        let (Some(b64), Some(rank), None) = (parts.next(), parts.next(), parts.next()) else {
             return Err(bad("not two fields"));
         };
-        let tok = base64::engine::general_purpose::STANDARD
-            .decode(tok)
+        tok.clear();
+        base64::engine::general_purpose::STANDARD
+            .decode_vec(b64, &mut tok)
             .map_err(|e| bad(&format!("bad base64: {e}")))?;
         let rank: u32 = rank.parse().map_err(|_| bad("bad rank"))?;
         if tok.is_empty() {
@@ -663,16 +677,82 @@ fn parse_ranks(
         if !seen.insert(rank) {
             return Err(bad(&format!("rank {rank} given twice")));
         }
-        if ranks.insert(tok, rank).is_some() {
-            return Err(bad("token given twice"));
+        match table.push(&tok, rank) {
+            Ok(()) => {}
+            Err(super::ranks::AddError::Duplicate) => return Err(bad("token given twice")),
+            Err(super::ranks::AddError::Full) => return Err(bad("too many tokens")),
         }
     }
-    if let Some(b) = (0..=255u8).find(|b| !ranks.contains_key(&[*b][..])) {
+    if let Some(b) = table.missing_byte() {
         return Err(format!(
             "not a byte-level vocabulary: byte 0x{b:02x} has no rank"
         ));
     }
-    Ok(ranks)
+    table.finish();
+    Ok(table)
+}
+
+/// o200k_base's ordinary tokens, pre-tokenizer and special tokens, read once per process from
+/// tiktoken-rs (which embeds them): its `CoreBPE` is built, its tokens copied into a compact
+/// table and dropped, so that its maps (40 MB and more) are not kept.
+fn o200k() -> (
+    Arc<TokenTable>,
+    Arc<fancy_regex::Regex>,
+    &'static [(&'static str, u32)],
+) {
+    static O200K: OnceLock<(Arc<TokenTable>, Arc<fancy_regex::Regex>)> = OnceLock::new();
+    /// o200k_base's special tokens (tiktoken-rs's `o200k_base`).
+    const SPECIAL: &[(&str, u32)] = &[("<|endoftext|>", 199_999), ("<|endofprompt|>", 200_018)];
+    let (table, regex) = O200K.get_or_init(|| {
+        // The ranks are compiled into tiktoken-rs: failing to parse them is a broken build of
+        // that crate, not bad input.
+        let bpe = tiktoken_rs::o200k_base().expect("tiktoken-rs's embedded o200k_base");
+        let mut table = TokenTable::new();
+        // The ordinary ranks are 0, 1, … up to the first the vocabulary does not have; the
+        // special tokens' ids (which decode to their text) are skipped.
+        for rank in 0..(1u32 << 22) {
+            if SPECIAL.iter().any(|&(_, id)| id == rank) {
+                continue;
+            }
+            let Ok(bytes) = bpe.decode_bytes(&[rank]) else {
+                break;
+            };
+            table
+                .push(&bytes, rank)
+                .expect("tiktoken-rs's o200k_base has no duplicate token");
+        }
+        drop(bpe);
+        table.finish();
+        let regex = fancy_regex::Regex::new(tiktoken_rs::O200K_BASE_PAT_STR)
+            .expect("tiktoken-rs's o200k_base pattern compiles");
+        (Arc::new(table), Arc::new(regex))
+    });
+    (table.clone(), regex.clone(), SPECIAL)
+}
+
+/// o200k_harmony's special tokens (tiktoken-rs's `o200k_harmony`): named ones and the reserved
+/// ids 200013 to 201087.
+fn harmony_special() -> FxHashMap<String, u32> {
+    let named = [
+        ("<|startoftext|>", 199_998),
+        ("<|endoftext|>", 199_999),
+        ("<|return|>", 200_002),
+        ("<|constrain|>", 200_003),
+        ("<|channel|>", 200_005),
+        ("<|start|>", 200_006),
+        ("<|end|>", 200_007),
+        ("<|message|>", 200_008),
+        ("<|call|>", 200_012),
+    ];
+    let reserved = [200_000, 200_001, 200_004, 200_009, 200_010, 200_011]
+        .into_iter()
+        .chain(200_013..=201_087)
+        .map(|i| (format!("<|reserved_{i}|>"), i));
+    named
+        .into_iter()
+        .map(|(t, i)| (t.to_string(), i))
+        .chain(reserved)
+        .collect()
 }
 
 #[cfg(test)]
@@ -886,6 +966,122 @@ mod tests {
             e.contains("tokenizer.json") && e.contains("not a valid"),
             "{e}"
         );
+    }
+
+    /// The compact table and its encoder against tiktoken-rs's `CoreBPE` over the same ranks
+    /// and regex, on every transcript of the corpus (every turn of every case, each stretch of
+    /// valid UTF-8), for o200k_base and every cached tiktoken or tekken vocabulary: the same
+    /// ids, token for token (so the same boundaries).
+    #[test]
+    fn the_table_gives_tiktokens_ids_on_every_corpus_transcript() {
+        use crate::harness::vocab;
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
+        let corpus = crate::harness::corpus::load(
+            &[root.display().to_string()],
+            &crate::harness::corpus::LoadOptions::default(),
+        );
+        assert!(corpus.cases.len() > 1000, "{} cases", corpus.cases.len());
+        let mut toks = vec![Tokenizer::default_shared()];
+        for v in vocab::VOCABULARIES
+            .iter()
+            .filter(|v| v.file.ends_with(".tiktoken") || v.id == "tekken")
+        {
+            toks.extend(vocab::cached(v.id));
+        }
+        for tok in toks {
+            let Engine::Tiktoken {
+                table,
+                regex,
+                offset,
+                ..
+            } = &tok.engine
+            else {
+                panic!("{} is a tiktoken vocabulary", tok.name());
+            };
+            let reference = if tok.name() == DEFAULT_TOKENIZER {
+                tiktoken_rs::o200k_base().unwrap()
+            } else {
+                let ranks = table.iter().map(|(b, r)| (b.to_vec(), r)).collect();
+                tiktoken_rs::CoreBPE::new(ranks, Default::default(), regex.as_str()).unwrap()
+            };
+            let (mut texts, mut tokens, mut wrong) = (0, 0, Vec::new());
+            for c in &corpus.cases {
+                for turn in &c.turns {
+                    for chunk in turn.utf8_chunks() {
+                        let s = chunk.valid();
+                        if s.is_empty() {
+                            continue;
+                        }
+                        let want: Vec<Option<u32>> = reference
+                            .encode_ordinary(s)
+                            .into_iter()
+                            .map(|r| Some(r + offset))
+                            .collect();
+                        let mut got = Tokenized::default();
+                        tok.encode_str(s, 0, &mut got);
+                        texts += 1;
+                        tokens += want.len();
+                        if got.ids() != want && wrong.len() < 5 {
+                            wrong.push(format!("{}: {:?} != {want:?}", c.id, got.ids()));
+                        }
+                    }
+                }
+            }
+            eprintln!("{}: {texts} texts, {tokens} tokens compared", tok.name());
+            assert!(tokens > 100_000, "{}: {tokens} tokens", tok.name());
+            assert!(wrong.is_empty(), "{}: {wrong:#?}", tok.name());
+        }
+    }
+
+    #[test]
+    fn the_built_in_vocabularies_have_tiktoken_rss_tokens_and_share_one_table() {
+        let base = tiktoken_rs::o200k_base().unwrap();
+        let harmony = tiktoken_rs::o200k_harmony().unwrap();
+        let ours = Tokenizer::default_shared();
+        let theirs = Tokenizer::builtin(HARMONY_TOKENIZER).unwrap();
+        let (Engine::Tiktoken { table, .. }, Engine::Tiktoken { table: t2, .. }) =
+            (&ours.engine, &theirs.engine)
+        else {
+            panic!("tiktoken vocabularies");
+        };
+        assert!(Arc::ptr_eq(table, t2), "one o200k table for both");
+        assert_eq!(table.len(), 199_998);
+        for (bytes, rank) in table.iter().step_by(97) {
+            assert_eq!(base.decode_bytes(&[rank]).unwrap(), bytes);
+        }
+        assert!(table.heap_bytes() < 8 << 20, "{}", table.heap_bytes());
+        for (bpe, tok) in [(&base, &ours), (&harmony, &theirs)] {
+            let special = bpe.special_tokens();
+            for text in &special {
+                let id = bpe.encode_with_special_tokens(text)[0];
+                assert_eq!(tok.special_id(text), Some(id), "{}: {text}", tok.name());
+            }
+            let Engine::Tiktoken { special: ours, .. } = &tok.engine else {
+                unreachable!()
+            };
+            assert_eq!(ours.len(), special.len(), "{}", tok.name());
+        }
+    }
+
+    #[test]
+    fn text_the_regex_gives_up_on_is_encoded_in_halves_without_a_trace_of_the_attempt() {
+        // A regex whose lookahead backtracks past fancy-regex's limit on a long run.
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("tiny.tiktoken");
+        std::fs::write(&p, ranks_file(&[(b"aa", 256)])).unwrap();
+        let pattern = r"(?:(?=a)a+)+(?=b)|a|b";
+        let spec = FileSpec {
+            pattern: Some(pattern),
+            ..FileSpec::default()
+        };
+        let t = Tokenizer::load_with(&p, &spec).unwrap();
+        let s = format!("b{}", "a".repeat(40));
+        let re = fancy_regex::Regex::new(pattern).unwrap();
+        assert!(re.find_iter(&s).any(|m| m.is_err()), "the regex gives up");
+        let k = t.tokenize(s.as_bytes(), &[]);
+        // "b" was encoded before the regex gave up: it is not kept twice.
+        assert_eq!(k.tokens(), 41, "one token a character, each once");
+        assert_eq!(k.boundaries(), (1..41).collect::<Vec<_>>());
     }
 
     proptest::proptest! {

@@ -600,7 +600,7 @@ pub fn render(
                 if !c.arguments.is_object() {
                     return Err("arguments must be a JSON object".into());
                 }
-                Ok(c.arguments.to_string())
+                Ok(exact_json(&c.arguments))
             }
             _ => Err(format!(
                 "a named tool choice carries exactly one call of {name:?}, without id or server"
@@ -624,9 +624,34 @@ pub fn render(
                 super::json_header_fits(&c.name, "name")?;
                 items.push(serde_json::json!({"name": c.name, "parameters": c.arguments}));
             }
-            Ok(serde_json::Value::Array(items).to_string())
+            Ok(exact_json(&serde_json::Value::Array(items)))
         }
     }
+}
+
+/// A JSON value's text in a string of exactly its size: written once to count its bytes, then
+/// into a string that never grows (growing doubles: a 10 MB argument took 20 MB).
+fn exact_json(v: &serde_json::Value) -> String {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut n = Count(0);
+    if serde_json::to_writer(&mut n, v).is_err() {
+        return v.to_string();
+    }
+    let mut out = Vec::with_capacity(n.0);
+    if serde_json::to_writer(&mut out, v).is_err() {
+        return v.to_string();
+    }
+    // serde_json writes UTF-8 only.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 #[cfg(test)]
@@ -638,6 +663,14 @@ mod tests {
     use serde_json::json;
 
     const MARKERS: [&str; 2] = ["<tool_call>", "</tool_call>"];
+
+    #[test]
+    fn rendered_json_takes_exactly_its_size() {
+        let v = json!({"a": "x".repeat(100_000), "b": [1, 2.5, null, "é\n"]});
+        let s = exact_json(&v);
+        assert_eq!(s, v.to_string());
+        assert_eq!(s.capacity(), s.len(), "no room left over from growing");
+    }
 
     fn make(
         choice: Choice,
