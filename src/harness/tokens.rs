@@ -692,6 +692,17 @@ fn parse_ranks(mut r: impl std::io::BufRead) -> Result<TokenTable, String> {
     Ok(table)
 }
 
+/// Gives the heap's free pages back to the system. glibc keeps the freed small blocks of a
+/// discarded table (tiktoken-rs's `CoreBPE`, about 45 MB) for later small allocations, while a
+/// huge transcript's buffers are mapped apart: without this, a run's peak carries both.
+fn release_freed_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free memory to the system; it touches no live block.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// o200k_base's ordinary tokens, pre-tokenizer and special tokens, read once per process from
 /// tiktoken-rs (which embeds them): its `CoreBPE` is built, its tokens copied into a compact
 /// table and dropped, so that its maps (40 MB and more) are not kept.
@@ -722,6 +733,7 @@ fn o200k() -> (
                 .expect("tiktoken-rs's o200k_base has no duplicate token");
         }
         drop(bpe);
+        release_freed_heap();
         table.finish();
         let regex = fancy_regex::Regex::new(tiktoken_rs::O200K_BASE_PAT_STR)
             .expect("tiktoken-rs's o200k_base pattern compiles");
