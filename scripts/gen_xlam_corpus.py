@@ -70,7 +70,8 @@ case("y_array_of_numbers_is_text", "[1, 2, 3]", text="[1, 2, 3]", note="X2: a li
 case("y_first_element_unnamed_is_text", '[{"city": "Paris", "temp": 22}, {"name": "get_time", "arguments": {}}]', text='[{"city": "Paris", "temp": 22}, {"name": "get_time", "arguments": {}}]', note="X2: the first element decides: no name key, the whole list is text")
 case("y_list_later_in_prose_is_text", "I would call " + lst(W) + " but I need a city.", text="I would call " + lst(W) + " but I need a city.", note="X2: a bare list is calls only at the start of the output")
 case("y_broken_json_before_name_is_text", '[{"city": "Par', text='[{"city": "Par', note="X2: a list cut before its first name key is text, no error")
-case("y_empty_list_no_calls", "[]", note="X4: the empty list is xLAM's 'no call' answer: no call, no text (vLLM: content None)")
+case("y_empty_list_is_text", "[]", text="[]", note="X2: the empty list names no call: text (vLLM's server: the raw output as content)")
+case("y_fenced_empty_list_is_text", "Nothing to call:\n```json\n[]\n```", text="Nothing to call:\n```json\n[]\n```", note="X2, X8")
 case("y_whitespace_only_output", " \n ", text=" \n ", note="X2, F1: whitespace-only output is text")
 case("y_text_after_list_verbatim", lst(T) + "\n\nI asked for the time.", text="\n\nI asked for the time.", calls=[T], note="X5: text after the list is text, byte-exact (calls streamed already)", order=["call", "text"])
 case("y_delimiter_prefixes_are_text", "Use `` or [TOOL_ or <tool_ here", text="Use `` or [TOOL_ or <tool_ here", note="X2: delimiter prefixes that never complete are text")
@@ -128,7 +129,7 @@ case("n_length_cut_inside_list", lst(T)[:-1] + ', {"name": "get_weather", "argum
 case("y_length_complete_list", lst(W, T), calls=[W, T], note="finish_reason=length: a complete list stands", sub="request_length")
 case("y_none_list_is_text", lst(W), text=lst(W), note="tool_choice=none: the list is text", sub="request_tool_choice_none")
 case("y_none_reasoning_still_split", "<think>plan</think>" + lst(W), text=lst(W), reasoning="plan", note="tool_choice=none: reasoning still split", sub="request_tool_choice_none")
-case("y_guided_array_of_calls", '[{"name": "get_weather", "arguments": {"city": "Paris"}}]', calls=[W], note="required: guided decoding writes a JSON list of calls", sub="request_required")
+case("y_guided_array_of_calls", '[{"name": "get_weather", "parameters": {"city": "Paris"}}]', calls=[W], note="required: guided decoding writes a JSON list of calls, by the servers' schema with parameters", sub="request_required")
 case("y_named_bare_arguments", '{"city": "Paris"}', calls=[W], note="named tool choice: the payload is the arguments", sub="request_named")
 case("y_wrapper_is_text_when_off", "```json\n" + lst(W) + "\n```", text="```json\n" + lst(W) + "\n```", note="json_wrapper=false: wrappers are text", sub="options_strict")
 case("y_single_object_is_text_when_off", J(W), text=J(W), note="object_not_array=false: one object is text", sub="options_strict")
@@ -160,7 +161,7 @@ TRANSCRIPTS = [
     {"id": "xlam_search_then_summary", "transcript": lst(call("search", {"q": "vLLM xlam tool parser"})) + "\n"},
     {"id": "xlam_json_answer", "transcript": '{"temperature": 18, "conditions": "cloudy"}'},
     {"id": "xlam_reasoned_call", "transcript": "<think>The user asked for the time; get_time takes no arguments.</think>\n" + lst(T)},
-    {"id": "xlam_empty_list", "transcript": "[]", "expect": {"text": "", "calls": [], "error": None}},
+    {"id": "xlam_empty_list", "transcript": "[]", "expect": {"text": "[]", "calls": [], "error": None}},
     {"id": "xlam_write_file", "transcript": lst(call("write_to_file", {"path": "README.md", "content": "# Title\n\nSome `code` and ```fences```.\n"}))},
 ]
 

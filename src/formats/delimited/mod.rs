@@ -1628,7 +1628,7 @@ enum Between {
 /// a call (xlam, whose list of calls is bare JSON that an answer may also be): an array whose
 /// first element is no object or an object without a `name` key, or that breaks or is cut
 /// before one, ends as `Unnamed` with its raw text. Elements after a named first one must be
-/// calls (an unnamed one is `missing_name`). `[]` is an empty list, no text.
+/// calls (an unnamed one is `missing_name`). `[]` names no call: text.
 pub(crate) struct CallArrayReader {
     opts: EnvelopeOptions,
     at: Between,
@@ -1734,10 +1734,7 @@ impl ValueReader for CallArrayReader {
                     self.elem = Some(EnvelopeReader::boxed(opts, &cx.limits));
                     continue;
                 }
-                (Between::First, b']') if self.raw.is_some() => {
-                    self.raw = None;
-                    return (i + 1, Some(ValueEnd::Done { index: None }));
-                }
+                (Between::First, b']') if self.raw.is_some() => return self.unnamed(s, i + 1),
                 (Between::First, _) if self.raw.is_some() => return self.unnamed(s, i),
                 (Between::First, b']') => return (i + 1, Some(ValueEnd::Done { index: None })),
                 (Between::Next, b']') => {

@@ -56,12 +56,12 @@ fn json_that_names_no_call_is_text() {
 }
 
 #[test]
-fn the_empty_list_is_no_call_and_no_text() {
-    let r = all_ways("[]");
-    assert_eq!(r.text, "");
-    assert!(r.calls.is_empty() && r.errors.is_empty() && r.warnings.is_empty());
-    let r = all_ways(" [ ] \nNothing to call.");
-    assert_eq!(r.text, " \nNothing to call.");
+fn the_empty_list_names_no_call_it_is_text() {
+    for s in ["[]", " [ ] \nNothing to call.", "```json\n[]\n```"] {
+        let r = all_ways(s);
+        assert_eq!(r.text, s);
+        assert!(r.calls.is_empty() && r.errors.is_empty() && r.warnings.is_empty());
+    }
 }
 
 #[test]
