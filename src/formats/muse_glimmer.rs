@@ -735,6 +735,7 @@ pub static FORMAT: Format = Format {
         transcript: typing_probe,
         key: "v",
         schema_tool: Some("typing_probe"),
+        wire_probe: true,
     }),
     special_tokens: SPECIAL_TOKENS,
     ..Format::new(

@@ -295,6 +295,15 @@ fn arguments_detail(v: &ViolationOut, got: Option<&Got>, ctx: &CaseContext) -> S
         .and_then(|r| r.split([' ', ':']).next())
         .and_then(|n| n.parse::<usize>().ok())
         .unwrap_or(0);
+    // The check stops at its first failing row: the row names the bug.
+    if v.invariant == Invariant::TypeInference
+        && let Some(rule) = msg
+            .strip_prefix("rule ")
+            .and_then(|r| r.split_once(':'))
+            .map(|(rule, _)| rule)
+    {
+        return format!("a value not typed as the typing table says (rule `{rule}`)");
+    }
     if matches!(
         v.invariant,
         Invariant::TypeInference | Invariant::CdataSplit

@@ -528,6 +528,21 @@ fn declared_policy(
             (ctx.has(PolicyKind::Errors) && got.calls.len() <= expected && clean)
                 .then_some(PolicyKind::Errors)
         }
+        // A typing-table row (`rule R: "007" typed as "007" but the table says 7`) the engine
+        // left as the text the model wrote: policy `typing`, as for a case's call.
+        Invariant::TypeInference if ctx.has(PolicyKind::Typing) => {
+            let (_, want) = msg.rsplit_once(" but the table says ")?;
+            let want: serde_json::Value = serde_json::from_str(want).ok()?;
+            let [call] = got.calls.as_slice() else {
+                return None;
+            };
+            let args: serde_json::Value = serde_json::from_str(&call.arguments).ok()?;
+            let value = match args.as_object() {
+                Some(o) if o.len() == 1 => o.values().next()?,
+                _ => return None,
+            };
+            only_untyped(&want, value).then_some(PolicyKind::Typing)
+        }
         _ => None,
     }
 }
@@ -1410,6 +1425,36 @@ mod tests {
             got("", &[("f", None, r#"{"level":"8"}"#)]),
         );
         assert_ne!(classify_violation(&wrong, &typing).label(), "policy:typing");
+    }
+
+    #[test]
+    fn a_typing_table_row_left_as_text_is_typing_only_for_an_engine_that_declares_it() {
+        let c = ctx("", "");
+        let msg = "rule leading_zeros: \"007\" typed as \"007\" but the table says 7";
+        let v = with_got(
+            Invariant::TypeInference,
+            msg,
+            got("", &[("probe", None, r#"{"key":"007"}"#)]),
+        );
+        let typing = declaring(c.clone(), &[PolicyKind::Typing]);
+        assert_eq!(classify_violation(&v, &typing).label(), "policy:typing");
+        assert_ne!(classify_violation(&v, &c).label(), "policy:typing");
+        // Typed as another value, or a string decoded into a number, is still a bug.
+        for wrong in [r#"{"key":8}"#, r#"{"key":"8"}"#] {
+            let w = with_got(
+                Invariant::TypeInference,
+                msg,
+                got("", &[("probe", None, wrong)]),
+            );
+            assert_ne!(classify_violation(&w, &typing).label(), "policy:typing");
+        }
+        let s = "rule zip: \"007\" typed as 7 but the table says \"007\"";
+        let w = with_got(
+            Invariant::TypeInference,
+            s,
+            got("", &[("probe", None, r#"{"key":7}"#)]),
+        );
+        assert_ne!(classify_violation(&w, &typing).label(), "policy:typing");
     }
 
     #[test]

@@ -9,12 +9,16 @@ use super::chunking::Cuts;
 use super::corpus::Label;
 use super::invariants::Invariant;
 use super::run::{CaseReport, Status, Violation};
+use super::serving::{Got, ReplayPath, Routes};
+use super::vocab::tokenizer_for;
+use crate::backends::cuts::{Grouping, TokenCuts};
 use crate::backends::{Backend, Outcome};
 use crate::event::{ToolCall, excerpt};
 use crate::formats::{Format, OptionValues};
 use crate::tools::Tools;
 use serde::Deserialize;
 use serde_json::Value;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// One row of a typing table: the raw text, the value it must become, and for schema-typed
@@ -29,6 +33,24 @@ struct Row {
     schema: Option<Value>,
     #[serde(default)]
     defs: Option<Value>,
+    /// Who settled the rule: absent for a rule any parser typing by the schema must follow;
+    /// `conform` for one of conform's decisions where engines legitimately settle otherwise.
+    #[serde(default)]
+    settled: Option<Settled>,
+    /// Other values an external parser may legitimately give (`yes` read as `true`): never
+    /// conform's, which gives `json`.
+    #[serde(default)]
+    others: Vec<Value>,
+}
+
+/// Who settled a typing rule (`specs/typing.md` §5).
+#[derive(Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+enum Settled {
+    /// conform decided it among readings engines legitimately take (a big integer kept as
+    /// text, `007` read as 7, Python literals…): it binds conform's parsers, and an external
+    /// parser is never blamed for another reading.
+    Conform,
 }
 
 /// The tools a typing row is parsed with: none, or the format's probe tool whose parameter
@@ -102,17 +124,60 @@ fn replay_command(format: &Format, parser: &str) -> String {
     }
 }
 
-/// Every cut of a short transcript: whole, byte by byte, and each single cut.
-fn all_cuts(len: usize) -> Vec<Cuts> {
-    let mut v = vec![Cuts::At(Vec::new())];
-    if len > 1 {
-        v.push(Cuts::EveryByte);
-        v.extend((1..len).map(|c| Cuts::At(vec![c])));
+/// The replays of a short transcript, each with the serving path it goes through.
+///
+/// conform's own parser must hold under every cut: whole, byte by byte, and each single cut.
+/// An external parser is fed what its server would feed it (`specs/adapter.md` §2.1): the
+/// whole input through its whole-input path, and token-aligned deltas (every token, and each
+/// single token boundary) through its streaming path. Splitting a special token in two is a
+/// delta no server sends, so it never decides a verdict on someone else's parser.
+fn replays(
+    format: &Format,
+    backend: &dyn Backend,
+    transcript: &[u8],
+) -> Vec<(Option<ReplayPath>, Cuts)> {
+    let len = transcript.len();
+    if backend.is_builtin() {
+        let mut v = vec![(None, Cuts::At(Vec::new()))];
+        if len > 1 {
+            v.push((None, Cuts::EveryByte));
+            v.extend((1..len).map(|c| (None, Cuts::At(vec![c]))));
+        }
+        return v;
+    }
+    let routes = Routes::of(backend.paths());
+    let mut v = Vec::new();
+    // A streaming-only parser's whole input is the coalesced replay, reported apart by a run
+    // and never a failure: here it is not judged at all.
+    if !routes.whole_is_coalesced() {
+        v.push((routes.whole, Cuts::At(Vec::new())));
+    }
+    if routes.chunkings && len > 1 {
+        let tokens = Arc::new(tokenizer_for(format).tokenize(transcript, format.special_tokens));
+        if tokens.boundary_count() > 0 {
+            v.push((
+                routes.chunked,
+                Cuts::Tokens(TokenCuts {
+                    tokens: tokens.clone(),
+                    grouping: Grouping::EveryToken,
+                }),
+            ));
+            v.extend(tokens.boundary_iter().map(|c| {
+                (
+                    routes.chunked,
+                    Cuts::Tokens(TokenCuts {
+                        tokens: tokens.clone(),
+                        grouping: Grouping::At(vec![c]),
+                    }),
+                )
+            }));
+        }
     }
     v
 }
 
-/// Replays `transcript` under every cut and returns the first failure of `check`, if any.
+/// Replays `transcript` under every chunking of [`replays`] and returns the first failure of
+/// `check`, if any: its cuts, the reason and the path it went through.
 fn probe(
     format: &Format,
     backend: &dyn Backend,
@@ -120,11 +185,13 @@ fn probe(
     transcript: &[u8],
     check: &dyn Fn(&crate::event::ParseResult) -> Option<String>,
     report: &mut CaseReport,
-) -> Option<(Vec<usize>, String)> {
-    for cuts in all_cuts(transcript.len()) {
+) -> Option<Failed> {
+    for (path, cuts) in replays(format, backend, transcript) {
         report.replays += 1;
+        let mut got = Vec::new();
         // A format-level check judges the format's defaults.
-        let why = match backend.replay(
+        let why = match backend.replay_on(
+            path.map(ReplayPath::serving),
             format,
             tools,
             &OptionValues::new(),
@@ -140,6 +207,8 @@ fn probe(
                     let w = check(&t.result);
                     if w.is_none() {
                         report.matched += 1;
+                    } else if !backend.is_builtin() {
+                        got = vec![Got::of(&t.result)];
                     }
                     w
                 }
@@ -149,10 +218,36 @@ fn probe(
             Outcome::Broke(b, m) => Some(format!("the parser broke ({b:?}): {m}")),
         };
         if let Some(w) = why {
-            return Some((cuts.to_vec(transcript), w));
+            return Some(Failed {
+                cuts: cuts.to_vec(transcript),
+                message: w,
+                path,
+                got,
+            });
         }
     }
     None
+}
+
+/// The first failing replay of a check.
+struct Failed {
+    cuts: Vec<usize>,
+    message: String,
+    path: Option<ReplayPath>,
+    /// What an external parser returned, beside what it should.
+    got: Vec<Got>,
+}
+
+impl Failed {
+    /// A failure that no replay showed (the check itself could not be made).
+    fn unreplayed(message: String) -> Failed {
+        Failed {
+            cuts: Vec::new(),
+            message,
+            path: None,
+            got: Vec::new(),
+        }
+    }
 }
 
 fn one_call(r: &crate::event::ParseResult) -> Result<&ToolCall, String> {
@@ -177,20 +272,19 @@ fn fail(
     report: &mut CaseReport,
     (format, parser): (&Format, &str),
     inv: Invariant,
-    cuts: Vec<usize>,
-    msg: String,
+    failed: Failed,
 ) {
     report.status = Status::Fail;
     report.violations.push(Violation {
         invariant: inv,
         strategy: None,
-        cuts: vec![cuts],
+        cuts: vec![failed.cuts],
         failing_replays: 1,
         cut_class: None,
-        message: msg,
+        message: failed.message,
         replay: replay_command(format, parser),
-        path: None,
-        got: Vec::new(),
+        path: failed.path,
+        got: failed.got,
     });
 }
 
@@ -227,8 +321,10 @@ pub fn check_format(format: &Format, backend: &dyn Backend) -> Vec<CaseReport> {
                     &mut r,
                     (format, &parser),
                     Invariant::CdataSplit,
-                    vec![],
-                    format!("content {} is not rendered as split CDATA", excerpt(&text)),
+                    Failed::unreplayed(format!(
+                        "content {} is not rendered as split CDATA",
+                        excerpt(&text)
+                    )),
                 );
                 break;
             }
@@ -241,26 +337,27 @@ pub fn check_format(format: &Format, backend: &dyn Backend) -> Vec<CaseReport> {
                 )),
                 Ok(_) => None,
             };
-            if let Some((cuts, msg)) =
+            if let Some(mut failed) =
                 probe(format, backend, &Tools::default(), &bytes, &check, &mut r)
             {
-                fail(
-                    &mut r,
-                    (format, &parser),
-                    Invariant::CdataSplit,
-                    cuts,
-                    format!(
-                        "{msg}; transcript {}",
-                        excerpt(&String::from_utf8_lossy(&bytes))
-                    ),
+                failed.message = format!(
+                    "{}; transcript {}",
+                    failed.message,
+                    excerpt(&String::from_utf8_lossy(&bytes))
                 );
+                fail(&mut r, (format, &parser), Invariant::CdataSplit, failed);
                 break;
             }
         }
         r.elapsed = started.elapsed();
         out.push(r);
     }
-    if let Some(typing) = &format.typing {
+    // An external parser is judged only where the probe is what the model writes.
+    let typing = format
+        .typing
+        .as_ref()
+        .filter(|t| backend.is_builtin() || t.wire_probe);
+    if let Some(typing) = typing {
         let started = Instant::now();
         let mut r = new_report(format, Invariant::TypeInference);
         match serde_json::from_str::<Vec<Row>>(typing.table) {
@@ -268,11 +365,13 @@ pub fn check_format(format: &Format, backend: &dyn Backend) -> Vec<CaseReport> {
                 &mut r,
                 (format, &parser),
                 Invariant::TypeInference,
-                vec![],
-                format!("the typing table is not valid: {e}"),
+                Failed::unreplayed(format!("the typing table is not valid: {e}")),
             ),
             Ok(rows) => {
-                for row in rows {
+                let judged = rows
+                    .into_iter()
+                    .filter(|r| backend.is_builtin() || r.settled.is_none());
+                for row in judged {
                     let tools = match row_tools(typing, &row) {
                         Ok(t) => t,
                         Err(msg) => {
@@ -280,8 +379,7 @@ pub fn check_format(format: &Format, backend: &dyn Backend) -> Vec<CaseReport> {
                                 &mut r,
                                 (format, &parser),
                                 Invariant::TypeInference,
-                                vec![],
-                                msg,
+                                Failed::unreplayed(msg),
                             );
                             break;
                         }
@@ -292,6 +390,7 @@ pub fn check_format(format: &Format, backend: &dyn Backend) -> Vec<CaseReport> {
                         // Exact equality: 7 and 7.0 are different types here.
                         Ok(c) => match c.arguments.get(typing.key) {
                             Some(v) if *v == row.json => None,
+                            Some(v) if !backend.is_builtin() && row.others.contains(v) => None,
                             got => Some(format!(
                                 "rule {}: {:?} typed as {} but the table says {}",
                                 row.rule,
@@ -301,16 +400,8 @@ pub fn check_format(format: &Format, backend: &dyn Backend) -> Vec<CaseReport> {
                             )),
                         },
                     };
-                    if let Some((cuts, msg)) =
-                        probe(format, backend, &tools, &bytes, &check, &mut r)
-                    {
-                        fail(
-                            &mut r,
-                            (format, &parser),
-                            Invariant::TypeInference,
-                            cuts,
-                            msg,
-                        );
+                    if let Some(failed) = probe(format, backend, &tools, &bytes, &check, &mut r) {
+                        fail(&mut r, (format, &parser), Invariant::TypeInference, failed);
                         break;
                     }
                 }
@@ -335,6 +426,178 @@ mod tests {
                 assert!(r.replays > 0);
             }
         }
+    }
+
+    /// conform's parsers behind an adapter-like backend that declares both serving paths,
+    /// records the path of every replay, and loses the call whenever a delta ends inside one
+    /// of the format's special tokens (as a parser matching token ids would).
+    struct SplitHater {
+        builtin: bool,
+        /// What the parser does to every result besides.
+        mangle: fn(&mut crate::event::ParseResult),
+        /// Whether a split special token loses the call.
+        hates_splits: bool,
+        seen: std::sync::Mutex<Vec<Option<crate::backends::ServingPath>>>,
+    }
+    impl Backend for SplitHater {
+        fn name(&self) -> String {
+            "split-hater".into()
+        }
+        fn is_builtin(&self) -> bool {
+            self.builtin
+        }
+        fn paths(&self) -> crate::backends::Paths {
+            crate::backends::Paths {
+                batch: true,
+                stream: true,
+            }
+        }
+        fn replay(
+            &self,
+            f: &Format,
+            tools: &Tools,
+            options: &OptionValues,
+            request: &crate::formats::request::Request,
+            turns: &[Vec<u8>],
+            cuts: &[Cuts],
+        ) -> Outcome {
+            self.replay_on(None, f, tools, options, request, turns, cuts)
+        }
+        fn replay_on(
+            &self,
+            path: Option<crate::backends::ServingPath>,
+            f: &Format,
+            tools: &Tools,
+            options: &OptionValues,
+            request: &crate::formats::request::Request,
+            turns: &[Vec<u8>],
+            cuts: &[Cuts],
+        ) -> Outcome {
+            self.seen.lock().unwrap().push(path);
+            let out = Builtin.replay(f, tools, options, request, turns, cuts);
+            let spans: Vec<(usize, usize)> =
+                crate::harness::tokens::special_spans(&turns[0], f.special_tokens)
+                    .into_iter()
+                    .map(|(s, t)| (s, t.text.len()))
+                    .collect();
+            match out {
+                Outcome::Done(mut t) => {
+                    if self.hates_splits && cuts[0].splits_any(&turns[0], &spans) {
+                        t[0].result.calls.clear();
+                    }
+                    (self.mangle)(&mut t[0].result);
+                    Outcome::Done(t)
+                }
+                other => other,
+            }
+        }
+    }
+
+    #[test]
+    fn an_external_parser_is_judged_on_token_aligned_deltas_through_its_serving_paths() {
+        let glm = crate::formats::by_id("glm47").unwrap();
+        assert!(glm.typing.is_some() && !glm.special_tokens.is_empty());
+        let external = SplitHater {
+            builtin: false,
+            mangle: |_| {},
+            hates_splits: true,
+            seen: Default::default(),
+        };
+        let r = check_format(glm, &external);
+        assert!(
+            r.iter().all(|r| r.status == Status::Pass),
+            "{:?}",
+            r.iter().map(|r| &r.violations).collect::<Vec<_>>()
+        );
+        let seen = external.seen.lock().unwrap();
+        use crate::backends::ServingPath::{Batch, Stream};
+        assert!(seen.contains(&Some(Batch)) && seen.contains(&Some(Stream)));
+        assert!(!seen.contains(&None), "every replay names its path");
+
+        // The same parser, held to conform's own bar, fails on the split special tokens.
+        let own = SplitHater {
+            builtin: true,
+            mangle: |_| {},
+            hates_splits: true,
+            seen: Default::default(),
+        };
+        let r = check_format(glm, &own);
+        let v = &r
+            .iter()
+            .find(|r| r.status == Status::Fail)
+            .unwrap()
+            .violations[0];
+        assert!(v.message.contains("0 calls parsed"), "{}", v.message);
+        assert_eq!(v.path, None);
+    }
+
+    /// Reads an integer beyond 64 bits as a float, as a Python engine's exact integer comes
+    /// back through serde_json.
+    fn big_integer_as_number(r: &mut crate::event::ParseResult) {
+        for c in &mut r.calls {
+            if c.arguments["v"] == "18446744073709551616" {
+                c.arguments["v"] = serde_json::json!(1.8446744073709552e19);
+            }
+        }
+    }
+
+    #[test]
+    fn an_external_parser_is_judged_only_on_typing_rules_any_schema_typing_must_follow() {
+        let glm = crate::formats::by_id("glm47").unwrap();
+        let status = |builtin: bool, f: &Format| {
+            let b = SplitHater {
+                builtin,
+                mangle: big_integer_as_number,
+                hates_splits: false,
+                seen: Default::default(),
+            };
+            check_format(f, &b)
+                .into_iter()
+                .find(|r| r.id.ends_with("#type_inference"))
+                .map(|r| (r.status, r.violations))
+        };
+        // conform settled a big integer as text; an engine may return the number.
+        assert_eq!(status(false, glm).unwrap().0, Status::Pass);
+        let (s, v) = status(true, glm).unwrap();
+        assert_eq!(s, Status::Fail);
+        assert!(
+            v[0].message.contains("integer_beyond_64_bits"),
+            "{}",
+            v[0].message
+        );
+        // DSML's probe leaves out the `string` attribute the model always writes.
+        let dsml = crate::formats::by_id("deepseek_v32").unwrap();
+        assert!(status(false, dsml).is_none());
+        assert!(status(true, dsml).is_some());
+    }
+
+    #[test]
+    fn the_typing_table_says_who_settled_each_rule() {
+        let rows: Vec<Row> = serde_json::from_str(include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/specs/typing.json"
+        )))
+        .unwrap();
+        let settled = |rule: &str| {
+            rows.iter()
+                .find(|r| r.rule == rule)
+                .unwrap()
+                .settled
+                .is_some()
+        };
+        assert!(!settled("string_json_text") && !settled("boolean_yes_mismatch"));
+        assert!(settled("integer_leading_zeros") && settled("object_python_literal"));
+        let yes = rows
+            .iter()
+            .find(|r| r.rule == "boolean_yes_mismatch")
+            .unwrap();
+        assert_eq!(
+            yes.others,
+            [Value::Bool(true)],
+            "`yes` read as true, never false"
+        );
+        let bad = r#"[{"rule": "x", "raw": "1", "json": 1, "settled": "vllm"}]"#;
+        assert!(serde_json::from_str::<Vec<Row>>(bad).is_err());
     }
 
     static FORGE: &Format = &crate::formats::forge_xml::FORMAT;
@@ -362,6 +625,7 @@ mod tests {
                 transcript: typing.transcript,
                 key: typing.key,
                 schema_tool: None,
+                wire_probe: true,
             }),
             special_tokens: &[],
             vocabulary: None,

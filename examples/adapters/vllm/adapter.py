@@ -102,6 +102,14 @@ STUBBED = [
 ]  # fmt: skip
 
 
+
+def openai_tool_choice(choice):
+    """The request's tool_choice in the OpenAI shape the server validates: conform's named
+    choice `{"name": N}` is `{"type": "function", "function": {"name": N}}` on the wire."""
+    if isinstance(choice, dict) and "name" in choice and "function" not in choice:
+        return {"type": "function", "function": {"name": choice["name"]}}
+    return choice
+
 class Vllm(kit.Adapter):
     paths = ("batch", "stream")
 
@@ -153,10 +161,12 @@ class Vllm(kit.Adapter):
             # The rendered prompt's ids: what matters is whether it ended inside reasoning.
             open_tag = engine_kit.THINK_OPEN.get(fmt, "")
             prompt = tokenizer.encode(open_tag) if engine_kit.opens_reasoning(request.mode) else []
-            fields = {"messages": [], "model": "conform", "tools": tools or None}
+            # The server validates the request's JSON, not parsed models (its named tool_choice
+            # check indexes the tools as dicts).
+            fields = {"messages": [], "model": "conform", "tools": list(request.tools) or None}
             fields["chat_template_kwargs"] = chat_kwargs
             if "tool_choice" in request.mode and tools:
-                fields["tool_choice"] = request.mode["tool_choice"]
+                fields["tool_choice"] = openai_tool_choice(request.mode["tool_choice"])
             req = self.Request(**fields)
             # One parser per response, as the server builds it (construction is not timed).
             cls = self.classes[fmt]

@@ -169,6 +169,10 @@ pub struct Typing {
     /// For formats typed by the tool's schema: the tool the transcript calls. Each row then
     /// carries a `schema`, which becomes the schema of that tool's parameter `key`.
     pub schema_tool: Option<&'static str>,
+    /// Whether the probe transcript is written as the model writes its calls, so that an
+    /// external parser is judged on it; `false` where the probe leaves out what the model
+    /// always writes to reach the schema typing (DSML's `string` attribute).
+    pub wire_probe: bool,
 }
 
 /// Runs a parser over chunks and returns its events: the one way every caller drives a parser.

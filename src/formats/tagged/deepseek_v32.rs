@@ -84,6 +84,8 @@ impl tagged::Member for DeepseekV32 {
 
     /// A call of `typing_probe` whose parameter `v` is written as exactly `raw`, without a
     /// `string` attribute, so the schema types it.
+    const WIRE_TYPING_PROBE: bool = false;
+
     fn typing_probe(raw: &str) -> Vec<u8> {
         format!("<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"typing_probe\">\n<｜DSML｜parameter name=\"v\">{raw}</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>")
             .into_bytes()

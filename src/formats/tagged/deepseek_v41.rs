@@ -101,6 +101,8 @@ impl tagged::Member for DeepseekV41 {
         write_dsml(out, calls, DIALECT);
     }
 
+    const WIRE_TYPING_PROBE: bool = false;
+
     fn typing_probe(raw: &str) -> Vec<u8> {
         dsml_typing_probe(raw, DIALECT)
     }

@@ -2162,6 +2162,9 @@ pub trait Member: 'static {
     fn write_calls(out: &mut String, calls: &[ToolCall]);
     /// A call of `typing_probe` whose parameter `v` is written as exactly `raw`.
     fn typing_probe(raw: &str) -> Vec<u8>;
+    /// Whether [`Member::typing_probe`] is written as the model writes calls (false for the
+    /// DSML members, whose probe omits the `string` attribute the model always writes).
+    const WIRE_TYPING_PROBE: bool = true;
     /// Its options, for `--option ID.NAME=…` and `conform.toml`.
     const OPTIONS: Table<Config> = Table {
         default: Self::config,
@@ -2201,6 +2204,7 @@ pub const fn format<M: Member>() -> Format {
             transcript: M::typing_probe,
             key: "v",
             schema_tool: Some("typing_probe"),
+            wire_probe: M::WIRE_TYPING_PROBE,
         }),
         special_tokens: M::SPECIAL_TOKENS,
         stop_tokens: M::STOP_TOKENS,

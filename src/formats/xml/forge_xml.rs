@@ -1014,6 +1014,7 @@ pub static FORMAT: Format = Format {
         transcript: typing_probe,
         key: "v",
         schema_tool: None,
+        wire_probe: true,
     }),
     ..Format::new(
         "forge_xml",
