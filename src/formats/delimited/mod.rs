@@ -1518,6 +1518,19 @@ impl ValueReader for EnvelopeReader {
             }
         }
         let s = &s[skipped..];
+        // The limit is crossed at the same byte whatever the chunking: the reader never looks
+        // past the first byte over it (rounded up to a whole character), so whether a name key
+        // came first does not depend on the cuts.
+        let room = (cx.limits.max_args_bytes + 1).saturating_sub(self.bytes);
+        let s = if s.len() > room {
+            let mut k = room;
+            while !s.is_char_boundary(k) {
+                k += 1;
+            }
+            &s[..k]
+        } else {
+            s
+        };
         let (valid, err) = match self.json.feed(s) {
             Ok(_) => (s.len(), None),
             Err(e) => {
@@ -1717,6 +1730,13 @@ impl ValueReader for CallArrayReader {
                 }
                 continue;
             }
+            if let Some(raw) = &self.raw
+                && raw.len() + i >= cx.limits.max_args_bytes
+            {
+                // Held as possible text for as long as a value may be: the text it still is
+                // (at the same byte for every chunking).
+                return self.unnamed(s, i);
+            }
             let c = b[i];
             if is_ws(c) {
                 i += 1;
@@ -1767,11 +1787,6 @@ impl ValueReader for CallArrayReader {
         }
         if let Some(raw) = &mut self.raw {
             raw.push_str(s);
-            if raw.len() > cx.limits.max_args_bytes {
-                // Text held for longer than a value may be: shown as the text it still is.
-                let raw = self.raw.take().unwrap_or_default();
-                return (b.len(), Some(ValueEnd::Unnamed(raw)));
-            }
         }
         (b.len(), None)
     }

@@ -298,3 +298,34 @@ proptest! {
         prop_assert_eq!(r.warnings.len(), whole.warnings.len());
     }
 }
+
+#[test]
+fn a_list_held_as_possible_text_beyond_the_value_limit_is_text() {
+    let small = Config {
+        limits: Limits {
+            max_args_bytes: 64,
+            ..Limits::default()
+        },
+        ..Config::default()
+    };
+    for s in [
+        format!(
+            "[{}{{\"name\": \"f\", \"arguments\": {{}}}}]",
+            " ".repeat(100)
+        ),
+        format!("[{{\"answer\": \"{}\"}}]", "x".repeat(100)),
+    ] {
+        let r = with(small, &s);
+        assert!(r.calls.is_empty() && r.errors.is_empty(), "{s}: {r:?}");
+        assert_eq!(r.text, s);
+    }
+    // Once named, the list is calls and the limit is the element's.
+    let r = with(
+        small,
+        &format!(
+            "[{{\"name\": \"f\", \"arguments\": {{\"a\": \"{}\"}}}}]",
+            "x".repeat(100)
+        ),
+    );
+    assert_eq!(r.error_kinds(), vec![ErrorKind::LimitExceeded]);
+}
