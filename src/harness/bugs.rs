@@ -171,6 +171,14 @@ fn detail(c: &CaseOut, class: BugClass, by: Option<&ViolationOut>, ctx: &CaseCon
         BugClass::ArgumentsWrong => arguments_detail(v, got, ctx),
         BugClass::TextLost => match (got, want_text) {
             (Some(g), Some(w)) => text_loss(&g.text, w),
+            // No expected text (an `i_` case): the paths disagree, and neither is the norm.
+            (Some(g), None) if v.invariant == Invariant::StreamBatchParity => {
+                if !g.calls.is_empty() && !strip(&v.message).contains("whole gives \"\" here") {
+                    "streaming reads calls where stream=false returns text".into()
+                } else {
+                    "the text differs between streaming and stream=false".into()
+                }
+            }
             (Some(g), None) if g.text.is_empty() => "text dropped".into(),
             _ => "text lost".into(),
         },
@@ -469,6 +477,54 @@ mod tests {
         assert_eq!(text_loss("", "x"), "text dropped");
         assert_eq!(text_loss("ab", "abc"), "text cut short");
         assert_eq!(text_loss("bc", "abc"), "the start of the text dropped");
+    }
+
+    #[test]
+    fn a_parity_failure_without_an_expected_text_blames_neither_path() {
+        let case: CaseOut = serde_json::from_value(serde_json::json!({
+            "id": "corpus/llama3_json/i_newline_separated_calls.txt", "format": "llama3_json",
+            "label": "i", "status": "fail", "digest": "", "replays": 2, "error_free": 2,
+            "matched": 1, "violations": [], "notes": []
+        }))
+        .unwrap();
+        let v = |msg: &str, calls: usize| ViolationOut {
+            invariant: Invariant::StreamBatchParity,
+            strategy: None,
+            cuts: vec![],
+            failing_replays: 1,
+            message: msg.into(),
+            replay: String::new(),
+            cut_class: None,
+            path: Some(ReplayPath::Stream),
+            got: vec![Got {
+                calls: (0..calls)
+                    .map(|_| super::super::serving::GotCall {
+                        name: "f".into(),
+                        id: None,
+                        arguments: "{}".into(),
+                    })
+                    .collect(),
+                ..Got::default()
+            }],
+        };
+        let ctx = CaseContext::of_format("llama3_json");
+        let title = |v: &ViolationOut| detail(&case, BugClass::TextLost, Some(v), &ctx);
+        let calls = v(
+            r#"text differs from byte 0: whole gives "{\"name\"…" here, this chunking """#,
+            2,
+        );
+        assert_eq!(
+            title(&calls),
+            "streaming reads calls where stream=false returns text"
+        );
+        let text = v(
+            r#"text differs from byte 0: whole gives "a;" here, this chunking ";""#,
+            0,
+        );
+        assert_eq!(
+            title(&text),
+            "the text differs between streaming and stream=false"
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@ use super::report::{CaseOut, CaseStatus, ViolationOut};
 use super::serving::{Got, GotCall};
 use crate::event::{Event, ToolCall, excerpt};
 use crate::formats;
+use crate::formats::request::ToolChoice;
 use serde::Serialize;
 use std::collections::BTreeSet;
 
@@ -68,6 +69,15 @@ pub enum PolicyKind {
     /// The engine does not type values by the tool's schema: a number, boolean or null the
     /// schema types (and the wire leaves untyped) comes back as the string the model wrote.
     Typing,
+    /// The input crosses one of conform's limits (nesting depth, key length…), which are
+    /// conform's configuration, not the format's: an engine that reads it is not wrong.
+    /// Always applied, as warnings are.
+    Limits,
+    /// The server constrains a `required` or named tool choice's output to the payload's
+    /// grammar (structured outputs): an output the grammar forbids (prose, invalid JSON,
+    /// text after the payload) never reaches its parser, so what the parser makes of one is
+    /// not judged. A payload cut by the end of the output is still judged.
+    Guided,
 }
 
 /// One failing case's class.
@@ -135,6 +145,8 @@ impl PolicyKind {
             PolicyKind::StopToken => "stop_token",
             PolicyKind::Leniency => "leniency",
             PolicyKind::Typing => "typing",
+            PolicyKind::Limits => "limits",
+            PolicyKind::Guided => "guided",
         }
     }
 
@@ -152,6 +164,7 @@ impl PolicyKind {
             "stop_token" => PolicyKind::StopToken,
             "leniency" => PolicyKind::Leniency,
             "typing" => PolicyKind::Typing,
+            "guided" => PolicyKind::Guided,
             _ => return None,
         })
     }
@@ -204,6 +217,9 @@ pub struct CaseContext {
     pub transcript: String,
     /// The first turn's expectation as JSON text, for a bug report.
     pub expected: Option<String>,
+    /// Whether the request's tool choice is `required` or a named tool: a server constrains
+    /// the output to a JSON payload (guided decoding).
+    pub guided: bool,
 }
 
 /// One turn's context.
@@ -283,16 +299,22 @@ impl CaseContext {
                 .first()
                 .and_then(Option::as_ref)
                 .map(expectation_json),
+            guided: matches!(
+                case.request.tool_choice,
+                Some(ToolChoice::Required | ToolChoice::Named(_))
+            ),
         }
     }
 
     /// Whether the engine declares `p` (or, without declarations, whether it is a default).
     pub fn has(&self, p: PolicyKind) -> bool {
-        matches!(p, PolicyKind::Warnings | PolicyKind::ErrorKinds)
-            || self
-                .policies
-                .as_ref()
-                .map_or_else(|| PolicyKind::defaults().contains(&p), |s| s.contains(&p))
+        matches!(
+            p,
+            PolicyKind::Warnings | PolicyKind::ErrorKinds | PolicyKind::Limits
+        ) || self
+            .policies
+            .as_ref()
+            .map_or_else(|| PolicyKind::defaults().contains(&p), |s| s.contains(&p))
     }
 
     /// The context of a case known only by its format (no expectation, no transcript).
@@ -422,10 +444,38 @@ fn declared_policy(
     tc: &TurnContext,
     got: Option<&Got>,
 ) -> Option<PolicyKind> {
+    // conform's limits are its configuration: reading past them is not an engine's bug.
+    if v.invariant == Invariant::Expectation
+        && tc.expected_error.as_deref() == Some("limit_exceeded")
+    {
+        return Some(PolicyKind::Limits);
+    }
+    let reject = ctx.label == Some(Label::Reject);
+    // An output a guided request's grammar forbids: rejected, or read only by recovering a
+    // deviation; a payload cut short (`unterminated`) is still judged.
+    if ctx.guided
+        && ctx.has(PolicyKind::Guided)
+        && (reject || tc.deviation)
+        && tc.expected_error.as_deref() != Some("unterminated")
+    {
+        return Some(PolicyKind::Guided);
+    }
     let got = got?;
+    // A thinking model's guided output served by a variant without a reasoning parser: the
+    // think block reaches the payload's validation and sinks it (vLLM returns nothing). The
+    // deployment is wrong, not the parser; the reasoning variant judges the case.
+    if ctx.guided
+        && ctx.has(PolicyKind::Reasoning)
+        && let Some((_, close)) = &ctx.reasoning_tags
+        && !close.is_empty()
+        && tc.served.contains(close.as_str())
+        && got.reasoning.as_deref().is_none_or(str::is_empty)
+        && got.calls.iter().all(|c| !holds_marker(c, &ctx.markers))
+    {
+        return Some(PolicyKind::Reasoning);
+    }
     let (_, msg) = strip_turn(&v.message);
     let undeclared = ctx.has(PolicyKind::UndeclaredTools) && drops_undeclared(ctx, tc, got);
-    let reject = ctx.label == Some(Label::Reject);
     if ctx.has(PolicyKind::Leniency)
         && matches!(
             v.invariant,
@@ -1425,6 +1475,86 @@ mod tests {
             got("", &[("f", None, r#"{"level":"8"}"#)]),
         );
         assert_ne!(classify_violation(&wrong, &typing).label(), "policy:typing");
+    }
+
+    #[test]
+    fn reading_past_conforms_limits_is_never_an_engines_bug() {
+        let mut c = ctx("", "");
+        c.label = Some(Label::Reject);
+        c.turns[0].expected_error = Some("limit_exceeded".into());
+        let e = with_got(
+            Invariant::Expectation,
+            "no error, but the expectation says limit_exceeded",
+            got("", &[("f", None, "{}")]),
+        );
+        // No engine declares it: it always applies, as warnings do.
+        assert_eq!(classify_violation(&e, &c).label(), "policy:limits");
+        let leak = with_got(Invariant::NoMarkupLeak, "markup left", got("<x>", &[]));
+        assert_ne!(classify_violation(&leak, &c).label(), "policy:limits");
+        c.turns[0].expected_error = Some("invalid_json".into());
+        assert_ne!(classify_violation(&e, &c).label(), "policy:limits");
+    }
+
+    #[test]
+    fn an_output_a_guided_request_forbids_is_not_judged_where_the_server_constrains_it() {
+        let mut c = ctx("{\"city\": Paris}", "");
+        c.label = Some(Label::Reject);
+        c.guided = true;
+        c.turns[0].expected_error = Some("invalid_json".into());
+        let made = with_got(
+            Invariant::Expectation,
+            "no error, but the expectation says invalid_json",
+            got("", &[("get_weather", None, "\"{\\\"city\\\": Paris}\"")]),
+        );
+        let guided = declaring(c.clone(), &[PolicyKind::Guided]);
+        assert_eq!(classify_violation(&made, &guided).label(), "policy:guided");
+        assert_ne!(classify_violation(&made, &c).label(), "policy:guided");
+        // A payload cut by the end of the output reaches the parser: judged.
+        let mut cut = guided.clone();
+        cut.turns[0].expected_error = Some("unterminated".into());
+        assert_ne!(classify_violation(&made, &cut).label(), "policy:guided");
+        // Not a guided request: judged.
+        let mut auto = guided.clone();
+        auto.guided = false;
+        assert_ne!(classify_violation(&made, &auto).label(), "policy:guided");
+    }
+
+    #[test]
+    fn a_thinking_guided_output_without_a_reasoning_parser_is_the_deployments_doing() {
+        let mut c = ctx("", "");
+        c.label = Some(Label::Accept);
+        c.guided = true;
+        c.reasoning_tags = Some(("<think>".into(), "</think>".into()));
+        c.turns[0].served = "<think>hm</think>[{\"name\": \"f\", \"parameters\": {}}]".into();
+        c.turns[0].expected_calls = Some(vec![ToolCall {
+            name: "f".into(),
+            id: None,
+            server: None,
+            arguments: serde_json::json!({}),
+        }]);
+        let nothing = with_got(
+            Invariant::Expectation,
+            "0 call(s) parsed (1 expected)",
+            got("", &[]),
+        );
+        let plain = declaring(c.clone(), &[PolicyKind::Reasoning]);
+        assert_eq!(
+            classify_violation(&nothing, &plain).label(),
+            "policy:reasoning"
+        );
+        assert_ne!(classify_violation(&nothing, &c).label(), "policy:reasoning");
+        // A variant that split the reasoning and still lost the call is judged.
+        let mut split = got("", &[]);
+        split.reasoning = Some("hm".into());
+        let lost = with_got(
+            Invariant::Expectation,
+            "0 call(s) parsed (1 expected)",
+            split,
+        );
+        assert_ne!(
+            classify_violation(&lost, &plain).label(),
+            "policy:reasoning"
+        );
     }
 
     #[test]

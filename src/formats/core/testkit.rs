@@ -37,6 +37,37 @@ pub(crate) fn check_delta_contract(events: &[Event]) {
     }
 }
 
+/// A call of the render → parse properties: a value that is not an object becomes the
+/// arguments `{"v": value}` (arguments are an object on every wire).
+pub(crate) fn prop_call(name: String, id: Option<String>, v: Value) -> crate::event::ToolCall {
+    crate::event::ToolCall {
+        name,
+        id,
+        server: None,
+        arguments: if v.is_object() {
+            v
+        } else {
+            serde_json::json!({ "v": v })
+        },
+    }
+}
+
+/// The render → parse property: `bytes`, rendered from `text` and `calls`, parse back under
+/// `cuts` to exactly them, without an error.
+pub(crate) fn parses_back(
+    p: &mut dyn StreamParser,
+    bytes: &[u8],
+    cuts: &[usize],
+    text: &str,
+    calls: &[crate::event::ToolCall],
+) -> Result<(), TestCaseError> {
+    let r = fold_cut(p, bytes, cuts);
+    prop_assert!(r.errors.is_empty(), "{:?}", r.errors);
+    prop_assert_eq!(r.text.as_str(), text);
+    prop_assert_eq!(r.calls.as_slice(), calls);
+    Ok(())
+}
+
 /// Feeds `input` whole, byte by byte, and cut once at every position (also inside UTF-8
 /// characters), into fresh parsers from `make`; asserts every folded result equals the
 /// whole one and every run keeps the delta contract. Returns the whole run's result.

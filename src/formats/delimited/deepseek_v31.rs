@@ -667,7 +667,7 @@ const SPECIAL_TOKENS: &[SpecialToken] = &[
 mod tests {
     use super::*;
     use crate::event::ParseResult;
-    use crate::formats::core::testkit::{every_cut, fold_cut};
+    use crate::formats::core::testkit::{every_cut, fold_cut, parses_back, prop_call};
     use proptest::prelude::*;
     use serde_json::json;
 
@@ -790,17 +790,11 @@ mod tests {
             calls in proptest::collection::vec(("[a-z_]{1,8}", crate::formats::core::testkit::arb_json("[a-z<>｜▁ \"\\\\]{0,8}")), 0..3),
             cuts in proptest::collection::vec(any::<usize>(), 0..8),
         ) {
-            let calls: Vec<ToolCall> = calls.into_iter().map(|(name, v)| ToolCall {
-                name, id: None, server: None,
-                arguments: if v.is_object() { v } else { json!({"v": v}) },
-            }).collect();
+            let calls: Vec<ToolCall> = calls.into_iter().map(|(name, v)| prop_call(name, None, v)).collect();
             for shape in [Shape::V31, Shape::V3] {
                 let bytes = render_shape(shape, &text, &calls).unwrap();
                 let mut p = Driver::new(Deepseek::new(shape, Config::default()), &MARKERS, Limits::default());
-                let r = fold_cut(&mut p, &bytes, &cuts);
-                prop_assert!(r.errors.is_empty(), "{:?}", r.errors);
-                prop_assert_eq!(&r.text, &text);
-                prop_assert_eq!(&r.calls, &calls);
+                parses_back(&mut p, &bytes, &cuts, &text, &calls)?;
             }
         }
 

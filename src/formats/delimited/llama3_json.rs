@@ -261,7 +261,7 @@ pub static FORMAT: Format = entry::format::<Declared>();
 mod tests {
     use super::*;
     use crate::event::{ErrorKind, ParseResult};
-    use crate::formats::core::testkit::{every_cut, fold_cut};
+    use crate::formats::core::testkit::{every_cut, fold_cut, parses_back, prop_call};
     use proptest::prelude::*;
     use serde_json::json;
 
@@ -358,15 +358,9 @@ mod tests {
             calls in proptest::collection::vec(("[a-z_]{1,8}", crate::formats::core::testkit::arb_json("[a-z<>|;_ \"\\\\]{0,8}")), 0..3),
             cuts in proptest::collection::vec(any::<usize>(), 0..8),
         ) {
-            let calls: Vec<ToolCall> = calls.into_iter().map(|(name, v)| ToolCall {
-                name, id: None, server: None,
-                arguments: if v.is_object() { v } else { json!({"v": v}) },
-            }).collect();
+            let calls: Vec<ToolCall> = calls.into_iter().map(|(name, v)| prop_call(name, None, v)).collect();
             let bytes = render(&text, &calls, &Tools::default()).unwrap();
-            let r = fold_cut(&mut parser(Config::default()), &bytes, &cuts);
-            prop_assert!(r.errors.is_empty(), "{:?}", r.errors);
-            prop_assert_eq!(r.text, text);
-            prop_assert_eq!(r.calls, calls);
+            parses_back(&mut parser(Config::default()), &bytes, &cuts, &text, &calls)?;
         }
 
         #[test]
