@@ -221,6 +221,8 @@ pub enum WarningKind {
     MissingMessageEnd,
     /// A call whose message recipient names another tool; the call's own name wins.
     RecipientMismatch,
+    /// Calls inside a wrapper (a Markdown fence, `[TOOL_CALLS]`, `<tool_call>`), read (xlam option `json_wrapper`).
+    JsonWrapper,
 }
 
 impl WarningKind {}
@@ -306,6 +308,7 @@ wire_names! {
         NameNormalised => "name_normalised",
         MissingMessageEnd => "missing_message_end",
         RecipientMismatch => "recipient_mismatch",
+        JsonWrapper => "json_wrapper",
     }
 }
 

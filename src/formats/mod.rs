@@ -32,7 +32,7 @@ pub use self::core::contract::{
 pub use self::core::{config, options, reasoning, request, typing};
 pub use delimited::{
     apertus, deepseek_v3, deepseek_v31, granite4, hermes, kimi_k2, llama3_json, mistral,
-    mistral_v11, olmo3, pythonic,
+    mistral_v11, olmo3, pythonic, xlam,
 };
 pub use gemma::{functiongemma, gemma4};
 pub use registry::{REGISTRY, by_id};

@@ -9,7 +9,7 @@ use crate::formats::{
     deepseek_v31, deepseek_v32, deepseek_v41, forge_json, forge_xml, functiongemma, gemma4, glm45,
     glm47, granite4, harmony, hermes, kimi_k2, kimi_k3, llama3_json, minimax_m2, minimax_m3,
     mistral, mistral_v11, muse_glimmer, olmo3, openai_sse, pythonic, qwen3_coder, roo_xml,
-    seed_oss, step3,
+    seed_oss, step3, xlam,
 };
 
 /// Every format, in a fixed order. Adding a format is one module and one line here.
@@ -48,6 +48,7 @@ pub static REGISTRY: &[&Format] = &[
     &apertus::FORMAT,
     &step3::FORMAT,
     &olmo3::FORMAT,
+    &xlam::FORMAT,
 ];
 
 /// Looks a format up by id.

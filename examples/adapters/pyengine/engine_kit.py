@@ -165,6 +165,7 @@ SPECIAL_TOKENS = {
         ("<think>", None),
         ("</think>", None),
     ],
+    "xlam": [("<|end_of_text|>", 128001), ("<|eot_id|>", 128009)],
 }
 
 #: Declared tokens that the model's tokenizer has as added but not special tokens: decoding with
@@ -514,6 +515,7 @@ THINK_OPEN = {
     "mistral_v11": "[THINK]",
     "step3": "<think>",
     "olmo3": "<think>",
+    "xlam": "<think>",
 }
 
 

@@ -65,6 +65,7 @@ PARSERS = {
     "apertus": "apertus",
     "step3": "step3",
     "olmo3": "olmo3",
+    "xlam": "xlam",
 }
 
 #: conform format id -> vLLM `--reasoning-parser` name, for the `--reasoning` variant: the

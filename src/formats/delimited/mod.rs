@@ -26,6 +26,7 @@ pub mod mistral;
 pub mod mistral_v11;
 pub mod olmo3;
 pub mod pythonic;
+pub mod xlam;
 
 use crate::event::{ErrorKind, Event, Sink, WarningKind};
 use crate::formats::StreamParser;
@@ -1094,6 +1095,11 @@ impl EnvelopeReader {
         Box::new(Self::new(opts, limits))
     }
 
+    /// Whether the object's name key has been read (it is a call, not text, from then on).
+    fn named(&self) -> bool {
+        self.name_seen
+    }
+
     fn problem(&mut self, kind: ErrorKind, msg: String) {
         if self.problem.is_none() {
             self.problem = Some((kind, msg));
@@ -1512,6 +1518,19 @@ impl ValueReader for EnvelopeReader {
             }
         }
         let s = &s[skipped..];
+        // The limit is crossed at the same byte whatever the chunking: the reader never looks
+        // past the first byte over it (rounded up to a whole character), so whether a name key
+        // came first does not depend on the cuts.
+        let room = (cx.limits.max_args_bytes + 1).saturating_sub(self.bytes);
+        let s = if s.len() > room {
+            let mut k = room;
+            while !s.is_char_boundary(k) {
+                k += 1;
+            }
+            &s[..k]
+        } else {
+            s
+        };
         let (valid, err) = match self.json.feed(s) {
             Ok(_) => (s.len(), None),
             Err(e) => {
@@ -1617,10 +1636,18 @@ enum Between {
 /// that is valid JSON of the wrong shape is one error and the array goes on; broken JSON ends
 /// the array with `Failed` (reported already: the grammar gets an empty message) and hands the
 /// offending bytes back. `Done { index: None }` is the array's `]`.
+///
+/// With [`EnvelopeOptions::text_unless_named`] the array is text until its first element names
+/// a call (xlam, whose list of calls is bare JSON that an answer may also be): an array whose
+/// first element is no object or an object without a `name` key, or that breaks or is cut
+/// before one, ends as `Unnamed` with its raw text. Elements after a named first one must be
+/// calls (an unnamed one is `missing_name`). `[]` names no call: text.
 pub(crate) struct CallArrayReader {
     opts: EnvelopeOptions,
     at: Between,
     elem: Option<Box<EnvelopeReader>>,
+    /// The array's raw text while it may still turn out not to be calls.
+    raw: Option<String>,
 }
 
 impl CallArrayReader {
@@ -1630,7 +1657,15 @@ impl CallArrayReader {
             opts,
             at: Between::Open,
             elem: None,
+            raw: opts.text_unless_named.then(String::new),
         })
+    }
+
+    /// The array is not calls: its raw text so far plus `s[..n]`, handed over as text.
+    fn unnamed(&mut self, s: &str, n: usize) -> (usize, Option<ValueEnd>) {
+        let mut raw = self.raw.take().unwrap_or_default();
+        raw.push_str(&s[..n]);
+        (n, Some(ValueEnd::Unnamed(raw)))
     }
 
     /// Broken array syntax at `pos` (reported here; the grammar gets an empty message).
@@ -1658,6 +1693,16 @@ impl ValueReader for CallArrayReader {
                 let (n, end) = e.feed(&s[i..], cx, out);
                 cx.pos -= i as u64;
                 i += n;
+                if self.raw.is_some() {
+                    if let Some(ValueEnd::Unnamed(_)) = end {
+                        return self.unnamed(s, i);
+                    }
+                    if e.named() || end.is_some() {
+                        // The first element names a call (or ended as one that failed, spoiled
+                        // by invalid UTF-8): the array is calls from here on.
+                        self.raw = None;
+                    }
+                }
                 let Some(end) = end else { continue };
                 self.elem = None;
                 self.at = Between::After;
@@ -1685,6 +1730,13 @@ impl ValueReader for CallArrayReader {
                 }
                 continue;
             }
+            if let Some(raw) = &self.raw
+                && raw.len() + i >= cx.limits.max_args_bytes
+            {
+                // Held as possible text for as long as a value may be: the text it still is
+                // (at the same byte for every chunking).
+                return self.unnamed(s, i);
+            }
             let c = b[i];
             if is_ws(c) {
                 i += 1;
@@ -1694,9 +1746,16 @@ impl ValueReader for CallArrayReader {
                 (Between::Open, b'[') => self.at = Between::First,
                 (Between::Open, _) => return (i, Some(ValueEnd::NotAValue)),
                 (Between::First | Between::Next, b'{') => {
-                    self.elem = Some(EnvelopeReader::boxed(self.opts, &cx.limits));
+                    // Only the first element decides whether the array is text.
+                    let opts = EnvelopeOptions {
+                        text_unless_named: self.raw.is_some(),
+                        ..self.opts
+                    };
+                    self.elem = Some(EnvelopeReader::boxed(opts, &cx.limits));
                     continue;
                 }
+                (Between::First, b']') if self.raw.is_some() => return self.unnamed(s, i + 1),
+                (Between::First, _) if self.raw.is_some() => return self.unnamed(s, i),
                 (Between::First, b']') => return (i + 1, Some(ValueEnd::Done { index: None })),
                 (Between::Next, b']') => {
                     return (
@@ -1726,10 +1785,16 @@ impl ValueReader for CallArrayReader {
             }
             i += 1;
         }
+        if let Some(raw) = &mut self.raw {
+            raw.push_str(s);
+        }
         (b.len(), None)
     }
 
     fn eof(&mut self, cx: &mut Cx, out: &mut dyn Sink) -> ValueEnd {
+        if let Some(raw) = self.raw.take() {
+            return ValueEnd::Unnamed(raw);
+        }
         match self.elem.as_mut() {
             Some(e) => e.eof(cx, out),
             None => ValueEnd::Cut { index: None },
@@ -1746,8 +1811,9 @@ impl ValueReader for CallArrayReader {
     #[inline]
     fn stream(&mut self, s: &str, cx: &Cx, out: &mut dyn Sink) -> bool {
         match self.elem.as_mut() {
-            Some(e) => e.stream(s, cx, out),
-            None => false,
+            // While the array may be text, its raw text is kept by `feed`.
+            Some(e) if self.raw.is_none() => e.stream(s, cx, out),
+            _ => false,
         }
     }
 }
@@ -1760,7 +1826,7 @@ mod tests {
     use crate::tools::Tools;
     use proptest::prelude::*;
 
-    const FAMILY: [&str; 9] = [
+    const FAMILY: [&str; 10] = [
         "hermes",
         "granite4",
         "apertus",
@@ -1770,6 +1836,7 @@ mod tests {
         "deepseek_v3",
         "deepseek_v31",
         "pythonic",
+        "xlam",
     ];
 
     /// Bytes that mix every family delimiter, JSON and Python fragments and invalid UTF-8.
