@@ -455,22 +455,52 @@ impl Core {
 
     #[inline(never)]
     fn json_text_slow(&mut self, s: &str, at: u64, out: &mut dyn Sink) {
-        let ok = self.grow(s.len(), at, out);
-        let St::Json { json, over, at } = &mut self.st else {
+        // A piece crossing the limit: the JSON before the limit is read first, so that an
+        // error there wins over the limit whatever the chunking made of the piece (whole
+        // input reads it in a piece of its own).
+        let room = match (&self.st, &self.call) {
+            (St::Json { over: false, .. }, Some(c)) => {
+                self.cfg.max_call_bytes.saturating_sub(c.size)
+            }
+            _ => usize::MAX,
+        };
+        let within = if s.len() > room {
+            let mut k = room;
+            while !s.is_char_boundary(k) {
+                k -= 1;
+            }
+            Some(&s[..k])
+        } else {
+            None
+        };
+        let ok = within.is_none() && self.grow(s.len(), at, out);
+        let St::Json {
+            json,
+            over,
+            at: body,
+        } = &mut self.st
+        else {
             return;
         };
-        let body_at = *at;
+        let body_at = *body;
         if *over {
             return;
         }
-        if !ok {
-            *over = true;
-            return;
-        }
-        let fed = if json.continue_string(s) {
-            Ok(())
-        } else {
-            json.feed(s).map(drop)
+        let fed = match within {
+            Some(prefix) => match json.feed(prefix) {
+                Ok(_) => {
+                    *over = true;
+                    self.grow(s.len(), at, out);
+                    return;
+                }
+                Err(e) => Err(e),
+            },
+            None if !ok => {
+                *over = true;
+                return;
+            }
+            None if json.continue_string(s) => Ok(()),
+            None => json.feed(s).map(drop),
         };
         match fed {
             Ok(()) => {

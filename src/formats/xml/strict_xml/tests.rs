@@ -613,3 +613,20 @@ fn corpus_cases_hold_at_every_cut() {
     let n = crate::formats::xml::prose::corpus_check::check_corpus("corpus/strict_xml", new_parser);
     assert!(n >= 30, "only {n} corpus cases");
 }
+
+#[test]
+fn an_unterminated_body_over_the_call_limit_reads_the_same_byte_by_byte() {
+    // proptest found it: a JSON body whose string holds a truncated close tag, then runs on
+    // past the call limit without ending.
+    let mut bytes = br#"<read_file>{"path": "{"path": "</read_fil"#.to_vec();
+    bytes.extend(std::iter::repeat_n(b'a', 704));
+    let t = tools();
+    let cfg = Config {
+        max_call_bytes: 300,
+        ..Config::default()
+    };
+    let mk = || Parser::new(cfg.clone(), &t);
+    let whole = ParseResult::fold(&run_chunks(&mut mk(), [bytes.as_slice()]));
+    let bytewise = ParseResult::fold(&run_chunks(&mut mk(), bytes.chunks(1)));
+    assert_eq!(bytewise, whole);
+}
