@@ -80,7 +80,9 @@ pub enum PolicyKind {
     Guided,
     /// The adapter does not serve the case's tool choice (`required`, a named tool or `none`):
     /// it drives every request as `auto`, so the case was not run as its server would run it
-    /// and nothing it returned is judged.
+    /// and nothing it returned is judged. Also, whatever the engine declares, a format check
+    /// of an external parser that names no serving path: conform before 2026-11-27 fed it
+    /// every byte, splitting special tokens no server splits.
     Unserved,
 }
 
@@ -455,6 +457,15 @@ fn declared_policy(
     tc: &TurnContext,
     got: Option<&Got>,
 ) -> Option<PolicyKind> {
+    // A format check an external parser was fed byte by byte (a report of an older conform).
+    if matches!(
+        v.invariant,
+        Invariant::TypeInference | Invariant::CdataSplit
+    ) && v.path.is_none()
+        && (v.replay.contains("--parser cmd:") || v.replay.contains("--parser 'cmd:"))
+    {
+        return Some(PolicyKind::Unserved);
+    }
     // A request the adapter did not serve: nothing to judge.
     if ctx.has(PolicyKind::Unserved)
         && ctx
@@ -1537,6 +1548,26 @@ mod tests {
         let mut auto = guided.clone();
         auto.tool_choice = None;
         assert_ne!(classify_violation(&made, &auto).label(), "policy:guided");
+    }
+
+    #[test]
+    fn a_format_check_fed_byte_by_byte_to_an_engine_is_not_judged() {
+        let c = ctx("", "");
+        let mut old = v(
+            Invariant::TypeInference,
+            "rule string_raw: \"Paris\" typed as nothing",
+        );
+        old.replay =
+            "conform self-check --format glm47 --parser cmd:examples/adapters/vllm/run".into();
+        assert_eq!(classify_violation(&old, &c).label(), "policy:unserved");
+        let mut quoted = old.clone();
+        quoted.replay =
+            "conform self-check --format glm47 --parser 'cmd:examples/adapters/vllm/run --reasoning'"
+                .into();
+        assert_eq!(classify_violation(&quoted, &c).label(), "policy:unserved");
+        let mut new = old.clone();
+        new.path = Some(crate::harness::serving::ReplayPath::Stream);
+        assert_ne!(classify_violation(&new, &c).label(), "policy:unserved");
     }
 
     #[test]
