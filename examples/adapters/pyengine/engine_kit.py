@@ -519,14 +519,20 @@ THINK_OPEN = {
 }
 
 
+#: Formats whose chat template thinks unless the request turns it off: the prompt opens the
+#: think channel, so the output starts inside it with no opening tag (Kimi K3: `thinking`
+#: defaults to on, and its reasoning parser's default is on too).
+THINKS_BY_DEFAULT = {"kimi_k3"}
+
+
 def thinking(fmt, mode, text):
     """Whether the request switched thinking on: the case's `thinking` when it sets one; else
-    on when the template opened reasoning in the prompt (`starting_state: reasoning`) or the
-    transcript holds a think block, off otherwise (a transcript without one is what a
-    non-thinking request produces)."""
+    on when the template opened reasoning in the prompt (`starting_state: reasoning`), the
+    format's template thinks by default, or the transcript holds a think block; off otherwise
+    (a transcript without one is what a non-thinking request produces)."""
     if "thinking" in mode:
         return bool(mode["thinking"])
-    if mode.get("starting_state") == "reasoning":
+    if mode.get("starting_state") == "reasoning" or fmt in THINKS_BY_DEFAULT:
         return True
     tag = THINK_OPEN.get(fmt)
     return bool(tag) and tag in text
@@ -536,6 +542,14 @@ def chat_template_kwargs(fmt, mode, text):
     """The request's `chat_template_kwargs` as a client sets them for this case."""
     on = thinking(fmt, mode, text)
     return {"enable_thinking": on, "thinking": on}
+
+
+def openai_tool_choice(choice):
+    """The request's tool_choice in the OpenAI shape servers validate: conform's named choice
+    `{"name": N}` is `{"type": "function", "function": {"name": N}}` on the wire."""
+    if isinstance(choice, dict) and "name" in choice and "function" not in choice:
+        return {"type": "function", "function": {"name": choice["name"]}}
+    return choice
 
 
 def opens_reasoning(mode):

@@ -122,6 +122,9 @@ class RequestTest(unittest.TestCase):
         self.assertTrue(ca.thinking("seed_oss", {}, "<seed:think>x</seed:think>"))
         self.assertTrue(ca.thinking("hermes", {"starting_state": "reasoning"}, "x</think>Hi."))
         self.assertFalse(ca.thinking("llama3_json", {}, "<think>"))
+        # Kimi K3's template thinks unless the request turns it off.
+        self.assertTrue(ca.thinking("kimi_k3", {}, "Need the weather.<|close|>think<|sep|>"))
+        self.assertFalse(ca.thinking("kimi_k3", {"thinking": False}, "Hi."))
         self.assertEqual(
             ca.chat_template_kwargs("glm47", {}, "Hi."), {"enable_thinking": False, "thinking": False}
         )

@@ -27,6 +27,8 @@ import os
 import sys
 import uuid
 
+import orjson
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(HERE, "cache", "src")
 VERSION = "0.5.23"
@@ -104,11 +106,13 @@ class Sglang(kit.Adapter):
         stubs.install(STUBBED)
         stubs.bare_package("sglang", os.path.join(SRC, "sglang"))
         stubs.bare_package("sglang.srt", os.path.join(SRC, "sglang", "srt"))
-        from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest, Tool
+        from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest, Tool, ToolChoice
         from sglang.srt.function_call.function_call_parser import FunctionCallParser
+        from sglang.srt.function_call.json_array_parser import JsonArrayParser
         from sglang.srt.parser.reasoning_parser import ReasoningParser
 
         self.Tool, self.FunctionCallParser = Tool, FunctionCallParser
+        self.ToolChoice, self.JsonArrayParser = ToolChoice, JsonArrayParser
         self.ChatRequest = ChatCompletionRequest
         self.ReasoningParser = ReasoningParser
         self.reasoning = dict(REASONING) if reasoning else {}
@@ -132,7 +136,7 @@ class Sglang(kit.Adapter):
         if tools:
             fields["tools"] = tools
             if "tool_choice" in mode:
-                fields["tool_choice"] = mode["tool_choice"]
+                fields["tool_choice"] = engine_kit.openai_tool_choice(mode["tool_choice"])
         return self.ChatRequest.model_validate(fields)
 
     def thinker(self, fmt, mode, req, stream):
@@ -156,11 +160,18 @@ class Sglang(kit.Adapter):
         for turn in request.turns:
             text = turn.text
             req = self.chat_request(fmt, request.mode, text, request.tools)
-            tool_choice = request.mode.get("tool_choice") if tools else None
+            # The validated request's choice: a named tool is a ToolChoice, as the server has it.
+            tool_choice = req.tool_choice if tools and "tool_choice" in request.mode else None
             if request.path == "batch":
                 history += self.batch(request, turn, fmt, name, req, tools, tool_choice, history)
             else:
-                history += self.stream(request, turn, fmt, name, req, tools, history)
+                history += self.stream(request, turn, fmt, name, req, tools, tool_choice, history)
+
+    def required(self, tool_choice):
+        """Whether the request forces a call (`required` or a named tool): the server then
+        constrains the output and, unless the detector owns the format, parses it as the JSON
+        array its schema makes."""
+        return tool_choice == "required" or isinstance(tool_choice, self.ToolChoice)
 
     def batch(self, request, turn, fmt, name, req, tools, tool_choice, history):
         text = turn.text
@@ -171,7 +182,9 @@ class Sglang(kit.Adapter):
             text = text or ""
         parser = self.FunctionCallParser(tools, name, tool_choice=tool_choice)
         calls, warnings = [], []
-        if request.timed(parser.has_tool_call, text):
+        if self.required(tool_choice) and not parser.owns_tool_format():
+            text = self.json_array(request, text, name, calls, warnings, history)
+        elif request.timed(parser.has_tool_call, text):
             try:
                 normal, infos = request.timed(parser.parse_non_stream, text)
                 # No call parsed: the server answers the detector's text as content.
@@ -190,10 +203,43 @@ class Sglang(kit.Adapter):
         turn.result(text=text, calls=calls, reasoning=reasoning, warnings=warnings)
         return len(calls)
 
-    def stream(self, request, turn, fmt, name, req, tools, history):
-        parser = self.FunctionCallParser(tools=tools, tool_call_parser=name)
+    def json_array(self, request, text, name, calls, warnings, history):
+        """`_process_tool_calls`' branch for a forced call the detector does not own: the
+        output is the schema's JSON array (or one object) of `{name, parameters}`; anything
+        else is answered as content. Returns the content."""
+        try:
+            data = request.timed(orjson.loads, text)
+            if isinstance(data, dict):
+                data = [data]
+            if not isinstance(data, list):
+                raise ValueError(f"expected a JSON array of tool calls, got {type(data).__name__}")
+            if not all(isinstance(t, dict) and "name" in t for t in data):
+                raise ValueError("every tool call must be a JSON object with a 'name'")
+            for t in data:
+                args = json.dumps(t.get("parameters", {}), ensure_ascii=False)
+                calls.append(
+                    {
+                        "id": self.call_id(name, t["name"], history + len(calls)),
+                        "function": {"name": t["name"], "arguments": args},
+                    }
+                )
+            return ""
+        except Exception as e:  # the server logs it and answers the text as content
+            calls.clear()
+            warnings.append({"kind": "engine_error", "message": f"{type(e).__name__}: {e}"})
+            return text
+
+    def stream(self, request, turn, fmt, name, req, tools, tool_choice, history):
+        # `_process_tool_call_stream`: a forced call the detector does not own is read by
+        # SGLang's JsonArrayParser, anything else by the detector.
+        parser = self.FunctionCallParser(tools=tools, tool_call_parser=name, tool_choice=tool_choice)
+        json_array = None
+        if not self.required(tool_choice):
+            parser = self.FunctionCallParser(tools=tools, tool_call_parser=name)
+        elif not parser.owns_tool_format():
+            json_array = self.JsonArrayParser()
         thinker = self.thinker(fmt, request.mode, req, stream=True)
-        detector = parser.detector
+        detector = json_array or parser.detector
         out = turn.out
         texts = [d.text for d in turn.deltas()] or [""]
         named = 0
@@ -207,11 +253,19 @@ class Sglang(kit.Adapter):
                     thought = (thought or "") + (end_thought or "")
                     delta = (delta or "") + (end_text or "")
                 out.reasoning(thought)
-            text, calls = request.timed(parser.parse_stream_chunk, delta or "")
-            if last:
-                end_text, end_calls = request.timed(parser.parse_stream_end)
-                text = (text or "") + end_text
-                calls = list(calls) + end_calls
+            if json_array is not None:
+                result = request.timed(json_array.parse_streaming_increment, delta or "", tools)
+                text, calls = result.normal_text, result.calls
+                if last:
+                    end = request.timed(json_array.finish, tools)
+                    text = (text or "") + end.normal_text
+                    calls = list(calls) + end.calls
+            else:
+                text, calls = request.timed(parser.parse_stream_chunk, delta or "")
+                if last:
+                    end_text, end_calls = request.timed(parser.parse_stream_end)
+                    text = (text or "") + end_text
+                    calls = list(calls) + end_calls
             out.text(text)
             for item in calls:
                 call_id = None

@@ -102,14 +102,6 @@ STUBBED = [
 ]  # fmt: skip
 
 
-
-def openai_tool_choice(choice):
-    """The request's tool_choice in the OpenAI shape the server validates: conform's named
-    choice `{"name": N}` is `{"type": "function", "function": {"name": N}}` on the wire."""
-    if isinstance(choice, dict) and "name" in choice and "function" not in choice:
-        return {"type": "function", "function": {"name": choice["name"]}}
-    return choice
-
 class Vllm(kit.Adapter):
     paths = ("batch", "stream")
 
@@ -166,7 +158,7 @@ class Vllm(kit.Adapter):
             fields = {"messages": [], "model": "conform", "tools": list(request.tools) or None}
             fields["chat_template_kwargs"] = chat_kwargs
             if "tool_choice" in request.mode and tools:
-                fields["tool_choice"] = openai_tool_choice(request.mode["tool_choice"])
+                fields["tool_choice"] = engine_kit.openai_tool_choice(request.mode["tool_choice"])
             req = self.Request(**fields)
             # One parser per response, as the server builds it (construction is not timed).
             cls = self.classes[fmt]

@@ -28,8 +28,8 @@ mod protocol;
 
 use dynamo_parsers_v2::{
     Tool, ToolCallDelta, ToolParseResult, ToolParser, UnifiedParser, UnifiedParserEvent,
-    UnifiedParserInit, UnifiedParserOutput, create_tool_parser_for_family,
-    create_unified_parser_for_family,
+    UnifiedParserInit, UnifiedParserOutput, UnifiedParserStartingState,
+    create_tool_parser_for_family, create_unified_parser_for_family,
 };
 use protocol::{Answer, EngineClock, Request, TurnIn, ev};
 use serde_json::Value;
@@ -209,15 +209,40 @@ fn run_tool_turn(
     Ok(out)
 }
 
+/// Formats whose chat template thinks unless the request turns it off: the prompt opens the
+/// think channel, so the output starts inside it (Kimi K3's `thinking`, on by default).
+const THINKS_BY_DEFAULT: &[&str] = &["kimi_k3"];
+
+/// Where the request's prompt left the output, as the serving layer tells the parser: the
+/// case's `starting_state`, else what the format's template does with the thinking switch.
+fn starting_state(format: &str, mode: &Value) -> UnifiedParserStartingState {
+    match mode.get("starting_state").and_then(Value::as_str) {
+        Some("reasoning") => return UnifiedParserStartingState::Reasoning,
+        Some("response") => return UnifiedParserStartingState::Response,
+        _ => {}
+    }
+    if !THINKS_BY_DEFAULT.contains(&format) {
+        return UnifiedParserStartingState::None;
+    }
+    match mode.get("thinking").and_then(Value::as_bool) {
+        Some(false) => UnifiedParserStartingState::Response,
+        _ => UnifiedParserStartingState::Reasoning,
+    }
+}
+
 fn run_unified_turn(
     family: &str,
     tools: &[Tool],
     turn: &TurnIn,
+    start: UnifiedParserStartingState,
     clock: &mut EngineClock,
 ) -> Result<Vec<Value>, String> {
     let mut parser = create_unified_parser_for_family(family, tools).map_err(|e| e.to_string())?;
     parser
-        .initialize_request(UnifiedParserInit::default())
+        .initialize_request(UnifiedParserInit {
+            starting_state: start,
+            ..UnifiedParserInit::default()
+        })
         .map_err(|e| format!("dynamo-parsers-v2 {family}: {e:#}"))?;
     let mut out = Vec::new();
     let mut calls = Calls::default();
@@ -266,7 +291,13 @@ fn handle(api: Api, table: &[(&str, &str)], req: &Request) -> Result<(Answer, u6
     for turn in &req.turns {
         turns.push(match api {
             Api::Tool => run_tool_turn(family, &tools, turn, &mut clock)?,
-            Api::Unified => run_unified_turn(family, &tools, turn, &mut clock)?,
+            Api::Unified => run_unified_turn(
+                family,
+                &tools,
+                turn,
+                starting_state(&req.format, &req.mode),
+                &mut clock,
+            )?,
         });
     }
     Ok((Answer::Events(turns), clock.nanos()))
@@ -326,6 +357,34 @@ fn main() {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_starting_state_follows_the_case_then_the_templates_thinking_default() {
+        use UnifiedParserStartingState as S;
+        let mode = |v: Value| v;
+        assert_eq!(
+            starting_state("kimi_k3", &mode(serde_json::json!({}))),
+            S::Reasoning
+        );
+        assert_eq!(
+            starting_state("kimi_k3", &mode(serde_json::json!({"thinking": false}))),
+            S::Response
+        );
+        assert_eq!(
+            starting_state(
+                "qwen3_coder",
+                &mode(serde_json::json!({"starting_state": "reasoning"}))
+            ),
+            S::Reasoning
+        );
+        assert_eq!(
+            starting_state(
+                "qwen3_coder",
+                &mode(serde_json::json!({"starting_state": "none"}))
+            ),
+            S::None
+        );
+    }
+
     fn turn(chunks: &[&str]) -> TurnIn {
         TurnIn {
             chunks: chunks.iter().map(|c| c.as_bytes().to_vec()).collect(),
@@ -356,7 +415,14 @@ mod tests {
     fn unified_reasoning_is_a_reasoning_event() {
         let t = turn(&["<think>check", " again</think>Hello"]);
         let mut clock = EngineClock::default();
-        let evs = run_unified_turn("qwen3_coder", &[], &t, &mut clock).unwrap();
+        let evs = run_unified_turn(
+            "qwen3_coder",
+            &[],
+            &t,
+            UnifiedParserStartingState::None,
+            &mut clock,
+        )
+        .unwrap();
         let reasoning: String = evs
             .iter()
             .filter(|e| e["type"] == "reasoning")
