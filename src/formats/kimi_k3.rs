@@ -1541,6 +1541,7 @@ pub static FORMAT: Format = Format {
     }),
     // Kimi K3's special tokens that can appear in its output, with their ids (the fact sheet:
     // five third-party tables agree; no public offline tokenizer to check them against).
+    channel_reasoning: Some(("<|open|>think", "<|close|>think", SEP)),
     special_tokens: &[
         SpecialToken::new(END_OF_MSG, 163586),
         SpecialToken::new(OPEN, 163587),

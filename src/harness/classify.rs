@@ -13,7 +13,7 @@ use crate::event::{Event, ToolCall, excerpt};
 use crate::formats;
 use crate::formats::request::ToolChoice;
 use serde::Serialize;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A bug class, most telling first: a case showing several is put in the first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -84,6 +84,14 @@ pub enum PolicyKind {
     /// of an external parser that names no serving path: conform before 2026-11-27 fed it
     /// every byte, splitting special tokens no server splits.
     Unserved,
+    /// The server constrains a forced call (`required`, a named tool) to the format's own
+    /// markup (SGLang's structural tags, for a detector that owns its format), so a case whose
+    /// output is the JSON payload of another server's schema never reaches this parser.
+    GuidedNative,
+    /// Always applied: a server's detokenizer decodes the model's bytes with replacement, so
+    /// its parser never sees invalid UTF-8; what an engine makes of the U+FFFD it is handed
+    /// instead is not judged against an expectation of the raw bytes.
+    Decoded,
 }
 
 /// One failing case's class.
@@ -154,6 +162,8 @@ impl PolicyKind {
             PolicyKind::Limits => "limits",
             PolicyKind::Guided => "guided",
             PolicyKind::Unserved => "unserved",
+            PolicyKind::GuidedNative => "guided_native",
+            PolicyKind::Decoded => "decoded",
         }
     }
 
@@ -173,6 +183,7 @@ impl PolicyKind {
             "typing" => PolicyKind::Typing,
             "guided" => PolicyKind::Guided,
             "unserved" => PolicyKind::Unserved,
+            "guided_native" => PolicyKind::GuidedNative,
             _ => return None,
         })
     }
@@ -215,10 +226,18 @@ pub struct CaseContext {
     pub label: Option<Label>,
     /// The format's reasoning wrapper, open and close tags.
     pub reasoning_tags: Option<(String, String)>,
+    /// Every pair of reasoning tags the format reads (kimi_k2's `<think>` and Kimi-VL's
+    /// `◁think▷`); empty: only `reasoning_tags`.
+    pub reasoning_pairs: Vec<(String, String)>,
+    /// The token ending a reasoning tag that an engine may consume with it (kimi_k3's
+    /// `<|sep|>` after `<|close|>think`), when the format has one.
+    pub reasoning_sep: Option<String>,
     /// The format's stop tokens (consumed by a server before its parser).
     pub stop_tokens: Vec<String>,
     /// The names of the tools the case declares.
     pub tools: Vec<String>,
+    /// Each declared tool's parameters schema, by name.
+    pub schemas: BTreeMap<String, serde_json::Value>,
     /// The case's size in bytes (all turns): the smallest case of a bug shows it.
     pub bytes: usize,
     /// The first turn's transcript (invalid UTF-8 replaced), for a bug report.
@@ -246,6 +265,10 @@ pub struct TurnContext {
     /// The turn's transcript as a server hands it to its parser (up to its stop token;
     /// invalid UTF-8 replaced).
     pub served: String,
+    /// Whether the turn's bytes are not valid UTF-8 (a server decodes them with replacement).
+    pub invalid_utf8: bool,
+    /// The expectation's reasoning, if it states one.
+    pub expected_reasoning: Option<String>,
 }
 
 impl CaseContext {
@@ -278,6 +301,8 @@ impl CaseContext {
                     deviation: expect
                         .is_some_and(|e| e.warnings.as_ref().is_some_and(|w| !w.is_empty())),
                     served: served_text(data, format.stop_tokens),
+                    invalid_utf8: std::str::from_utf8(data).is_err(),
+                    expected_reasoning: expect.and_then(|e| e.reasoning.clone()),
                 }
             })
             .collect();
@@ -286,15 +311,38 @@ impl CaseContext {
             turns,
             policies: None,
             label: Some(case.label),
-            reasoning_tags: format.reasoning.map(|r| {
-                let t = r.tags();
-                (
-                    t.first().cloned().unwrap_or_default(),
-                    t.get(1).cloned().unwrap_or_default(),
-                )
-            }),
+            reasoning_tags: format
+                .reasoning
+                .map(|r| {
+                    let t = r.tags();
+                    (
+                        t.first().cloned().unwrap_or_default(),
+                        t.get(1).cloned().unwrap_or_default(),
+                    )
+                })
+                .or_else(|| {
+                    format
+                        .channel_reasoning
+                        .map(|(open, close, _)| (open.to_string(), close.to_string()))
+                }),
+            reasoning_pairs: format
+                .reasoning
+                .map(|r| {
+                    r.pairs
+                        .iter()
+                        .map(|(o, c)| (o.to_string(), c.to_string()))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            reasoning_sep: format.channel_reasoning.map(|(_, _, sep)| sep.to_string()),
             stop_tokens: format.stop_tokens.iter().map(|t| t.to_string()).collect(),
             tools: case.tools.defs.iter().map(|d| d.name.clone()).collect(),
+            schemas: case
+                .tools
+                .defs
+                .iter()
+                .map(|d| (d.name.clone(), d.parameters.clone()))
+                .collect(),
             bytes: case.len(),
             transcript: case
                 .turns
@@ -319,11 +367,48 @@ impl CaseContext {
         )
     }
 
+    /// `text` without its reasoning blocks (an unclosed one to the end, and everything before
+    /// a close tag whose open tag the prompt held), when the format has a reasoning wrapper.
+    pub fn unreasoned(&self, text: &str) -> Option<String> {
+        let pairs = self.pairs();
+        if pairs.is_empty() {
+            return None;
+        }
+        // An engine may consume the separator with the tag: either way it is the tag's.
+        let sep = self.reasoning_sep.as_deref().unwrap_or_default();
+        Some(pairs.iter().fold(text.to_string(), |t, (o, c)| {
+            without_reasoning(&t, o, c, sep)
+        }))
+    }
+
+    /// The reasoning tag pairs, none empty.
+    fn pairs(&self) -> Vec<(&str, &str)> {
+        let all = if self.reasoning_pairs.is_empty() {
+            self.reasoning_tags.iter().collect::<Vec<_>>()
+        } else {
+            self.reasoning_pairs.iter().collect()
+        };
+        all.into_iter()
+            .filter(|(o, c)| !o.is_empty() && !c.is_empty())
+            .map(|(o, c)| (o.as_str(), c.as_str()))
+            .collect()
+    }
+
+    /// Whether `text` shows one of the reasoning wrapper's tags.
+    fn shows_reasoning_tag(&self, text: &str) -> bool {
+        self.pairs()
+            .iter()
+            .any(|(o, c)| text.contains(o) || text.contains(c))
+    }
+
     /// Whether the engine declares `p` (or, without declarations, whether it is a default).
     pub fn has(&self, p: PolicyKind) -> bool {
         matches!(
             p,
-            PolicyKind::Warnings | PolicyKind::ErrorKinds | PolicyKind::Limits
+            PolicyKind::Warnings
+                | PolicyKind::ErrorKinds
+                | PolicyKind::Limits
+                | PolicyKind::Decoded
         ) || self
             .policies
             .as_ref()
@@ -450,7 +535,8 @@ pub fn classify_violation(v: &ViolationOut, ctx: &CaseContext) -> CaseClass {
 
 /// The policy an engine declared that explains a violation, judged on what the replay
 /// returned (`got`) against the case's expectation; `None` for a bug. A policy never hides
-/// markup in a call's name or id, nor a call made from input that must be rejected.
+/// markup in a call's name or id, nor a call made from rejected input whose arguments are
+/// not a JSON object or hold markup.
 fn declared_policy(
     v: &ViolationOut,
     ctx: &CaseContext,
@@ -486,12 +572,40 @@ fn declared_policy(
     // deviation; a payload cut short (`unterminated`) is still judged.
     if ctx.guided()
         && ctx.has(PolicyKind::Guided)
-        && (reject || tc.deviation)
+        && (reject || tc.deviation || !schema_shaped(ctx, tc))
         && tc.expected_error.as_deref() != Some("unterminated")
     {
         return Some(PolicyKind::Guided);
     }
+    // A forced call the server constrains to the format's own markup: a JSON-payload case is
+    // an output this server never produces.
+    if ctx.guided() && ctx.has(PolicyKind::GuidedNative) {
+        return Some(PolicyKind::GuidedNative);
+    }
     let got = got?;
+    // Bytes a server would have decoded with replacement: what the engine made of the U+FFFD
+    // is its reading of other input, unless it made markup or a non-object into a call.
+    if tc.invalid_utf8
+        && v.invariant == Invariant::Expectation
+        && got.calls.iter().all(|c| well_formed(c, &ctx.markers))
+    {
+        return Some(PolicyKind::Decoded);
+    }
+    // The whole output taken as reasoning by a reasoning parser whose template always opens
+    // it in the prompt (Step-3's): an output with no think tag at all is one this deployment
+    // never sees, since its model always thinks first.
+    if ctx.has(PolicyKind::Reasoning)
+        && !ctx.shows_reasoning_tag(&tc.served)
+        && got.calls.is_empty()
+        && got.text.trim().is_empty()
+        && !tc.served.trim().is_empty()
+        && got
+            .reasoning
+            .as_deref()
+            .is_some_and(|r| same_words(r, &tc.served))
+    {
+        return Some(PolicyKind::Reasoning);
+    }
     // A thinking model's guided output served by a variant without a reasoning parser: the
     // think block reaches the payload's validation and sinks it (vLLM returns nothing). The
     // deployment is wrong, not the parser; the reasoning variant judges the case.
@@ -506,6 +620,50 @@ fn declared_policy(
         return Some(PolicyKind::Reasoning);
     }
     let (_, msg) = strip_turn(&v.message);
+    // Reasoning rendered with its open tag, read back by a reasoning parser whose template
+    // opens reasoning in the prompt: the tag became reasoning. conform's rendering assumed a
+    // prompt that did not open it; the engine is not wrong.
+    if v.invariant == Invariant::Roundtrip
+        && ctx.has(PolicyKind::Reasoning)
+        && let Some(rest) = msg.strip_prefix("reasoning ")
+        && let Some((want, back)) = rest.split_once(" came back as ")
+    {
+        // Both sides are quoted excerpts (`"…"`, maybe cut with `…`): compare them quoted.
+        let back = back.split_once("; rendered: ").map_or(back, |(b, _)| b);
+        let body = |q: &str| -> String {
+            let q = q.trim().trim_start_matches('"');
+            q.strip_suffix("…\"")
+                .or_else(|| q.strip_suffix('"'))
+                .unwrap_or(q)
+                .to_string()
+        };
+        let (want, back) = (body(want), body(back));
+        let opened = ctx.pairs().iter().any(|(o, _)| {
+            let tag = format!("{o:?}");
+            back.strip_prefix(&tag[1..tag.len() - 1])
+                .is_some_and(|b| !b.is_empty() && (want.starts_with(b) || b.starts_with(&want)))
+        });
+        if opened {
+            return Some(PolicyKind::Reasoning);
+        }
+    }
+    // A variant without a reasoning parser shows the rendered reasoning tags as text.
+    if v.invariant == Invariant::Roundtrip
+        && ctx.has(PolicyKind::Reasoning)
+        && let Some(rest) = msg.strip_prefix("text ")
+        && let Some((_, back)) = rest.split_once(" came back as ")
+    {
+        let back = back.split_once("; rendered: ").map_or(back, |(b, _)| b);
+        if ctx.pairs().iter().any(|(o, c)| {
+            [o, c].iter().any(|t| {
+                let q = format!("{t:?}");
+                back.contains(&q[1..q.len() - 1])
+            })
+        }) {
+            return Some(PolicyKind::Reasoning);
+        }
+    }
+
     let undeclared = ctx.has(PolicyKind::UndeclaredTools) && drops_undeclared(ctx, tc, got);
     if ctx.has(PolicyKind::Leniency)
         && matches!(
@@ -515,6 +673,24 @@ fn declared_policy(
         && unrecovered_deviation(ctx, tc, got)
     {
         return Some(PolicyKind::Leniency);
+    }
+    // A variant that does not split reasoning (its tags left in the text, none reported):
+    // what its tool parser makes of a think block — a call drafted inside it made, text
+    // beside it read another way — is its deployment's, whose reasoning parser would have
+    // taken the block out first. A call made of markup stays a bug.
+    if ctx.has(PolicyKind::Reasoning)
+        && matches!(
+            v.invariant,
+            Invariant::Expectation | Invariant::NoMarkupLeak
+        )
+        && got.reasoning.as_deref().is_none_or(str::is_empty)
+        && ctx.shows_reasoning_tag(&got.text)
+        && ctx
+            .unreasoned(&got.text)
+            .is_some_and(|t| !markup_in(&t, &ctx.markers))
+        && got.calls.iter().all(|c| well_formed(c, &ctx.markers))
+    {
+        return Some(PolicyKind::Reasoning);
     }
     // No error channel: an input that must be rejected comes back verbatim as text, no call
     // made of it (harmony's n_plain_text_only: output without any header, shown as content).
@@ -548,9 +724,20 @@ fn declared_policy(
                 }
             }
             if ctx.has(PolicyKind::Reasoning)
-                && let Some((open, close)) = &ctx.reasoning_tags
-                && got_text.contains(open.as_str())
-                && same_words(&without_reasoning(got_text, open, close), want)
+                && ctx.shows_reasoning_tag(got_text)
+                && ctx
+                    .unreasoned(got_text)
+                    .is_some_and(|t| same_words(&t, want))
+            {
+                return Some(PolicyKind::Reasoning);
+            }
+            // A parser that does not split reasoning but takes its tags out: the reasoning
+            // and the text run together, every character kept.
+            if ctx.has(PolicyKind::Reasoning)
+                && got.reasoning.as_deref().is_none_or(str::is_empty)
+                && let Some(r) = tc.expected_reasoning.as_deref()
+                && !r.trim().is_empty()
+                && unspaced(got_text) == unspaced(&format!("{r}{want}"))
             {
                 return Some(PolicyKind::Reasoning);
             }
@@ -560,33 +747,75 @@ fn declared_policy(
             if undeclared {
                 return Some(PolicyKind::UndeclaredTools);
             }
+            // No error channel: input conform rejects shown as text, its markup taken out and
+            // nothing else lost (the expected text, and every other character of the served
+            // input, kept in order), no call beyond the expected ones.
+            let expected = tc.expected_calls.as_ref().map_or(0, Vec::len);
+            let unmarked = ctx
+                .markers
+                .iter()
+                .filter(|m| !m.is_empty())
+                .fold(tc.served.clone(), |t, m| t.replace(m.as_str(), ""));
+            if reject
+                && ctx.has(PolicyKind::Errors)
+                && got.errors.is_empty()
+                && got.calls.is_empty()
+                && expected == 0
+                && !markup_in(got_text, &ctx.markers)
+                && keeps_in_order(got_text, want)
+                && unspaced(got_text) == unspaced(&unmarked)
+            {
+                return Some(PolicyKind::Errors);
+            }
             None
+        }
+        // Reasoning that never closes, ended by the engine at a call's markup and the call
+        // made: the implicit end of reasoning some formats specify (step3, kimi_k3), an
+        // engine's reading where the format leaves it open.
+        Invariant::Expectation if msg.starts_with("reasoning is ") => {
+            let want = tc.expected_reasoning.as_deref()?;
+            let got_r = got.reasoning.as_deref().unwrap_or_default();
+            let rest = want
+                .strip_prefix(got_r.trim_end())
+                .or_else(|| want.strip_prefix(got_r))?;
+            let closes = ctx.pairs().iter().any(|(_, c)| tc.served.contains(c));
+            (ctx.has(PolicyKind::Reasoning)
+                && !closes
+                && !got.calls.is_empty()
+                && markup_in(rest, &ctx.markers))
+            .then_some(PolicyKind::Reasoning)
         }
         Invariant::Expectation if msg.starts_with("call ") && msg.contains(" differs") => {
             let want = tc.expected_calls.as_ref()?;
-            let typed_apart = ctx.has(PolicyKind::Typing)
-                && got.calls.len() == want.len()
+            let declared = ctx.has(PolicyKind::Typing);
+            let typed_apart = got.calls.len() == want.len()
                 && got.calls.iter().zip(want).all(|(g, w)| {
+                    let schema = ctx.schemas.get(&w.name);
                     g.name == w.name
                         && serde_json::from_str::<serde_json::Value>(&g.arguments)
-                            .is_ok_and(|a| only_untyped(&w.arguments, &a))
+                            .is_ok_and(|a| typed_otherwise(&w.arguments, &a, schema, declared))
                 });
             typed_apart.then_some(PolicyKind::Typing)
         }
         Invariant::Expectation if msg.contains(" call(s) parsed (") => {
-            undeclared.then_some(PolicyKind::UndeclaredTools)
+            if undeclared {
+                return Some(PolicyKind::UndeclaredTools);
+            }
+            (reject && got.errors.is_empty() && ctx.has(PolicyKind::Errors) && read_well(ctx, got))
+                .then_some(PolicyKind::Errors)
         }
         Invariant::NoMarkupLeak => {
             if undeclared {
                 return Some(PolicyKind::UndeclaredTools);
             }
-            let (open, close) = ctx.reasoning_tags.as_ref()?;
-            let leaked = ctx
-                .markers
-                .iter()
-                .filter(|m| !m.is_empty() && got.text.contains(m.as_str()))
-                .all(|m| m == open || m == close);
-            (ctx.has(PolicyKind::Reasoning) && leaked).then_some(PolicyKind::Reasoning)
+            // Only the reasoning wrapper left in the text: without its blocks, no markup.
+            let rest = ctx.unreasoned(&got.text)?;
+            let only_reasoning = ctx.shows_reasoning_tag(&got.text)
+                && !ctx
+                    .markers
+                    .iter()
+                    .any(|m| !m.is_empty() && rest.contains(m.as_str()));
+            (ctx.has(PolicyKind::Reasoning) && only_reasoning).then_some(PolicyKind::Reasoning)
         }
         Invariant::Expectation
             if reject
@@ -606,8 +835,10 @@ fn declared_policy(
             {
                 return Some(PolicyKind::CallEnd);
             }
-            (ctx.has(PolicyKind::Errors) && got.calls.len() <= expected && clean)
-                .then_some(PolicyKind::Errors)
+            (ctx.has(PolicyKind::Errors)
+                && clean
+                && (got.calls.len() <= expected || read_well(ctx, got)))
+            .then_some(PolicyKind::Errors)
         }
         // A typing-table row (`rule R: "007" typed as "007" but the table says 7`) the engine
         // left as the text the model wrote: policy `typing`, as for a case's call.
@@ -637,16 +868,45 @@ fn unrecovered_deviation(ctx: &CaseContext, tc: &TurnContext, got: &Got) -> bool
         return false;
     }
     if got.calls.is_empty() {
-        return !tc.served.trim().is_empty() && same_words(&got.text, &tc.served);
+        // The deviating output left as text, or its calls not made and the text around them
+        // kept (the call a format deviation left unfinished is dropped, nothing else lost).
+        let text = match ctx.unreasoned(&got.text) {
+            Some(t) if ctx.has(PolicyKind::Reasoning) => t,
+            _ => got.text.clone(),
+        };
+        return !tc.served.trim().is_empty()
+            && (same_words(&got.text, &tc.served)
+                || tc.expected_text.as_deref().is_some_and(|want| {
+                    same_words(&text, want) && !markup_in(&text, &ctx.markers)
+                }));
     }
     let Some(want) = &tc.expected_calls else {
         return false;
     };
+    // Some calls made, each exactly as expected and in order, the deviating part shown
+    // verbatim as text (or dropped, the expected text kept): the deviation not recovered.
+    let exact = |g: &GotCall, w: &ToolCall| {
+        g.name == w.name
+            && serde_json::from_str::<serde_json::Value>(&g.arguments)
+                .ok()
+                .as_ref()
+                == Some(&w.arguments)
+    };
+    let mut rest = want.iter();
+    let subsequence =
+        got.calls.len() < want.len() && got.calls.iter().all(|g| rest.any(|w| exact(g, w)));
+    if subsequence
+        && (tc.served.contains(got.text.trim())
+            || tc
+                .expected_text
+                .as_deref()
+                .is_some_and(|t| same_words(&got.text, t)))
+    {
+        return true;
+    }
     // A variant that keeps reasoning in the text (policy `reasoning`) may keep a think block.
-    let text = match &ctx.reasoning_tags {
-        Some((open, close)) if ctx.has(PolicyKind::Reasoning) && !open.is_empty() => {
-            without_reasoning(&got.text, open, close)
-        }
+    let text = match ctx.unreasoned(&got.text) {
+        Some(t) if ctx.has(PolicyKind::Reasoning) => t,
         _ => got.text.clone(),
     };
     let markup = ctx
@@ -685,19 +945,44 @@ fn drops_undeclared(ctx: &CaseContext, tc: &TurnContext, got: &Got) -> bool {
         })
 }
 
+/// Whether every character of `want` (whitespace aside) appears in `got` in order: `got`
+/// lost nothing of it, whatever it added.
+fn keeps_in_order(got: &str, want: &str) -> bool {
+    let mut g = got.chars().filter(|c| !c.is_whitespace());
+    want.chars()
+        .filter(|c| !c.is_whitespace())
+        .all(|w| g.any(|c| c == w))
+}
+
+/// The text without its whitespace.
+fn unspaced(s: &str) -> String {
+    s.chars().filter(|c| !c.is_whitespace()).collect()
+}
+
 /// Equal but for whitespace: the same words in the same order.
 fn same_words(a: &str, b: &str) -> bool {
     a.split_whitespace().eq(b.split_whitespace())
 }
 
-/// The text with every `open…close` block taken out (an unclosed one to the end).
-fn without_reasoning(text: &str, open: &str, close: &str) -> String {
+/// The text with every `open…close` block taken out (an unclosed one to the end), each close
+/// tag with the `sep` that may follow it.
+fn without_reasoning(text: &str, open: &str, close: &str, sep: &str) -> String {
+    let after_close = |s: &str| -> usize {
+        if !sep.is_empty() && s.starts_with(sep) {
+            sep.len()
+        } else {
+            0
+        }
+    };
     let mut out = String::new();
     let mut rest = text;
     while let Some(i) = rest.find(open) {
         out.push_str(&rest[..i]);
         match rest[i..].find(close) {
-            Some(j) => rest = &rest[i + j + close.len()..],
+            Some(j) => {
+                rest = &rest[i + j + close.len()..];
+                rest = &rest[after_close(rest)..];
+            }
             None => {
                 rest = "";
                 break;
@@ -707,7 +992,10 @@ fn without_reasoning(text: &str, open: &str, close: &str) -> String {
     out.push_str(rest);
     // A close tag alone (the template opened the block in the prompt) ends reasoning too.
     match out.rfind(close) {
-        Some(k) => out[k + close.len()..].to_string(),
+        Some(k) => {
+            let tail = &out[k + close.len()..];
+            tail[after_close(tail)..].to_string()
+        }
         None => out,
     }
 }
@@ -738,10 +1026,156 @@ fn only_untyped(want: &serde_json::Value, got: &serde_json::Value) -> bool {
     }
 }
 
+/// Whether `got` is `want` but for values typed another way than conform types them, where
+/// engines legitimately settle typing otherwise (`specs/engines.md` §3, `typing`): equal
+/// numbers however written; a value left as the text the model wrote (always, for an engine
+/// that declares it does not type by schema; else unless the schema types it plainly and the
+/// model wrote the value's own JSON spelling: `"5"` for a plain `integer` is a bug); a value
+/// typed where conform kept text, unless the schema plainly says `string` (the
+/// string-corruption class stays a bug). Any other difference (another string, a lost key)
+/// is not typing.
+fn typed_otherwise(
+    want: &serde_json::Value,
+    got: &serde_json::Value,
+    schema: Option<&serde_json::Value>,
+    declared: bool,
+) -> bool {
+    use serde_json::Value as V;
+    let plain = plain_type(schema);
+    match (want, got) {
+        (V::Object(w), V::Object(g)) => {
+            w.len() == g.len()
+                && w.iter().all(|(k, wv)| {
+                    g.get(k)
+                        .is_some_and(|gv| typed_otherwise(wv, gv, property(schema, k), declared))
+                })
+        }
+        (V::Array(w), V::Array(g)) => {
+            let items = schema.and_then(|s| s.get("items"));
+            w.len() == g.len()
+                && w.iter()
+                    .zip(g)
+                    .all(|(a, b)| typed_otherwise(a, b, items, declared))
+        }
+        (V::Number(a), V::Number(b)) => a.as_f64() == b.as_f64(),
+        (w, g) if w == g => true,
+        // Whitespace at a string's edges: kept by conform, trimmed by many engines.
+        (V::String(a), V::String(b)) => a.trim() == b.trim(),
+        // Left as the model's text.
+        (w, V::String(text)) if !w.is_string() => {
+            if !spelled_as(w, text) {
+                return false;
+            }
+            if declared {
+                return true;
+            }
+            let canonical = serde_json::to_string(w).is_ok_and(|c| c == *text);
+            !(canonical && plain.is_some_and(|t| t != "string"))
+        }
+        // Typed where conform kept the text.
+        (V::String(_), _) => plain != Some("string"),
+        // Typed both ways, differently (`1` for `true`): the schema decides only if plain.
+        _ => plain.is_none(),
+    }
+}
+
+/// Whether `text` is a spelling of `value` a model writes: the same number, a boolean or
+/// null word in any case (`None`, `nil` too), or JSON text of the same container.
+fn spelled_as(value: &serde_json::Value, text: &str) -> bool {
+    use serde_json::Value as V;
+    let t = text.trim();
+    match value {
+        V::Number(n) => t.parse::<f64>().ok().is_some_and(|x| Some(x) == n.as_f64()),
+        V::Bool(b) => t.eq_ignore_ascii_case(if *b { "true" } else { "false" }),
+        V::Null => ["null", "none", "nil"]
+            .iter()
+            .any(|w| t.eq_ignore_ascii_case(w)),
+        // A container's text: its JSON, or text that is not JSON at all (a Python literal,
+        // free text conform read its own way); JSON of another value is not its spelling.
+        V::Object(_) | V::Array(_) => serde_json::from_str::<V>(t).map_or(true, |v| v == *value),
+        V::String(_) => false,
+    }
+}
+
+/// The single type a schema plainly gives (`{"type": "integer"}`), or `None` when it gives
+/// none or a compound one (a type list, `anyOf`, `oneOf`, `allOf`, `$ref`, `enum`, `const`).
+fn plain_type(schema: Option<&serde_json::Value>) -> Option<&str> {
+    let s = schema?.as_object()?;
+    if ["anyOf", "oneOf", "allOf", "$ref", "enum", "const", "not"]
+        .iter()
+        .any(|k| s.contains_key(*k))
+    {
+        return None;
+    }
+    s.get("type")?.as_str()
+}
+
+/// The schema of an object's property `key`, when the schema states one.
+fn property<'a>(schema: Option<&'a serde_json::Value>, key: &str) -> Option<&'a serde_json::Value> {
+    schema?.get("properties")?.get(key)
+}
+
 fn holds_marker(c: &GotCall, markers: &[String]) -> bool {
     markers.iter().filter(|m| !m.is_empty()).any(|m| {
         c.name.contains(m.as_str()) || c.id.as_deref().is_some_and(|i| i.contains(m.as_str()))
     })
+}
+
+/// Whether a guided output is what a server's JSON schema lets the model write (vLLM's and
+/// SGLang's, `tool_parsers/utils.py` and `function_call/utils.py`): for `required`, an array
+/// of objects with exactly `name` and `parameters` (an object); for a named tool, the
+/// arguments object itself. Reasoning before it is the reasoning parser's.
+fn schema_shaped(ctx: &CaseContext, tc: &TurnContext) -> bool {
+    use serde_json::Value as V;
+    let payload = ctx
+        .unreasoned(&tc.served)
+        .unwrap_or_else(|| tc.served.clone());
+    let Ok(v) = serde_json::from_str::<V>(payload.trim()) else {
+        return false;
+    };
+    match ctx.tool_choice {
+        Some(ToolChoice::Required) => v.as_array().is_some_and(|a| {
+            !a.is_empty()
+                && a.iter().all(|c| {
+                    c.as_object().is_some_and(|o| {
+                        o.len() == 2
+                            && o.get("name").is_some_and(V::is_string)
+                            && o.get("parameters").is_some_and(V::is_object)
+                    })
+                })
+        }),
+        Some(ToolChoice::Named(_)) => v.is_object(),
+        _ => true,
+    }
+}
+
+/// Whether an engine without an error channel read input conform rejects into calls all well
+/// formed and text free of markup: its reading of the deviation, not a bug. A call made of
+/// markup, or of arguments that are not an object, still is.
+fn read_well(ctx: &CaseContext, got: &Got) -> bool {
+    let text = match ctx.unreasoned(&got.text) {
+        Some(t) if ctx.has(PolicyKind::Reasoning) => t,
+        _ => got.text.clone(),
+    };
+    !got.calls.is_empty()
+        && got.calls.iter().all(|c| well_formed(c, &ctx.markers))
+        && !markup_in(&text, &ctx.markers)
+}
+
+/// Whether a call is one a client can dispatch as the model wrote it: a name, free of
+/// markup, and arguments that are a JSON object with no markup in them.
+fn well_formed(c: &GotCall, markers: &[String]) -> bool {
+    !c.name.trim().is_empty()
+        && !holds_marker(c, markers)
+        && is_object(&c.arguments)
+        && !markup_in(&c.arguments, markers)
+}
+
+/// Whether `text` holds one of the format's delimiters.
+fn markup_in(text: &str, markers: &[String]) -> bool {
+    markers
+        .iter()
+        .any(|m| !m.is_empty() && text.contains(m.as_str()))
 }
 
 fn is_object(json: &str) -> bool {
@@ -1498,7 +1932,50 @@ mod tests {
         );
         let typing = declaring(c.clone(), &[PolicyKind::Typing]);
         assert_eq!(classify_violation(&v, &typing).label(), "policy:typing");
-        assert_ne!(classify_violation(&v, &c).label(), "policy:typing");
+        // For an engine that types by schema, `007` for an integer is a reading conform settled
+        // (engines legitimately keep the text)...
+        c.schemas.insert(
+            "f".into(),
+            serde_json::json!({"properties": {"level": {"type": "integer"}}}),
+        );
+        assert_eq!(classify_violation(&v, &c).label(), "policy:typing");
+        // ...but the plain spelling `7` left as text for a plainly typed integer is a bug.
+        let plain = with_got(
+            Invariant::Expectation,
+            msg,
+            got("", &[("f", None, r#"{"level":"7"}"#)]),
+        );
+        assert_ne!(classify_violation(&plain, &c).label(), "policy:typing");
+        assert_eq!(classify_violation(&plain, &typing).label(), "policy:typing");
+        // A union type, or none, is not plain: the engine's reading.
+        c.schemas.insert(
+            "f".into(),
+            serde_json::json!({"properties": {"level": {"type": ["integer", "string"]}}}),
+        );
+        assert_eq!(classify_violation(&plain, &c).label(), "policy:typing");
+        // Typing a value conform keeps as text is a bug only under a plain `string`.
+        c.turns[0].expected_calls.as_mut().unwrap()[0].arguments =
+            serde_json::json!({"level": "7"});
+        let typed = with_got(
+            Invariant::Expectation,
+            msg,
+            got("", &[("f", None, r#"{"level":7}"#)]),
+        );
+        assert_eq!(classify_violation(&typed, &c).label(), "policy:typing");
+        c.schemas.insert(
+            "f".into(),
+            serde_json::json!({"properties": {"level": {"type": "string"}}}),
+        );
+        assert_ne!(classify_violation(&typed, &c).label(), "policy:typing");
+        // Equal numbers however written are no difference.
+        c.turns[0].expected_calls.as_mut().unwrap()[0].arguments =
+            serde_json::json!({"level": 5.0});
+        let five = with_got(
+            Invariant::Expectation,
+            msg,
+            got("", &[("f", None, r#"{"level":5}"#)]),
+        );
+        assert_eq!(classify_violation(&five, &c).label(), "policy:typing");
         // Another value is still a bug.
         let wrong = with_got(
             Invariant::Expectation,
@@ -1621,6 +2098,362 @@ mod tests {
             classify_violation(&lost, &plain).label(),
             "policy:reasoning"
         );
+    }
+
+    fn one_call(name: &str) -> Option<Vec<ToolCall>> {
+        Some(vec![ToolCall {
+            name: name.into(),
+            id: None,
+            server: None,
+            arguments: serde_json::json!({}),
+        }])
+    }
+
+    #[test]
+    fn a_guided_output_no_schema_allows_is_not_judged_and_one_it_allows_is() {
+        let mut c = declaring(ctx("", ""), &[PolicyKind::Guided]);
+        c.label = Some(Label::Accept);
+        c.tool_choice = Some(ToolChoice::Required);
+        c.turns[0].expected_calls = one_call("f");
+        let lost = with_got(
+            Invariant::Expectation,
+            "0 call(s) parsed (1 expected)",
+            got("", &[]),
+        );
+        // `arguments` in place of the schema's `parameters`: never produced under the schema.
+        for served in [
+            r#"[{"arguments": {}, "name": "f"}]"#,
+            r#"{"name": "f", "parameters": {}}"#,
+            r#"<tool_call>[{"name": "f", "parameters": {}}]</tool_call>"#,
+        ] {
+            c.turns[0].served = served.into();
+            assert_eq!(
+                classify_violation(&lost, &c).label(),
+                "policy:guided",
+                "{served}"
+            );
+        }
+        // The schema's own shape, lost, is a bug.
+        c.turns[0].served = r#" [{"parameters": {}, "name": "f"}] "#.into();
+        assert!(!classify_violation(&lost, &c).label().starts_with("policy"));
+        // A named tool's schema is the arguments object.
+        c.tool_choice = Some(ToolChoice::Named("f".into()));
+        c.turns[0].served = "{}".into();
+        assert!(!classify_violation(&lost, &c).label().starts_with("policy"));
+        c.turns[0].served = "{} and text".into();
+        assert_eq!(classify_violation(&lost, &c).label(), "policy:guided");
+        // A server that constrains the call to the format's own markup never sees the payload.
+        let native = declaring(c.clone(), &[PolicyKind::GuidedNative]);
+        c.turns[0].served = "{}".into();
+        assert_eq!(
+            classify_violation(&lost, &native).label(),
+            "policy:guided_native"
+        );
+        c.tool_choice = None;
+        let native = declaring(c, &[PolicyKind::GuidedNative]);
+        assert!(
+            !classify_violation(&lost, &native)
+                .label()
+                .starts_with("policy")
+        );
+    }
+
+    #[test]
+    fn bytes_a_server_decodes_with_replacement_are_not_judged_unless_markup_became_a_call() {
+        let mut c = declaring(ctx("", ""), &[]);
+        c.label = Some(Label::Reject);
+        c.turns[0].invalid_utf8 = true;
+        let msg = "no error, but the expectation says invalid_utf8";
+        let read = with_got(
+            Invariant::Expectation,
+            msg,
+            got("caf\u{fffd}", &[("f", None, "{}")]),
+        );
+        assert_eq!(classify_violation(&read, &c).label(), "policy:decoded");
+        let marked = with_got(
+            Invariant::Expectation,
+            msg,
+            got("", &[("f<tool_call>", None, "{}")]),
+        );
+        assert!(
+            !classify_violation(&marked, &c)
+                .label()
+                .starts_with("policy")
+        );
+        // Valid UTF-8: judged.
+        c.turns[0].invalid_utf8 = false;
+        assert!(!classify_violation(&read, &c).label().starts_with("policy"));
+    }
+
+    #[test]
+    fn the_whole_output_as_reasoning_is_the_deployments_when_no_think_tag_was_written() {
+        let mut c = ctx("", "");
+        c.label = Some(Label::Accept);
+        c.reasoning_tags = Some(("<think>".into(), "</think>".into()));
+        c.turns[0].served = "Hi <tool_call>{}</tool_call>".into();
+        c.turns[0].expected_calls = one_call("f");
+        let mut all = got("", &[]);
+        all.reasoning = Some("Hi <tool_call>{}</tool_call>".into());
+        let lost = with_got(Invariant::Expectation, "0 call(s) parsed (1 expected)", all);
+        let r = declaring(c.clone(), &[PolicyKind::Reasoning]);
+        assert_eq!(classify_violation(&lost, &r).label(), "policy:reasoning");
+        assert!(!classify_violation(&lost, &c).label().starts_with("policy"));
+        // A transcript that closes its reasoning: the engine had the tag to go by.
+        let mut closed = r;
+        closed.turns[0].served = "Hm</think>Hi <tool_call>{}</tool_call>".into();
+        assert!(
+            !classify_violation(&lost, &closed)
+                .label()
+                .starts_with("policy")
+        );
+    }
+
+    #[test]
+    fn typing_readings_conform_settled_are_not_judged() {
+        let mut c = declaring(ctx("", ""), &[]);
+        let call = |args: serde_json::Value| {
+            Some(vec![ToolCall {
+                name: "f".into(),
+                id: None,
+                server: None,
+                arguments: args,
+            }])
+        };
+        let msg = "call 0 differs: parsed f(…) but the expectation says f(…)";
+        // A Python literal conform reads into an object, kept as text.
+        c.turns[0].expected_calls = call(serde_json::json!({"o": {"a": true}}));
+        let kept = with_got(
+            Invariant::Expectation,
+            msg,
+            got("", &[("f", None, r#"{"o":"{'a': True}"}"#)]),
+        );
+        assert_eq!(classify_violation(&kept, &c).label(), "policy:typing");
+        // JSON of another object is not its spelling.
+        let other = with_got(
+            Invariant::Expectation,
+            msg,
+            got("", &[("f", None, r#"{"o":"{\"a\": false}"}"#)]),
+        );
+        assert!(
+            !classify_violation(&other, &c).label().starts_with("policy"),
+            "{}",
+            classify_violation(&other, &c).label()
+        );
+        // Whitespace at a string's edges.
+        c.turns[0].expected_calls = call(serde_json::json!({"s": "  x\n"}));
+        let trimmed = with_got(
+            Invariant::Expectation,
+            msg,
+            got("", &[("f", None, r#"{"s":"  x"}"#)]),
+        );
+        assert_eq!(classify_violation(&trimmed, &c).label(), "policy:typing");
+        let cut = with_got(
+            Invariant::Expectation,
+            msg,
+            got("", &[("f", None, r#"{"s":"  "}"#)]),
+        );
+        assert!(!classify_violation(&cut, &c).label().starts_with("policy"));
+    }
+
+    #[test]
+    fn reasoning_rendered_with_its_open_tag_and_read_back_inside_it_is_the_templates() {
+        let mut c = declaring(ctx("", ""), &[PolicyKind::Reasoning]);
+        c.reasoning_tags = Some(("<think>".into(), "</think>".into()));
+        let v = with_got(
+            Invariant::Roundtrip,
+            r#"reasoning "plan a long…" came back as "<think>plan a…"; rendered: "<think>plan…""#,
+            got("", &[]),
+        );
+        assert_eq!(classify_violation(&v, &c).label(), "policy:reasoning");
+        let other = with_got(
+            Invariant::Roundtrip,
+            r#"reasoning "plan" came back as "<think>other"; rendered: "<think>plan</think>""#,
+            got("", &[]),
+        );
+        assert!(
+            !classify_violation(&other, &c).label().starts_with("policy"),
+            "{}",
+            classify_violation(&other, &c).label()
+        );
+    }
+
+    #[test]
+    fn an_unrecovered_deviation_may_drop_its_call_and_keep_the_text() {
+        let mut c = declaring(ctx("Reading.", ""), &[PolicyKind::Leniency]);
+        c.label = Some(Label::Accept);
+        c.turns[0].deviation = true;
+        c.turns[0].served = "Reading.<tool_call>{\"name\": \"f\"".into();
+        c.turns[0].expected_calls = Some(vec![]);
+        let msg = "0 call(s) parsed () but the expectation has 1 (f)";
+        let dropped = with_got(Invariant::Expectation, msg, got("Reading.", &[]));
+        assert_eq!(classify_violation(&dropped, &c).label(), "policy:leniency");
+        let lost = with_got(Invariant::Expectation, msg, got("Read", &[]));
+        assert!(!classify_violation(&lost, &c).label().starts_with("policy"));
+    }
+
+    #[test]
+    fn rejected_input_shown_as_text_without_its_markup_is_the_engines_reading() {
+        let mut c = declaring(ctx("ab", ""), &[PolicyKind::Errors]);
+        c.label = Some(Label::Reject);
+        c.turns[0].served = "a<tool_call>stray<tool_call>b".into();
+        let shown = with_got(
+            Invariant::Expectation,
+            &text_msg("astrayb", "ab"),
+            got("astrayb", &[]),
+        );
+        assert_eq!(classify_violation(&shown, &c).label(), "policy:errors");
+        let lost = with_got(
+            Invariant::Expectation,
+            &text_msg("ab", "ab"),
+            got("astray", &[]),
+        );
+        assert!(!classify_violation(&lost, &c).label().starts_with("policy"));
+    }
+
+    #[test]
+    fn a_think_block_left_to_a_tool_parser_without_its_reasoning_parser_is_the_deployments() {
+        let mut c = declaring(ctx("\nIt is noon.", ""), &[PolicyKind::Reasoning]);
+        c.reasoning_tags = Some(("<think>".into(), "</think>".into()));
+        c.turns[0].served = "<think>Maybe <tool_call>{}</tool_call></think>\nIt is noon.".into();
+        let drafted = with_got(
+            Invariant::Expectation,
+            &text_msg("<think>Maybe", "\nIt is noon."),
+            got("<think>Maybe", &[("get_time", None, "{}")]),
+        );
+        assert_eq!(classify_violation(&drafted, &c).label(), "policy:reasoning");
+        // Markup outside the block stays a bug; so does a call made of markup.
+        let leaked = with_got(
+            Invariant::NoMarkupLeak,
+            "text contains \"<tool_call>\" at byte 20",
+            got("<think>a</think> b <tool_call>", &[]),
+        );
+        assert_eq!(classify_violation(&leaked, &c).label(), "markup_leaked");
+        let marked = with_got(
+            Invariant::Expectation,
+            &text_msg("<think>Maybe", "\nIt is noon."),
+            got("<think>Maybe", &[("get_time", None, "\"<tool_call>\"")]),
+        );
+        assert!(
+            !classify_violation(&marked, &c)
+                .label()
+                .starts_with("policy")
+        );
+        // The rendered think block shown as text by such a variant.
+        let back = with_got(
+            Invariant::Roundtrip,
+            r#"text "Plan." came back as "</think>Plan."; rendered: "</think>Plan.""#,
+            got("Plan.", &[]),
+        );
+        assert_eq!(classify_violation(&back, &c).label(), "policy:reasoning");
+    }
+
+    #[test]
+    fn an_unrecovered_deviation_may_show_its_part_verbatim_beside_the_other_calls() {
+        let mut c = declaring(ctx("", ""), &[PolicyKind::Leniency]);
+        c.label = Some(Label::Accept);
+        c.turns[0].deviation = true;
+        c.turns[0].served =
+            "<tool_call>{\"name\": \"a\"}<tool_call>{\"name\": \"b\"}</tool_call>".into();
+        let call = |n: &str| ToolCall {
+            name: n.into(),
+            id: None,
+            server: None,
+            arguments: serde_json::json!({}),
+        };
+        c.turns[0].expected_calls = Some(vec![call("a"), call("b")]);
+        let msg = "1 call(s) parsed (b) but the expectation has 2 (a, b)";
+        let shown = with_got(
+            Invariant::Expectation,
+            msg,
+            got("<tool_call>{\"name\": \"a\"}", &[("b", None, "{}")]),
+        );
+        assert_eq!(classify_violation(&shown, &c).label(), "policy:leniency");
+        // Text that is not the output's own is not showing it.
+        let made_up = with_got(
+            Invariant::Expectation,
+            msg,
+            got("{\"name\": \"c\"}", &[("b", None, "{}")]),
+        );
+        assert!(
+            !classify_violation(&made_up, &c)
+                .label()
+                .starts_with("policy")
+        );
+        // A call's arguments changed is not a subset of the expected calls.
+        let changed = with_got(
+            Invariant::Expectation,
+            msg,
+            got("", &[("b", None, r#"{"x":1}"#)]),
+        );
+        assert!(
+            !classify_violation(&changed, &c)
+                .label()
+                .starts_with("policy")
+        );
+    }
+
+    #[test]
+    fn reasoning_that_never_closes_may_end_at_a_call() {
+        let mut c = declaring(ctx("", ""), &[PolicyKind::Reasoning]);
+        c.reasoning_tags = Some(("<think>".into(), "</think>".into()));
+        c.turns[0].served = "<think>first <tool_call>{}".into();
+        c.turns[0].expected_reasoning = Some("first <tool_call>{}".into());
+        let mut g = got("", &[("f", None, "{}")]);
+        g.reasoning = Some("first ".into());
+        let v = with_got(
+            Invariant::Expectation,
+            "reasoning is \"first \" but the expectation says …",
+            g.clone(),
+        );
+        assert_eq!(classify_violation(&v, &c).label(), "policy:reasoning");
+        // A think block that closes: the call inside it was reasoning, and making it is a bug.
+        c.turns[0].served = "<think>first <tool_call>{}</think>".into();
+        assert!(!classify_violation(&v, &c).label().starts_with("policy"));
+    }
+
+    #[test]
+    fn a_reasoning_channel_left_in_the_text_may_lose_its_separator() {
+        let mut c = declaring(ctx("", ""), &[PolicyKind::Reasoning]);
+        c.markers = vec!["<|open|>".into(), "<|close|>".into(), "<|sep|>".into()];
+        c.reasoning_tags = Some(("<|open|>think".into(), "<|close|>think".into()));
+        c.reasoning_sep = Some("<|sep|>".into());
+        for text in [
+            "<|close|>think",
+            "plan<|close|>think<|sep|>",
+            "<|open|>think<|sep|>x<|close|>think",
+        ] {
+            let leak = with_got(
+                Invariant::NoMarkupLeak,
+                "text contains \"<|close|>\" at byte 0",
+                got(text, &[]),
+            );
+            assert_eq!(
+                classify_violation(&leak, &c).label(),
+                "policy:reasoning",
+                "{text}"
+            );
+        }
+        let other = with_got(
+            Invariant::NoMarkupLeak,
+            "text contains \"<|open|>\" at byte 0",
+            got("<|close|>think<|sep|>a<|open|>call", &[]),
+        );
+        assert_eq!(classify_violation(&other, &c).label(), "markup_leaked");
+        // The channel's tags taken out and its body left before the text, every word kept.
+        c.turns[0].expected_text = Some("Hi.".into());
+        c.turns[0].expected_reasoning = Some("plan".into());
+        let joined = with_got(
+            Invariant::Expectation,
+            &text_msg("planHi.", "Hi."),
+            got("planHi.", &[]),
+        );
+        assert_eq!(classify_violation(&joined, &c).label(), "policy:reasoning");
+        let short = with_got(
+            Invariant::Expectation,
+            &text_msg("planH", "Hi."),
+            got("planH", &[]),
+        );
+        assert!(!classify_violation(&short, &c).label().starts_with("policy"));
     }
 
     #[test]
@@ -1790,9 +2623,44 @@ mod tests {
         let msg = "no error, but the expectation says invalid_json";
         let none = with_got(Invariant::Expectation, msg, got("", &[]));
         assert_eq!(classify_violation(&none, &c).label(), "policy:errors");
-        // Invalid input dispatched as a call is a bug.
+        // Invalid input dispatched as a well-formed call is the engine's reading of it...
         let call = with_got(Invariant::Expectation, msg, got("", &[("f", None, "{}")]));
-        assert_eq!(classify_violation(&call, &c).label(), "error_verdict");
+        assert_eq!(classify_violation(&call, &c).label(), "policy:errors");
+        let counted = "1 call(s) parsed (f) but the expectation has 0 ()";
+        let counted_call = with_got(
+            Invariant::Expectation,
+            counted,
+            got("", &[("f", None, "{}")]),
+        );
+        assert_eq!(
+            classify_violation(&counted_call, &c).label(),
+            "policy:errors"
+        );
+        // ...but arguments that are not an object, or that hold markup, are a bug.
+        for args in [r#""{'a': 1}""#, r#"["a"]"#, r#"{"a":"x<tool_call>"}"#] {
+            let bad = with_got(Invariant::Expectation, msg, got("", &[("f", None, args)]));
+            assert_eq!(
+                classify_violation(&bad, &c).label(),
+                "error_verdict",
+                "{args}"
+            );
+            let bad = with_got(
+                Invariant::Expectation,
+                counted,
+                got("", &[("f", None, args)]),
+            );
+            assert!(
+                !classify_violation(&bad, &c).label().starts_with("policy"),
+                "{args}"
+            );
+        }
+        // So is markup left in the text beside it.
+        let leaked = with_got(
+            Invariant::Expectation,
+            counted,
+            got("<tool_call>", &[("f", None, "{}")]),
+        );
+        assert_ne!(classify_violation(&leaked, &c).label(), "policy:errors");
         // A name holding markup is a bug.
         c.turns[0].expected_calls = Some(vec![ToolCall {
             name: "f".into(),

@@ -634,6 +634,7 @@ mod tests {
             options: FORGE.options,
             thinking: None,
             guided: true,
+            channel_reasoning: None,
         };
         let r = check_format(&bad, &Builtin);
         assert_eq!(r.len(), 2);

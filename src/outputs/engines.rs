@@ -339,8 +339,8 @@ pub fn classify_run<'a>(
 }
 
 /// The policies an engine declares: the keys of its engine.json `policy` the classifier
-/// knows, each for every format (`KEY`) or for one format's parser (`KEY@FORMAT`, where the
-/// engine settles the rule so in that parser only).
+/// knows, each for every format (`KEY`) or for some formats' parsers (`KEY@FORMAT` or
+/// `KEY@F1,F2`, where the engine settles the rule so in those parsers only).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Policies(Vec<(PolicyKind, Option<String>)>);
 
@@ -350,12 +350,16 @@ impl Policies {
         Policies(
             e.policy
                 .keys()
-                .filter_map(|k| {
-                    let (key, format) = match k.split_once('@') {
-                        Some((key, f)) => (key, Some(f.to_string())),
-                        None => (k.as_str(), None),
+                .flat_map(|k| {
+                    let (key, formats) = match k.split_once('@') {
+                        Some((key, f)) => (
+                            key,
+                            f.split(',').map(|f| Some(f.trim().to_string())).collect(),
+                        ),
+                        None => (k.as_str(), vec![None]),
                     };
-                    PolicyKind::from_key(key).map(|p| (p, format))
+                    let p = PolicyKind::from_key(key);
+                    formats.into_iter().filter_map(move |f| p.map(|p| (p, f)))
                 })
                 .collect(),
         )
@@ -1573,10 +1577,19 @@ mod tests {
         let e: EngineEntry = serde_json::from_value(serde_json::json!({
             "engine": "x",
             "setup": {"ok": true, "command": "", "seconds": 0.0},
-            "policy": {"errors": "none", "typing@deepseek_v32": "JSON first", "notes": "-"}
+            "policy": {"errors": "none", "typing@deepseek_v32": "JSON first", "notes": "-",
+                       "guided_native@hermes, apertus": "own markup"}
         }))
         .unwrap();
         let p = Policies::of(&e);
+        for f in ["hermes", "apertus"] {
+            assert_eq!(
+                p.for_format(f),
+                [PolicyKind::Errors, PolicyKind::GuidedNative]
+                    .into_iter()
+                    .collect()
+            );
+        }
         assert_eq!(
             p.for_format("deepseek_v32"),
             [PolicyKind::Errors, PolicyKind::Typing]

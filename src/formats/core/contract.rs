@@ -90,6 +90,11 @@ pub struct Format {
     /// it through the text reader (`none`) or the guided-JSON reader (`required`, a named
     /// tool); false for provider event streams and message channels (`specs/corpus.md` §1.2).
     pub guided: bool,
+    /// For a format whose parser splits reasoning in its own grammar (kimi_k3's `think`
+    /// channel, no shared [`Syntax`]): the channel's opening and closing tags and the token
+    /// that ends a tag (which an engine may consume with it). An engine that does not split
+    /// reasoning leaves the channel in the text, which the `reasoning` policy allows.
+    pub channel_reasoning: Option<(&'static str, &'static str, &'static str)>,
 }
 
 impl Format {
@@ -118,6 +123,7 @@ impl Format {
             options,
             thinking: None,
             guided: true,
+            channel_reasoning: None,
         }
     }
 
