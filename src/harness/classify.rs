@@ -582,6 +582,12 @@ fn declared_policy(
     if ctx.guided() && ctx.has(PolicyKind::GuidedNative) {
         return Some(PolicyKind::GuidedNative);
     }
+    if v.invariant == Invariant::Roundtrip
+        && ctx.has(PolicyKind::Reasoning)
+        && roundtrip_reasoning(strip_turn(&v.message).1, ctx)
+    {
+        return Some(PolicyKind::Reasoning);
+    }
     let got = got?;
     // Bytes a server would have decoded with replacement: what the engine made of the U+FFFD
     // is its reading of other input, unless it made markup or a non-object into a call.
@@ -620,49 +626,6 @@ fn declared_policy(
         return Some(PolicyKind::Reasoning);
     }
     let (_, msg) = strip_turn(&v.message);
-    // Reasoning rendered with its open tag, read back by a reasoning parser whose template
-    // opens reasoning in the prompt: the tag became reasoning. conform's rendering assumed a
-    // prompt that did not open it; the engine is not wrong.
-    if v.invariant == Invariant::Roundtrip
-        && ctx.has(PolicyKind::Reasoning)
-        && let Some(rest) = msg.strip_prefix("reasoning ")
-        && let Some((want, back)) = rest.split_once(" came back as ")
-    {
-        // Both sides are quoted excerpts (`"…"`, maybe cut with `…`): compare them quoted.
-        let back = back.split_once("; rendered: ").map_or(back, |(b, _)| b);
-        let body = |q: &str| -> String {
-            let q = q.trim().trim_start_matches('"');
-            q.strip_suffix("…\"")
-                .or_else(|| q.strip_suffix('"'))
-                .unwrap_or(q)
-                .to_string()
-        };
-        let (want, back) = (body(want), body(back));
-        let opened = ctx.pairs().iter().any(|(o, _)| {
-            let tag = format!("{o:?}");
-            back.strip_prefix(&tag[1..tag.len() - 1])
-                .is_some_and(|b| !b.is_empty() && (want.starts_with(b) || b.starts_with(&want)))
-        });
-        if opened {
-            return Some(PolicyKind::Reasoning);
-        }
-    }
-    // A variant without a reasoning parser shows the rendered reasoning tags as text.
-    if v.invariant == Invariant::Roundtrip
-        && ctx.has(PolicyKind::Reasoning)
-        && let Some(rest) = msg.strip_prefix("text ")
-        && let Some((_, back)) = rest.split_once(" came back as ")
-    {
-        let back = back.split_once("; rendered: ").map_or(back, |(b, _)| b);
-        if ctx.pairs().iter().any(|(o, c)| {
-            [o, c].iter().any(|t| {
-                let q = format!("{t:?}");
-                back.contains(&q[1..q.len() - 1])
-            })
-        }) {
-            return Some(PolicyKind::Reasoning);
-        }
-    }
 
     let undeclared = ctx.has(PolicyKind::UndeclaredTools) && drops_undeclared(ctx, tc, got);
     if ctx.has(PolicyKind::Leniency)
@@ -775,6 +738,9 @@ fn declared_policy(
         Invariant::Expectation if msg.starts_with("reasoning is ") => {
             let want = tc.expected_reasoning.as_deref()?;
             let got_r = got.reasoning.as_deref().unwrap_or_default();
+            if ctx.has(PolicyKind::Whitespace) && same_words(got_r, want) {
+                return Some(PolicyKind::Whitespace);
+            }
             let rest = want
                 .strip_prefix(got_r.trim_end())
                 .or_else(|| want.strip_prefix(got_r))?;
@@ -943,6 +909,45 @@ fn drops_undeclared(ctx: &CaseContext, tc: &TurnContext, got: &Got) -> bool {
                     .as_ref()
                     == Some(&w.arguments)
         })
+}
+
+/// Whether a roundtrip difference is only the reasoning wrapper's doing: reasoning rendered
+/// with its open tag, read back inside it by a reasoning parser whose template opens
+/// reasoning in the prompt; or, in a variant without a reasoning parser, rendered reasoning
+/// tags shown as text. conform's rendering assumed another prompt; the engine is not wrong.
+fn roundtrip_reasoning(msg: &str, ctx: &CaseContext) -> bool {
+    if let Some(rest) = msg.strip_prefix("reasoning ")
+        && let Some((want, back)) = rest.split_once(" came back as ")
+    {
+        // Both sides are quoted excerpts (`"…"`, maybe cut with `…`): compare them quoted.
+        let back = back.split_once("; rendered: ").map_or(back, |(b, _)| b);
+        let body = |q: &str| -> String {
+            let q = q.trim().trim_start_matches('"');
+            q.strip_suffix("…\"")
+                .or_else(|| q.strip_suffix('"'))
+                .unwrap_or(q)
+                .to_string()
+        };
+        let (want, back) = (body(want), body(back));
+        let opened = ctx.pairs().iter().any(|(o, _)| {
+            let tag = format!("{o:?}");
+            back.strip_prefix(&tag[1..tag.len() - 1])
+                .is_some_and(|b| !b.is_empty() && (want.starts_with(b) || b.starts_with(&want)))
+        });
+        return opened;
+    }
+    if let Some(rest) = msg.strip_prefix("text ")
+        && let Some((_, back)) = rest.split_once(" came back as ")
+    {
+        let back = back.split_once("; rendered: ").map_or(back, |(b, _)| b);
+        return ctx.pairs().iter().any(|(o, c)| {
+            [o, c].iter().any(|t| {
+                let q = format!("{t:?}");
+                back.contains(&q[1..q.len() - 1])
+            })
+        });
+    }
+    false
 }
 
 /// Whether every character of `want` (whitespace aside) appears in `got` in order: `got`
@@ -1213,7 +1218,12 @@ fn expectation_class(msg: &str, tc: &TurnContext, ctx: &CaseContext) -> CaseClas
         }
         if let Some(full) = &tc.expected_text
             && ctx_has_text_after
-            && drops_text_after_calls(got, full, &tc.text_after_calls)
+            && drops_text_after_calls(
+                got,
+                full,
+                &tc.text_after_calls,
+                ctx.has(PolicyKind::Whitespace),
+            )
         {
             return CaseClass::Policy(PolicyKind::TextAfterCalls);
         }
@@ -1444,14 +1454,21 @@ fn shorter(a: &str, b: &str) -> bool {
 
 /// Whether `got` (an excerpt) is the expected text without the text conform finds after the
 /// last call (or without it and the whitespace before it).
-fn drops_text_after_calls(got: &str, expected: &str, after: &str) -> bool {
+fn drops_text_after_calls(got: &str, expected: &str, after: &str, whitespace: bool) -> bool {
     if after.trim().is_empty() {
         return false;
     }
     let Some(before) = expected.strip_suffix(after) else {
         return false;
     };
-    [before, before.trim_end()]
+    // An engine that also trims whitespace around the calls (policy `whitespace`) may trim
+    // the text before them at both ends.
+    let trimmed = if whitespace {
+        before.trim()
+    } else {
+        before.trim_end()
+    };
+    [before, before.trim_end(), trimmed]
         .iter()
         .any(|b| excerpt(b) == got)
 }
@@ -2345,6 +2362,12 @@ mod tests {
             got("Plan.", &[]),
         );
         assert_eq!(classify_violation(&back, &c).label(), "policy:reasoning");
+        // A roundtrip violation carries no replay result: judged on its message alone.
+        let bare = v(
+            Invariant::Roundtrip,
+            r#"text "Plan." came back as "</think>Plan."; rendered: "</think>Plan.""#,
+        );
+        assert_eq!(classify_violation(&bare, &c).label(), "policy:reasoning");
     }
 
     #[test]
@@ -2393,6 +2416,21 @@ mod tests {
     }
 
     #[test]
+    fn text_after_the_calls_dropped_by_an_engine_that_also_trims_whitespace() {
+        let mut c = declaring(
+            ctx("  Checking.\n\n Done. \n", " Done. \n"),
+            &[PolicyKind::TextAfterCalls, PolicyKind::Whitespace],
+        );
+        let msg = text_msg("Checking.", "  Checking.\n\n Done. \n");
+        assert_eq!(
+            class(Invariant::Expectation, &msg, &c),
+            "policy:text_after_calls"
+        );
+        c.policies = Some([PolicyKind::TextAfterCalls].into());
+        assert!(!class(Invariant::Expectation, &msg, &c).starts_with("policy"));
+    }
+
+    #[test]
     fn reasoning_that_never_closes_may_end_at_a_call() {
         let mut c = declaring(ctx("", ""), &[PolicyKind::Reasoning]);
         c.reasoning_tags = Some(("<think>".into(), "</think>".into()));
@@ -2406,6 +2444,17 @@ mod tests {
             g.clone(),
         );
         assert_eq!(classify_violation(&v, &c).label(), "policy:reasoning");
+        // Reasoning that differs only in whitespace, for an engine that trims it.
+        let mut g2 = got("", &[]);
+        g2.reasoning = Some("first <tool_call>{}\n".into());
+        let ws = with_got(
+            Invariant::Expectation,
+            "reasoning is \"first …\" but the expectation says …",
+            g2,
+        );
+        assert!(!classify_violation(&ws, &c).label().starts_with("policy"));
+        let trims = declaring(c.clone(), &[PolicyKind::Whitespace]);
+        assert_eq!(classify_violation(&ws, &trims).label(), "policy:whitespace");
         // A think block that closes: the call inside it was reasoning, and making it is a bug.
         c.turns[0].served = "<think>first <tool_call>{}</think>".into();
         assert!(!classify_violation(&v, &c).label().starts_with("policy"));

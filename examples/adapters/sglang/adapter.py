@@ -182,7 +182,9 @@ class Sglang(kit.Adapter):
             text = text or ""
         parser = self.FunctionCallParser(tools, name, tool_choice=tool_choice)
         calls, warnings = [], []
-        if self.required(tool_choice) and not parser.owns_tool_format():
+        if tool_choice == "none":
+            pass  # `_parses_tool_calls`: a request that allows no calls is not tool-parsed
+        elif self.required(tool_choice) and not parser.owns_tool_format():
             text = self.json_array(request, text, name, calls, warnings, history)
         elif request.timed(parser.has_tool_call, text):
             try:
@@ -253,7 +255,9 @@ class Sglang(kit.Adapter):
                     thought = (thought or "") + (end_thought or "")
                     delta = (delta or "") + (end_text or "")
                 out.reasoning(thought)
-            if json_array is not None:
+            if tool_choice == "none":
+                text, calls = delta or "", []
+            elif json_array is not None:
                 result = request.timed(json_array.parse_streaming_increment, delta or "", tools)
                 text, calls = result.normal_text, result.calls
                 if last:
@@ -273,7 +277,7 @@ class Sglang(kit.Adapter):
                     call_id = self.call_id(name, item.name, history + item.tool_index)
                     named += 1
                 out.tool_call(item.tool_index, call_id, item.name, item.parameters)
-        rest = self.unstreamed_arguments(detector)
+        rest = None if tool_choice == "none" else self.unstreamed_arguments(detector)
         if rest is not None:
             out.tool_call(rest[0], None, None, rest[1])
         return named
