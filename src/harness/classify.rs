@@ -637,6 +637,24 @@ fn declared_policy(
     {
         return Some(PolicyKind::Leniency);
     }
+    // A variant that does not split reasoning, on a turn with a think block: its stream and
+    // batch readers may differ on the block's text, which its reasoning parser would have
+    // taken out before either saw it.
+    if ctx.has(PolicyKind::Reasoning)
+        && matches!(
+            v.invariant,
+            Invariant::SplitInvariance | Invariant::StreamBatchParity
+        )
+        && msg.starts_with("text differs from byte ")
+        && got.reasoning.as_deref().is_none_or(str::is_empty)
+        && ctx.shows_reasoning_tag(&tc.served)
+        && got.calls.iter().all(|c| well_formed(c, &ctx.markers))
+        && ctx
+            .unreasoned(&got.text)
+            .is_some_and(|t| !markup_in(&t, &ctx.markers))
+    {
+        return Some(PolicyKind::Reasoning);
+    }
     // A variant that does not split reasoning (its tags left in the text, none reported):
     // what its tool parser makes of a think block — a call drafted inside it made, text
     // beside it read another way — is its deployment's, whose reasoning parser would have
@@ -2362,6 +2380,20 @@ mod tests {
             got("Plan.", &[]),
         );
         assert_eq!(classify_violation(&back, &c).label(), "policy:reasoning");
+        // Its two readers differing on the block's text.
+        let parity = with_got(
+            Invariant::StreamBatchParity,
+            "text differs from byte 0: whole gives \"x\" here, this chunking \"firstx\"",
+            got("firstx", &[]),
+        );
+        c.turns[0].served = "<think>first</think>x".into();
+        assert_eq!(classify_violation(&parity, &c).label(), "policy:reasoning");
+        c.turns[0].served = "firstx".into();
+        assert!(
+            !classify_violation(&parity, &c)
+                .label()
+                .starts_with("policy")
+        );
         // A roundtrip violation carries no replay result: judged on its message alone.
         let bare = v(
             Invariant::Roundtrip,
