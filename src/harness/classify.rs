@@ -246,6 +246,10 @@ pub struct CaseContext {
     pub expected: Option<String>,
     /// The request's tool choice, when the case sets one.
     pub tool_choice: Option<ToolChoice>,
+    /// Whether the case sets where reasoning starts by a format option
+    /// (`*.reasoning.starts_inside`) that its request modes do not carry: an adapter is not
+    /// told, so its engine was not served the prompt the output answers.
+    pub start_by_option: bool,
 }
 
 /// One turn's context.
@@ -355,6 +359,12 @@ impl CaseContext {
                 .and_then(Option::as_ref)
                 .map(expectation_json),
             tool_choice: case.request.tool_choice.clone(),
+            start_by_option: case
+                .options
+                .keys()
+                .any(|k| k.ends_with("reasoning.starts_inside"))
+                && case.request.starting_state.is_none()
+                && case.request.thinking.is_none(),
         }
     }
 
@@ -581,6 +591,14 @@ fn declared_policy(
     // an output this server never produces.
     if ctx.guided() && ctx.has(PolicyKind::GuidedNative) {
         return Some(PolicyKind::GuidedNative);
+    }
+    // Where reasoning starts, set by an option the request does not carry: the engine's
+    // reasoning parser was not told of the prompt the output answers.
+    if ctx.start_by_option
+        && ctx.has(PolicyKind::Reasoning)
+        && !matches!(v.invariant, Invariant::Bounded | Invariant::DeltaContract)
+    {
+        return Some(PolicyKind::Reasoning);
     }
     if v.invariant == Invariant::Roundtrip
         && ctx.has(PolicyKind::Reasoning)
@@ -2460,6 +2478,16 @@ mod tests {
         );
         c.policies = Some([PolicyKind::TextAfterCalls].into());
         assert!(!class(Invariant::Expectation, &msg, &c).starts_with("policy"));
+    }
+
+    #[test]
+    fn a_reasoning_start_set_by_an_option_the_request_does_not_carry_is_not_judged() {
+        let mut c = declaring(ctx("ab", ""), &[PolicyKind::Reasoning]);
+        c.start_by_option = true;
+        let v = with_got(Invariant::Expectation, &text_msg("b", "ab"), got("b", &[]));
+        assert_eq!(classify_violation(&v, &c).label(), "policy:reasoning");
+        c.start_by_option = false;
+        assert!(!classify_violation(&v, &c).label().starts_with("policy"));
     }
 
     #[test]
