@@ -234,12 +234,13 @@ class Sglang(kit.Adapter):
     def stream(self, request, turn, fmt, name, req, tools, tool_choice, history):
         # `_process_tool_call_stream`: a forced call the detector does not own is read by
         # SGLang's JsonArrayParser, anything else by the detector.
-        parser = self.FunctionCallParser(tools=tools, tool_call_parser=name, tool_choice=tool_choice)
         json_array = None
-        if not self.required(tool_choice):
+        if self.required(tool_choice):
+            parser = self.FunctionCallParser(tools=tools, tool_call_parser=name, tool_choice=tool_choice)
+            if not parser.owns_tool_format():
+                json_array = self.JsonArrayParser()
+        else:
             parser = self.FunctionCallParser(tools=tools, tool_call_parser=name)
-        elif not parser.owns_tool_format():
-            json_array = self.JsonArrayParser()
         thinker = self.thinker(fmt, request.mode, req, stream=True)
         detector = json_array or parser.detector
         out = turn.out
