@@ -224,10 +224,8 @@ pub struct CaseContext {
     pub policies: Option<BTreeSet<PolicyKind>>,
     /// The case's label.
     pub label: Option<Label>,
-    /// The format's reasoning wrapper, open and close tags.
-    pub reasoning_tags: Option<(String, String)>,
-    /// Every pair of reasoning tags the format reads (kimi_k2's `<think>` and Kimi-VL's
-    /// `◁think▷`); empty: only `reasoning_tags`.
+    /// Every pair of reasoning tags the format reads, open and close (kimi_k2's `<think>`
+    /// and Kimi-VL's `◁think▷`; kimi_k3's `think` channel); empty without a wrapper.
     pub reasoning_pairs: Vec<(String, String)>,
     /// The token ending a reasoning tag that an engine may consume with it (kimi_k3's
     /// `<|sep|>` after `<|close|>think`), when the format has one.
@@ -315,29 +313,15 @@ impl CaseContext {
             turns,
             policies: None,
             label: Some(case.label),
-            reasoning_tags: format
-                .reasoning
-                .map(|r| {
-                    let t = r.tags();
-                    (
-                        t.first().cloned().unwrap_or_default(),
-                        t.get(1).cloned().unwrap_or_default(),
-                    )
-                })
-                .or_else(|| {
-                    format
-                        .channel_reasoning
-                        .map(|(open, close, _)| (open.to_string(), close.to_string()))
-                }),
-            reasoning_pairs: format
-                .reasoning
-                .map(|r| {
-                    r.pairs
-                        .iter()
-                        .map(|(o, c)| (o.to_string(), c.to_string()))
-                        .collect()
-                })
-                .unwrap_or_default(),
+            reasoning_pairs: match (format.reasoning, format.channel_reasoning) {
+                (Some(r), _) => r
+                    .pairs
+                    .iter()
+                    .map(|(o, c)| (o.to_string(), c.to_string()))
+                    .collect(),
+                (None, Some((open, close, _))) => vec![(open.to_string(), close.to_string())],
+                (None, None) => Vec::new(),
+            },
             reasoning_sep: format.channel_reasoning.map(|(_, _, sep)| sep.to_string()),
             stop_tokens: format.stop_tokens.iter().map(|t| t.to_string()).collect(),
             tools: case.tools.defs.iter().map(|d| d.name.clone()).collect(),
@@ -393,12 +377,8 @@ impl CaseContext {
 
     /// The reasoning tag pairs, none empty.
     fn pairs(&self) -> Vec<(&str, &str)> {
-        let all = if self.reasoning_pairs.is_empty() {
-            self.reasoning_tags.iter().collect::<Vec<_>>()
-        } else {
-            self.reasoning_pairs.iter().collect()
-        };
-        all.into_iter()
+        self.reasoning_pairs
+            .iter()
             .filter(|(o, c)| !o.is_empty() && !c.is_empty())
             .map(|(o, c)| (o.as_str(), c.as_str()))
             .collect()
@@ -635,9 +615,10 @@ fn declared_policy(
     // deployment is wrong, not the parser; the reasoning variant judges the case.
     if ctx.guided()
         && ctx.has(PolicyKind::Reasoning)
-        && let Some((_, close)) = &ctx.reasoning_tags
-        && !close.is_empty()
-        && tc.served.contains(close.as_str())
+        && ctx
+            .pairs()
+            .iter()
+            .any(|(_, close)| tc.served.contains(close))
         && got.reasoning.as_deref().is_none_or(str::is_empty)
         && got.calls.iter().all(|c| !holds_marker(c, &ctx.markers))
     {
@@ -2120,7 +2101,7 @@ mod tests {
         let mut c = ctx("", "");
         c.label = Some(Label::Accept);
         c.tool_choice = Some(ToolChoice::Required);
-        c.reasoning_tags = Some(("<think>".into(), "</think>".into()));
+        c.reasoning_pairs = vec![("<think>".into(), "</think>".into())];
         c.turns[0].served = "<think>hm</think>[{\"name\": \"f\", \"parameters\": {}}]".into();
         c.turns[0].expected_calls = Some(vec![ToolCall {
             name: "f".into(),
@@ -2242,7 +2223,7 @@ mod tests {
     fn the_whole_output_as_reasoning_is_the_deployments_when_no_think_tag_was_written() {
         let mut c = ctx("", "");
         c.label = Some(Label::Accept);
-        c.reasoning_tags = Some(("<think>".into(), "</think>".into()));
+        c.reasoning_pairs = vec![("<think>".into(), "</think>".into())];
         c.turns[0].served = "Hi <tool_call>{}</tool_call>".into();
         c.turns[0].expected_calls = one_call("f");
         let mut all = got("", &[]);
@@ -2311,7 +2292,7 @@ mod tests {
     #[test]
     fn reasoning_rendered_with_its_open_tag_and_read_back_inside_it_is_the_templates() {
         let mut c = declaring(ctx("", ""), &[PolicyKind::Reasoning]);
-        c.reasoning_tags = Some(("<think>".into(), "</think>".into()));
+        c.reasoning_pairs = vec![("<think>".into(), "</think>".into())];
         let v = with_got(
             Invariant::Roundtrip,
             r#"reasoning "plan a long…" came back as "<think>plan a…"; rendered: "<think>plan…""#,
@@ -2366,7 +2347,7 @@ mod tests {
     #[test]
     fn a_think_block_left_to_a_tool_parser_without_its_reasoning_parser_is_the_deployments() {
         let mut c = declaring(ctx("\nIt is noon.", ""), &[PolicyKind::Reasoning]);
-        c.reasoning_tags = Some(("<think>".into(), "</think>".into()));
+        c.reasoning_pairs = vec![("<think>".into(), "</think>".into())];
         c.turns[0].served = "<think>Maybe <tool_call>{}</tool_call></think>\nIt is noon.".into();
         let drafted = with_got(
             Invariant::Expectation,
@@ -2493,7 +2474,7 @@ mod tests {
     #[test]
     fn reasoning_that_never_closes_may_end_at_a_call() {
         let mut c = declaring(ctx("", ""), &[PolicyKind::Reasoning]);
-        c.reasoning_tags = Some(("<think>".into(), "</think>".into()));
+        c.reasoning_pairs = vec![("<think>".into(), "</think>".into())];
         c.turns[0].served = "<think>first <tool_call>{}".into();
         c.turns[0].expected_reasoning = Some("first <tool_call>{}".into());
         let mut g = got("", &[("f", None, "{}")]);
@@ -2524,7 +2505,7 @@ mod tests {
     fn a_reasoning_channel_left_in_the_text_may_lose_its_separator() {
         let mut c = declaring(ctx("", ""), &[PolicyKind::Reasoning]);
         c.markers = vec!["<|open|>".into(), "<|close|>".into(), "<|sep|>".into()];
-        c.reasoning_tags = Some(("<|open|>think".into(), "<|close|>think".into()));
+        c.reasoning_pairs = vec![("<|open|>think".into(), "<|close|>think".into())];
         c.reasoning_sep = Some("<|sep|>".into());
         for text in [
             "<|close|>think",
@@ -2654,7 +2635,7 @@ mod tests {
         // SGLang's minimax-append-think puts back the `<think>` the prompt opened: with the
         // `reasoning` policy declared too, the think block is not the markup that decides.
         let mut thinking = c.clone();
-        thinking.reasoning_tags = Some(("<think>".into(), "</think>".into()));
+        thinking.reasoning_pairs = vec![("<think>".into(), "</think>".into())];
         thinking.markers.push("<think>".into());
         let v = with_got(
             e,
@@ -2693,7 +2674,7 @@ mod tests {
         assert_eq!(label(&declaring(c, &[]), &v), "text_lost");
         // A variant that does not split reasoning keeps the think block in its text.
         let mut c = ctx("Hi.", "");
-        c.reasoning_tags = Some(("<think>".into(), "</think>".into()));
+        c.reasoning_pairs = vec![("<think>".into(), "</think>".into())];
         c.markers
             .extend(["<think>".to_string(), "</think>".to_string()]);
         let t = "<think>hmm</think>Hi.";
