@@ -9,9 +9,9 @@ use super::corpus::{Case, Label};
 use super::invariants::Invariant;
 use super::report::{CaseOut, CaseStatus, ViolationOut};
 use super::serving::{Got, GotCall};
-use crate::event::{Event, ToolCall, excerpt};
+use crate::event::{ErrorKind, Event, ToolCall, excerpt};
 use crate::formats;
-use crate::formats::request::{FinishReason, ToolChoice};
+use crate::formats::request::ToolChoice;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -258,8 +258,6 @@ pub struct CaseContext {
     pub start_by_option: bool,
     /// Whether the case is read under format options (`[options]` of a `conform.toml`) at all.
     pub by_option: bool,
-    /// Whether `max_tokens` cut the output (`finish_reason = "length"`).
-    pub cut: bool,
     /// Whether some replay of the case matched its expectation (set per failing case): an
     /// engine that reads the input right delivered one way and not another has a chunking
     /// bug, not a reading of its own.
@@ -291,6 +289,12 @@ pub struct TurnContext {
     pub invalid_utf8: bool,
     /// The expectation's reasoning, if it states one.
     pub expected_reasoning: Option<String>,
+    /// The text conform's parser reads from the turn (under the case's options and request):
+    /// what a case without an expectation (a recorded transcript) is compared on.
+    pub conform_text: String,
+    /// Whether conform's parser finds the turn ending inside a call (`unterminated`): the
+    /// output was cut there, by `max_tokens` or otherwise.
+    pub ends_inside_call: bool,
 }
 
 impl CaseContext {
@@ -332,6 +336,16 @@ impl CaseContext {
                     served: served_text(data, format.stop_tokens),
                     invalid_utf8: std::str::from_utf8(data).is_err(),
                     expected_reasoning: expect.and_then(|e| e.reasoning.clone()),
+                    conform_text: text_of(&events),
+                    ends_inside_call: events.iter().any(|e| {
+                        matches!(
+                            e,
+                            Event::Error {
+                                kind: ErrorKind::Unterminated,
+                                ..
+                            }
+                        )
+                    }),
                 }
             })
             .collect();
@@ -377,7 +391,6 @@ impl CaseContext {
                 && case.request.starting_state.is_none()
                 && case.request.thinking.is_none(),
             by_option: !case.options.is_empty(),
-            cut: case.request.finish_reason == Some(FinishReason::Length),
             matched_somewhere: false,
         }
     }
@@ -667,12 +680,13 @@ fn declared_policy(
     {
         return Some(PolicyKind::Guided);
     }
-    // A call cut by max_tokens: a streaming parser cannot take back the name or fragments it
-    // sent, and a non-streaming one may return the output it cannot read as content; the
-    // finish reason tells the client. Judged: the calls before the cut and the text before it.
-    if ctx.cut
-        && ctx.has(PolicyKind::CallEnd)
-        && tc.expected_error.as_deref() == Some("unterminated")
+    // A call cut by max_tokens (or an output otherwise ending inside a call): a streaming
+    // parser cannot take back the name or fragments it sent, and a non-streaming one may
+    // return the output it cannot read as content; the finish reason tells the client.
+    // Judged: the calls before the cut and the text before it.
+    if ctx.has(PolicyKind::CallEnd)
+        && (tc.expected_error.as_deref() == Some("unterminated")
+            || (tc.expected_error.is_none() && tc.ends_inside_call))
         && matches!(
             v.invariant,
             Invariant::Expectation
@@ -824,10 +838,10 @@ fn declared_policy(
             Invariant::StreamBatchParity | Invariant::SplitInvariance
         )
         && msg.starts_with("text differs")
-        && tc
-            .expected_text
-            .as_deref()
-            .is_some_and(|want| same_words(&got.text, want))
+        && same_words(
+            &got.text,
+            tc.expected_text.as_deref().unwrap_or(&tc.conform_text),
+        )
     {
         return Some(PolicyKind::Whitespace);
     }
@@ -1333,7 +1347,11 @@ fn cut_reading(ctx: &CaseContext, tc: &TurnContext, got: &Got) -> bool {
     if !exact || got.calls.iter().any(|c| holds_marker(c, &ctx.markers)) {
         return false;
     }
-    let want_text = tc.expected_text.as_deref().unwrap_or("").trim();
+    let want_text = tc
+        .expected_text
+        .as_deref()
+        .unwrap_or(&tc.conform_text)
+        .trim();
     let text = got.text.trim();
     text.strip_prefix(want_text)
         .is_some_and(|rest| rest.trim().is_empty() || tc.served.contains(rest.trim()))
@@ -2802,7 +2820,6 @@ mod tests {
     fn a_call_cut_by_max_tokens_is_judged_on_what_came_before_the_cut() {
         let served = "Let me look.<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call><tool_call>{\"name\": \"g\", \"arguments\": {\"a\": \"unfini";
         let mut c = declaring(ctx("Let me look.", ""), &[PolicyKind::CallEnd]);
-        c.cut = true;
         c.turns[0].served = served.into();
         c.turns[0].expected_error = Some("unterminated".into());
         c.turns[0].expected_calls = one_call("f");
@@ -2832,10 +2849,19 @@ mod tests {
         assert!(!label(e, &shown, &[], &c).starts_with("policy"));
         assert!(!label(e, &shown, &[("f", None, "{\"x\":1}")], &c).starts_with("policy"));
         assert!(!label(e, "Let me", &[("f", None, "{}")], &c).starts_with("policy"));
-        // Not cut by max_tokens, or not declared: judged.
-        let mut stop = c.clone();
-        stop.cut = false;
-        assert!(!label(e, &shown, &[("f", None, "{}")], &stop).starts_with("policy"));
+        // A recorded transcript without an expectation, ending inside a call: the same; one
+        // that does not end inside a call, or an engine that does not declare it: judged.
+        let mut recorded = c.clone();
+        recorded.turns[0].expected_error = None;
+        recorded.turns[0].expected_text = None;
+        recorded.turns[0].conform_text = "Let me look.".into();
+        recorded.turns[0].ends_inside_call = true;
+        assert_eq!(
+            label(e, &shown, &[("f", None, "{}")], &recorded),
+            "policy:call_end"
+        );
+        recorded.turns[0].ends_inside_call = false;
+        assert!(!label(e, &shown, &[("f", None, "{}")], &recorded).starts_with("policy"));
         let undeclared = declaring(c.clone(), &[]);
         assert!(!label(e, &shown, &[("f", None, "{}")], &undeclared).starts_with("policy"));
     }
