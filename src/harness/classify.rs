@@ -821,11 +821,11 @@ fn declared_policy(
         && got.calls.len() == want.len()
         && got.calls.iter().any(|g| g.name != g.name.trim())
         && got.calls.iter().zip(want).all(|(g, w)| {
-            g.name.trim() == w.name
-                && serde_json::from_str::<serde_json::Value>(&g.arguments)
-                    .ok()
-                    .as_ref()
-                    == Some(&w.arguments)
+            let trimmed = GotCall {
+                name: g.name.trim().to_string(),
+                ..g.clone()
+            };
+            exact_call(&trimmed, w)
         })
     {
         return Some(PolicyKind::Whitespace);
@@ -1026,16 +1026,7 @@ fn unrecovered_deviation(ctx: &CaseContext, tc: &TurnContext, got: &Got) -> bool
     };
     // Some calls made, each exactly as expected and in order, the deviating part shown
     // verbatim as text (or dropped, the expected text kept): the deviation not recovered.
-    let exact = |g: &GotCall, w: &ToolCall| {
-        g.name == w.name
-            && serde_json::from_str::<serde_json::Value>(&g.arguments)
-                .ok()
-                .as_ref()
-                == Some(&w.arguments)
-    };
-    let mut rest = want.iter();
-    let subsequence =
-        got.calls.len() < want.len() && got.calls.iter().all(|g| rest.any(|w| exact(g, w)));
+    let subsequence = got.calls.len() < want.len() && exact_subsequence(&got.calls, want);
     if subsequence
         && (tc.served.contains(got.text.trim())
             || tc
@@ -1314,18 +1305,19 @@ fn holds_marker(c: &GotCall, markers: &[String]) -> bool {
     })
 }
 
+/// Whether a replayed call is the expected one: the same name and arguments.
+fn exact_call(g: &GotCall, w: &ToolCall) -> bool {
+    g.name == w.name
+        && serde_json::from_str::<serde_json::Value>(&g.arguments)
+            .ok()
+            .as_ref()
+            == Some(&w.arguments)
+}
+
 /// Whether every call of `got` is one of `want`, name and arguments exact, in order.
 fn exact_subsequence(got: &[GotCall], want: &[ToolCall]) -> bool {
     let mut rest = want.iter();
-    got.iter().all(|g| {
-        rest.any(|w| {
-            g.name == w.name
-                && serde_json::from_str::<serde_json::Value>(&g.arguments)
-                    .ok()
-                    .as_ref()
-                    == Some(&w.arguments)
-        })
-    })
+    got.iter().all(|g| rest.any(|w| exact_call(g, w)))
 }
 
 /// Whether `got` reads an output cut inside a call as a server may: the expected (complete)
@@ -1337,13 +1329,7 @@ fn cut_reading(ctx: &CaseContext, tc: &TurnContext, got: &Got) -> bool {
     if got.calls.len() < want.len() || got.calls.len() > want.len() + 1 {
         return false;
     }
-    let exact = got.calls.iter().zip(want).all(|(g, w)| {
-        g.name == w.name
-            && serde_json::from_str::<serde_json::Value>(&g.arguments)
-                .ok()
-                .as_ref()
-                == Some(&w.arguments)
-    });
+    let exact = got.calls.iter().zip(want).all(|(g, w)| exact_call(g, w));
     if !exact || got.calls.iter().any(|c| holds_marker(c, &ctx.markers)) {
         return false;
     }
