@@ -1,4 +1,5 @@
 use super::*;
+use crate::event::ParseResult;
 use crate::event::ErrorKind as K;
 use proptest::prelude::*;
 use serde_json::json;
