@@ -1,8 +1,8 @@
 //! One test per rule of `specs/strict_xml.md`; every input is replayed at every cut.
 
 use super::*;
-use crate::event::ParseResult;
 use crate::event::ErrorKind as K;
+use crate::event::ParseResult;
 use crate::formats::core::testkit::{cycled_chunks, every_cut};
 use crate::formats::run_chunks;
 use proptest::prelude::*;
