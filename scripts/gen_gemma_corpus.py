@@ -218,7 +218,7 @@ def build(O, C, Q, TR, TE, EOS, RE, thinks):
     # Request modes (a folder each, its conform.toml).
     MODES = {
         # The template opened the thought channel in the prompt (after a tool response with thinking on).
-        "starting_reasoning": ('[options]\n"gemma4.reasoning.starts_inside" = true\n', [
+        "starting_reasoning": ('# The template opened reasoning in the prompt: the output starts inside it (specs/corpus.md §1.2).\n[request]\nstarting_state = "reasoning"\n', [
             ("y_prefilled_thought_then_call", f"The user wants Paris.{CC}{WEATHER}{TR}",
              {"reasoning": "The user wants Paris.", "text": "", "calls": [WEATHER_C], "warnings": []}),
             ("y_prefilled_thought_then_answer", f"Done thinking.\n{CC}It is sunny.",
@@ -229,7 +229,7 @@ def build(O, C, Q, TR, TE, EOS, RE, thinks):
              {"reasoning": "Only thinking", "text": "", "warnings": ["unterminated_reasoning"]}),
         ]),
         # Thinking off: the template prefilled an empty thought (or no channel); the output is the answer.
-        "thinking_off": ("# thinking off: the output starts in the response (an empty thought may be prefilled)\n[options]\n", [
+        "thinking_off": ("# thinking off: the output starts in the response (an empty thought may be prefilled)\n[request]\nthinking = false\n", [
             ("y_answer_without_channel", f"Let me check.{WEATHER}{TR}",
              {"reasoning": "", "text": "Let me check.", "calls": [WEATHER_C], "warnings": []}),
             ("y_channel_anyway_is_reasoning", f"{CH}{CC}{TIME}{TR}",

@@ -492,13 +492,14 @@ def specific_cases(fmt):
         c += deepseek_v4_cases(fmt)
     return c
 
-# Subfolders of a corpus with the options their cases run under (conform.toml `[options]`).
+# Subfolders of a corpus with the request or options their cases run under (their conform.toml;
+# `{fmt}` is the format's id).
 SUBFOLDERS = {
     # The request had thinking on: the prompt ends `<｜Assistant｜><think>`, the output starts
-    # inside reasoning (request mode starting_state = "reasoning").
-    "thinking": {"reasoning.starts_inside": True},
+    # inside reasoning. A request mode, so engines are served it too.
+    "thinking": '# The template opened reasoning in the prompt: the output starts inside it (specs/corpus.md §1.2).\n[request]\nstarting_state = "reasoning"\n',
     # Other spellings of the delimiters read as markup.
-    "marker_variants": {"marker_variants": True},
+    "marker_variants": '[options]\n"{fmt}.marker_variants" = true\n',
 }
 
 def deepseek_v4_cases(fmt):
@@ -775,7 +776,7 @@ def m3_cases():
 # conform.toml.
 M3_FOLDERS = {
     # thinking_mode=enabled: the prompt ends with <mm:think>, the output begins inside it.
-    "thinking_enabled": ('"minimax_m3.reasoning.starts_inside" = true', [
+    "thinking_enabled": ('# The template opened reasoning in the prompt: the output starts inside it (specs/corpus.md §1.2).\n[request]\nstarting_state = "reasoning"', [
         ("y_enabled_reasoning_then_call", "The user wants the time.</mm:think>" + m3_block(m3_invoke("get_time")),
          {"text": "", "reasoning": "The user wants the time.", "calls": [call("get_time")], "error": None, "warnings": []}),
         ("y_enabled_call_without_close", "Need the weather in Oslo." + m3_block(m3_invoke("get_weather", el("city", "Oslo"))),
@@ -794,7 +795,7 @@ M3_FOLDERS = {
          {"text": "2 + 2 = 4.", "reasoning": "", "calls": [], "error": None, "warnings": []}),
     ]),
     # SGLang's reading of untyped leaves.
-    "infer_untyped_scalars": ('"minimax_m3.infer_untyped_scalars" = true', [
+    "infer_untyped_scalars": ('[options]\n"minimax_m3.infer_untyped_scalars" = true', [
         ("y_untyped_literals_read_as_json", m3_block(m3_invoke("configure", el("settings", el("a", "true") + el("b", "false") + el("c", "null") + el("d", "True") + el("e", "3"))), m3_invoke("deploy", el("dry_run", "true"))),
          {"calls": [call("configure", settings={"a": True, "b": False, "c": None, "d": "True", "e": "3"}), call("deploy", dry_run=True)],
           "error": None, "warnings": ["unknown_tool"]}),
@@ -889,9 +890,7 @@ def main():
                 if not os.path.exists(os.path.join(d, sub)):
                     os.makedirs(os.path.join(d, sub))
                     with open(os.path.join(d, sub, "conform.toml"), "w") as f:
-                        f.write("[options]\n")
-                        for k, v in SUBFOLDERS[sub].items():
-                            f.write(f'"{fmt}.{k}" = {str(v).lower()}\n')
+                        f.write(SUBFOLDERS[sub].replace("{fmt}", fmt))
             with open(os.path.join(d, name + ".txt"), "wb") as f:
                 f.write(text.encode())
             with open(os.path.join(d, name + ".expect.json"), "w") as f:
@@ -912,7 +911,7 @@ def main():
                 os.makedirs(sd)
                 if options:
                     with open(os.path.join(sd, "conform.toml"), "w") as f:
-                        f.write("[options]\n" + options + "\n")
+                        f.write(options + "\n")
                 for name, text, exp in sub_cases:
                     assert name not in names, name
                     names.add(name)

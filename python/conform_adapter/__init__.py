@@ -37,6 +37,9 @@ What the kit does for you:
   not a JSON object at the end of the stream an `invalid_json` (or `empty_arguments`) error;
 - the request's options: `request.tools`, `request.mode` (the request modes the case was
   served under: `starting_state`, `tool_choice`, `finish_reason` always, `thinking` when set);
+- an engine output no server could send (a lone surrogate, e.g. half of a pair split across
+  deltas, which no UTF-8 JSON encoder takes) answered as that replay's crash, naming it,
+  rather than as a line conform cannot read;
 - serving paths: set `paths = ("batch", "stream")` when your server has a non-streaming entry
   point besides the streaming one; conform then sends the whole output with
   `request.path == "batch"` (answer with `turn.result(...)`, what `stream=false` returns) and
@@ -52,7 +55,7 @@ import sys
 import time
 import traceback
 
-__all__ = ["Adapter", "Delta", "Events", "Request", "Turn", "PROTOCOL"]
+__all__ = ["Adapter", "Delta", "Events", "Request", "Turn", "UnencodableOutput", "PROTOCOL"]
 
 #: The protocol version this kit speaks (specs/adapter.md §6).
 PROTOCOL = 2
@@ -304,6 +307,35 @@ class Request:
             self._ns += time.perf_counter_ns() - t
 
 
+class UnencodableOutput(ValueError):
+    """The engine's output holds a lone surrogate: a Python `str` no UTF-8 encoder takes, so
+    a server fails to serialize the response that carries it (pydantic: "surrogates not
+    allowed") and the client's stream ends in an error."""
+
+
+def _check_encodable(value):
+    """Raises `UnencodableOutput` when `value` holds a lone surrogate (a JSON escape such as
+    `\\ud83c` decoded on its own, or a surrogate pair split across deltas): conform reads
+    JSON as UTF-8 and rejects an unpaired escape, so the replay would otherwise end in a
+    protocol error that blames the adapter rather than the engine."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            near = value[max(0, e.start - 40):e.start].encode("utf-8", "replace").decode()
+            raise UnencodableOutput(
+                f"the engine's output holds a lone surrogate U+{ord(value[e.start]):04X} "
+                f"(after {near!r}), which no UTF-8 JSON response can carry: a server fails to "
+                "encode it"
+            ) from None
+    elif isinstance(value, dict):
+        for v in value.values():
+            _check_encodable(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _check_encodable(v)
+
+
 class Adapter:
     """A parser judged by conform. Subclass it, set `name` and `formats`, implement `parse`,
     and call `serve()`."""
@@ -342,14 +374,17 @@ class Adapter:
             self.parse(request)
             if request.turns and all(t.final is not None for t in request.turns):
                 results = [t.final for t in request.turns]
-                return {"type": "result", "id": request.id, "turns": results, "engine_ns": request._ns}
-            if any(t.final is not None for t in request.turns):
+                reply = {"type": "result", "id": request.id, "turns": results, "engine_ns": request._ns}
+            elif any(t.final is not None for t in request.turns):
                 raise ValueError("some turns answered a result and others events")
-            turns = [t.out.finish() for t in request.turns]
+            else:
+                turns = [t.out.finish() for t in request.turns]
+                reply = {"type": "events", "id": request.id, "turns": turns, "engine_ns": request._ns}
+            _check_encodable(reply)
         except Exception as e:  # the parser raised: a crash of this replay, the process goes on
             print(traceback.format_exc(limit=8), file=sys.stderr, flush=True)
             return {"type": "error", "id": request.id, "message": f"{type(e).__name__}: {e}"}
-        return {"type": "events", "id": request.id, "turns": turns, "engine_ns": request._ns}
+        return reply
 
     def serve(self, stdin=None, stdout=None):
         """The protocol loop: one JSON message per line until stdin closes."""

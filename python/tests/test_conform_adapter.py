@@ -67,6 +67,31 @@ def test_an_exception_is_a_crash_of_that_replay_only():
     assert a.handle({"type": "hello"})["type"] == "hello"
 
 
+class Surrogate(Adapter):
+    name = "surrogate"
+    formats = ["hermes"]
+
+    def parse(self, request):
+        # An engine that decodes `\\ud83c` alone (a surrogate pair split across deltas).
+        for turn in request.turns:
+            turn.out.text(json.loads('"Z\\u00fcrich \\ud83c"'))
+
+
+def test_a_lone_surrogate_in_the_engines_output_is_that_replays_crash_not_a_protocol_breach():
+    reply = Surrogate().handle(parse_request([{"chunks": ["x"]}]))
+    assert reply["type"] == "error" and reply["id"] == 7
+    assert "lone surrogate U+D83C" in reply["message"] and "Zürich" in reply["message"]
+    # The error reply itself is valid UTF-8 JSON.
+    json.dumps(reply, ensure_ascii=False).encode("utf-8")
+    # A surrogate pair is a character like any other.
+    class Pair(Surrogate):
+        def parse(self, request):
+            for turn in request.turns:
+                turn.out.text(json.loads('"\\ud83c\\udf27"'))
+
+    assert Pair().handle(parse_request([{"chunks": ["x"]}]))["type"] == "events"
+
+
 def test_a_format_not_in_the_hello_is_refused_as_an_error_reply():
     reply = Echo().handle(parse_request([{"chunks": ["x"]}], fmt="kimi_k2"))
     assert reply["type"] == "error" and "kimi_k2" in reply["message"]

@@ -1758,9 +1758,10 @@ pub fn replay_command(case: &Case, parser: &str, cuts: &[Vec<usize>]) -> String 
     cmd
 }
 
-/// The case with its expectations read in a dialect: each expected call takes the id conform's
-/// parser gives it with the dialect's options, where that parser's calls are the expected ones
-/// but for ids. `None` when nothing changes.
+/// The case with its expectations read in a dialect: each expected call takes the name and id
+/// conform's parser gives it with the dialect's options, where that parser's calls are the
+/// expected ones but for names and ids (dialect options only change how a header is split).
+/// `None` when nothing changes.
 fn in_dialect(case: &Case, format: &Format, dialect: &OptionValues) -> Option<Case> {
     let mut values = case.options.as_ref().clone();
     values.extend(dialect.iter().map(|(k, v)| (k.clone(), *v)));
@@ -1779,16 +1780,17 @@ fn in_dialect(case: &Case, format: &Format, dialect: &OptionValues) -> Option<Ca
         let mut events = formats::run_chunks(p.as_mut(), [data.as_slice()]);
         p.finish(&mut events);
         let got = crate::event::ParseResult::fold(&events).calls;
-        let same_but_ids = got.len() == calls.len()
-            && got.iter().zip(calls.iter()).all(|(g, w)| {
-                g.name == w.name && g.arguments == w.arguments && g.server == w.server
-            });
-        if !same_but_ids {
+        let same_but_headers = got.len() == calls.len()
+            && got
+                .iter()
+                .zip(calls.iter())
+                .all(|(g, w)| g.arguments == w.arguments && g.server == w.server);
+        if !same_but_headers {
             continue;
         }
         for (w, g) in calls.iter_mut().zip(got) {
-            if w.id != g.id {
-                w.id = g.id;
+            if (&w.name, &w.id) != (&g.name, &g.id) {
+                (w.name, w.id) = (g.name, g.id);
                 changed = true;
             }
         }
@@ -2752,5 +2754,31 @@ mod tests {
             changed > 20,
             "{changed} cases read differently in the dialect"
         );
+    }
+
+    #[test]
+    fn a_name_dialect_reads_the_expected_names_with_their_dotted_path() {
+        let corpus = crate::harness::corpus::load(
+            &["corpus/kimi_k2/y_name_dotted_last_segment.txt".to_string()],
+            &crate::harness::corpus::LoadOptions::default(),
+        );
+        let kimi = formats::by_id("kimi_k2").unwrap();
+        let case = &corpus.cases[0];
+        let dialect: OptionValues = [("name_keeps_path".to_string(), true)]
+            .into_iter()
+            .collect();
+        let read = in_dialect(case, kimi, &dialect).expect("the name changes");
+        let call = |c: &Case| c.expects[0].as_ref().unwrap().calls.as_ref().unwrap()[0].clone();
+        assert_eq!(
+            (call(case).name, call(&read).name),
+            ("b".into(), "a.b".into())
+        );
+        assert_eq!(call(case).arguments, call(&read).arguments);
+        // Neither dialect touches a call without a dotted path.
+        let plain = crate::harness::corpus::load(
+            &["corpus/kimi_k2/y_seed_single_call.txt".to_string()],
+            &crate::harness::corpus::LoadOptions::default(),
+        );
+        assert!(in_dialect(&plain.cases[0], kimi, &dialect).is_none());
     }
 }

@@ -108,6 +108,11 @@ config! {
             /// as Kimi's chat template renders it back and the serving engines keep it, instead
             /// of the text after its last `:` (`specs/kimi_k2.md` §4.3).
             id_whole_header,
+            /// Dialect (off by default): the name is what precedes the header's last `:` with only
+            /// a leading `functions.` taken off, its dotted path kept (`functions.a.b:0` is `a.b`,
+            /// `system.functions.nested.tool:1` the whole path), as vLLM, SGLang, Dynamo and the
+            /// SGLang gateway read it, instead of the last dot segment (`specs/kimi_k2.md` §4.3).
+            name_keeps_path,
         }
         /// Longest header (name and id) in bytes.
         pub max_header_bytes: usize,
@@ -131,6 +136,7 @@ impl Default for Config {
             plural_argument_marker: true,
             stray_section_end: true,
             id_whole_header: false,
+            name_keeps_path: false,
             max_header_bytes: 1024,
             max_args_bytes: 64 << 20,
             max_depth: SERDE_JSON_MAX_DEPTH,
@@ -305,7 +311,7 @@ impl Kimi {
 
     /// Parses the header, starts the call and opens its arguments.
     fn start_args(&mut self, cx: &mut Cx, header: &str, at: u64, out: &mut dyn Sink) {
-        let h = split_header(header);
+        let h = split_header(header, self.cfg.name_keeps_path);
         let mut index = None;
         if h.name.is_empty() {
             out.push(Event::error(
@@ -630,7 +636,7 @@ struct Header<'a> {
 
 /// Splits a header: the id is after the last `:`, the name is the last dot-separated segment
 /// before it (`specs/kimi_k2.md` §4.3).
-fn split_header(h: &str) -> Header<'_> {
+fn split_header(h: &str, keep_path: bool) -> Header<'_> {
     let t = h.trim();
     let mut trimmed = t.len() != h.len();
     let (name_part, id) = match t.rfind(':') {
@@ -642,7 +648,11 @@ fn split_header(h: &str) -> Header<'_> {
         trimmed |= id.len() != raw.len();
         (!id.is_empty()).then_some(id)
     });
-    let raw_name = name_part.rsplit('.').next().unwrap_or("");
+    let raw_name = if keep_path {
+        name_part.strip_prefix("functions.").unwrap_or(name_part)
+    } else {
+        name_part.rsplit('.').next().unwrap_or("")
+    };
     let name = raw_name.trim();
     trimmed |= name.len() != raw_name.len();
     Header { name, id, trimmed }
@@ -829,11 +839,45 @@ mod tests {
             ("my:tool:10", "my:tool", Some("10")),
             ("functions.x:", "x", None),
         ] {
-            let hd = split_header(h);
+            let hd = split_header(h, false);
             assert_eq!((hd.name, hd.id, hd.trimmed), (name, id, false), "{h}");
         }
-        let hd = split_header(" functions.glob: 1\n");
+        let hd = split_header(" functions.glob: 1\n", false);
         assert_eq!((hd.name, hd.id, hd.trimmed), ("glob", Some("1"), true));
+    }
+
+    #[test]
+    fn the_engines_name_dialect_keeps_the_dotted_path_after_functions() {
+        for (h, name, id) in [
+            ("functions.list_directory:0", "list_directory", Some("0")),
+            (
+                "system.functions.nested.tool:1",
+                "system.functions.nested.tool",
+                Some("1"),
+            ),
+            ("simple_func:2", "simple_func", Some("2")),
+            ("functions.a.b:0", "a.b", Some("0")),
+            ("my:tool:10", "my:tool", Some("10")),
+            ("functions.:0", "", Some("0")),
+        ] {
+            let hd = split_header(h, true);
+            assert_eq!((hd.name, hd.id, hd.trimmed), (name, id, false), "{h}");
+        }
+        let hd = split_header(" functions.a.glob: 1\n", true);
+        assert_eq!((hd.name, hd.id, hd.trimmed), ("a.glob", Some("1"), true));
+        // Through the parser, with the option on.
+        let cfg = Config {
+            name_keeps_path: true,
+            ..Config::default()
+        };
+        let mut p = Parser::new(cfg);
+        let mut events = crate::formats::run_chunks(
+            &mut p,
+            [b"<|tool_calls_section_begin|><|tool_call_begin|>functions.a.b:0<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>".as_slice()],
+        );
+        p.finish(&mut events);
+        let r = crate::event::ParseResult::fold(&events);
+        assert_eq!(r.calls[0].name, "a.b");
     }
 
     #[test]
