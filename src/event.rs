@@ -443,6 +443,20 @@ pub trait Sink {
     }
 }
 
+/// Folds events as a parser emits them, so that a check reading a parser's result keeps no
+/// event list beside it (for a huge argument, a third copy of it).
+impl Sink for Folder {
+    #[inline]
+    fn push(&mut self, event: Event) {
+        Folder::push(self, &event);
+    }
+
+    #[inline]
+    fn args_delta(&mut self, index: usize, json: &str) {
+        self.push_args(index, json);
+    }
+}
+
 impl Sink for Vec<Event> {
     #[inline]
     fn push(&mut self, event: Event) {

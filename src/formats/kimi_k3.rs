@@ -13,7 +13,7 @@
 //! stream): the close and the whitespace after it are held until the next token decides,
 //! never rescanned, so the look-ahead costs nothing per byte.
 
-use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall, WarningKind, excerpt};
+use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind, excerpt};
 use crate::formats::config::config;
 use crate::formats::core::decoded::{self, DecodedText};
 use crate::formats::core::request::{StartingState, Thinking};
@@ -1450,7 +1450,7 @@ pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, 
     }
     close_tag(&mut out, "message");
     let mut p = Parser::new(Config::default(), tools);
-    let r = ParseResult::fold(&crate::formats::run_chunks(&mut p, [out.as_bytes()]));
+    let r = crate::formats::fold_chunks(&mut p, [out.as_bytes()]);
     if !r.is_success() || r.text != text || r.calls != calls {
         return Err("the rendering does not parse back to the same text and calls".into());
     }

@@ -27,7 +27,7 @@ pub mod xml;
 
 pub use self::core::contract::{
     CdataProbe, Format, FormatOptions, OptionInfo, OptionValues, OptionsByFormat, RenderFn,
-    SpecialToken, StreamParser, Typing, run_chunks,
+    SpecialToken, StreamParser, Typing, fold_chunks, run_chunks,
 };
 pub use self::core::{config, options, reasoning, request, typing};
 pub use delimited::{

@@ -14,7 +14,7 @@
 //! count across the turn. Harmony's own state machine is not shared: its content layer is a
 //! streaming JSON reader and its headers have channels, neither of which this format has.
 
-use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall, WarningKind};
+use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};
 use crate::formats::config::config;
 use crate::formats::core::decoded::{self, DecodedText};
 use crate::formats::options::{Nest, Nested, Table};
@@ -637,7 +637,7 @@ pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, 
         out.push_str(EOT);
     }
     let mut p = Parser::new(Config::default(), tools);
-    let r = ParseResult::fold(&crate::formats::run_chunks(&mut p, [out.as_bytes()]));
+    let r = crate::formats::fold_chunks(&mut p, [out.as_bytes()]);
     if !r.is_success() || r.text != text || r.calls != calls {
         return Err("the rendering does not parse back to the same text and calls".into());
     }

@@ -14,6 +14,7 @@
 use super::ranks::TokenTable;
 use rustc_hash::FxHashMap;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -75,10 +76,13 @@ pub fn byte_chars() -> [char; 256] {
 
 /// The parts of a `tokenizer.json` the reader uses. The vocabulary and the merges, most of the
 /// file, are read into their own types rather than a JSON tree, which would cost about ten
-/// times the file (`docs/performance.md`, "Memory").
+/// times the file (`docs/performance.md`, "Memory"); their strings are borrowed from the file's
+/// bytes where they hold no escape, so that reading 128 000 tokens and 280 000 merges does not
+/// allocate a string for each.
 #[derive(serde::Deserialize)]
-struct Doc {
-    model: ModelDoc,
+struct Doc<'a> {
+    #[serde(borrow)]
+    model: ModelDoc<'a>,
     #[serde(default)]
     normalizer: Value,
     #[serde(default)]
@@ -89,7 +93,7 @@ struct Doc {
 
 /// `model` of a `tokenizer.json`.
 #[derive(serde::Deserialize)]
-struct ModelDoc {
+struct ModelDoc<'a> {
     #[serde(rename = "type", default)]
     kind: Option<String>,
     #[serde(default)]
@@ -100,83 +104,136 @@ struct ModelDoc {
     end_of_word_suffix: Option<String>,
     #[serde(default)]
     ignore_merges: Option<bool>,
-    #[serde(default)]
-    vocab: VocabMap,
-    #[serde(default)]
-    merges: Vec<MergeDoc>,
+    #[serde(default, borrow)]
+    vocab: VocabMap<'a>,
+    #[serde(default, borrow)]
+    merges: Vec<MergeDoc<'a>>,
+}
+
+/// A JSON string, borrowed from the input when it holds no escape.
+struct Str<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Str<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for V<'a> {
+            type Value = Str<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Str<'a>, E> {
+                Ok(Str(Cow::Borrowed(s)))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Str<'a>, E> {
+                Ok(Str(Cow::Owned(s.to_string())))
+            }
+            fn visit_string<E>(self, s: String) -> Result<Str<'a>, E> {
+                Ok(Str(Cow::Owned(s)))
+            }
+        }
+        d.deserialize_str(V(std::marker::PhantomData))
+    }
 }
 
 /// `model.vocab`: token → id, or `None` when it is not an object (a Unigram model's list),
 /// which the model type's check refuses by name.
 #[derive(Default)]
-struct VocabMap(Option<FxHashMap<String, u64>>);
+struct VocabMap<'a>(Option<Vec<(Cow<'a, str>, u64)>>);
 
-impl<'de> serde::Deserialize<'de> for VocabMap {
+impl<'de: 'a, 'a> serde::Deserialize<'de> for VocabMap<'a> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = VocabMap;
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = VocabMap<'a>;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("a vocabulary")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<VocabMap, A::Error> {
-                let mut out = FxHashMap::default();
-                out.reserve(m.size_hint().unwrap_or(0));
-                while let Some((k, v)) = m.next_entry::<String, u64>()? {
-                    out.insert(k, v);
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<VocabMap<'a>, A::Error> {
+                // In file order; a key given twice keeps its last id, as a map would.
+                let mut out = Vec::with_capacity(m.size_hint().unwrap_or(0));
+                while let Some((k, v)) = m.next_entry::<Str<'a>, u64>()? {
+                    out.push((k.0, v));
                 }
                 Ok(VocabMap(Some(out)))
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<VocabMap, A::Error> {
+            fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<VocabMap<'a>, A::Error> {
                 while s.next_element::<IgnoredAny>()?.is_some() {}
                 Ok(VocabMap(None))
             }
-            fn visit_unit<E>(self) -> Result<VocabMap, E> {
+            fn visit_unit<E>(self) -> Result<VocabMap<'a>, E> {
                 Ok(VocabMap(None))
             }
-            fn visit_bool<E>(self, _: bool) -> Result<VocabMap, E> {
+            fn visit_bool<E>(self, _: bool) -> Result<VocabMap<'a>, E> {
                 Ok(VocabMap(None))
             }
-            fn visit_i64<E>(self, _: i64) -> Result<VocabMap, E> {
+            fn visit_i64<E>(self, _: i64) -> Result<VocabMap<'a>, E> {
                 Ok(VocabMap(None))
             }
-            fn visit_u64<E>(self, _: u64) -> Result<VocabMap, E> {
+            fn visit_u64<E>(self, _: u64) -> Result<VocabMap<'a>, E> {
                 Ok(VocabMap(None))
             }
-            fn visit_f64<E>(self, _: f64) -> Result<VocabMap, E> {
+            fn visit_f64<E>(self, _: f64) -> Result<VocabMap<'a>, E> {
                 Ok(VocabMap(None))
             }
-            fn visit_str<E>(self, _: &str) -> Result<VocabMap, E> {
+            fn visit_str<E>(self, _: &str) -> Result<VocabMap<'a>, E> {
                 Ok(VocabMap(None))
             }
         }
-        d.deserialize_any(V)
+        d.deserialize_any(V(std::marker::PhantomData))
     }
 }
 
 /// A merge rule: `"A B"`, or `["A", "B"]` in newer files.
-#[derive(serde::Deserialize)]
-#[serde(untagged)]
-enum MergeDoc {
-    Joined(String),
-    Pair(Vec<String>),
+enum MergeDoc<'a> {
+    Joined(Cow<'a, str>),
+    Pair(Vec<Cow<'a, str>>),
+}
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for MergeDoc<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{SeqAccess, Visitor};
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = MergeDoc<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a merge rule (\"A B\" or [\"A\", \"B\"])")
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<MergeDoc<'a>, E> {
+                Ok(MergeDoc::Joined(Cow::Borrowed(s)))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<MergeDoc<'a>, E> {
+                Ok(MergeDoc::Joined(Cow::Owned(s.to_string())))
+            }
+            fn visit_string<E>(self, s: String) -> Result<MergeDoc<'a>, E> {
+                Ok(MergeDoc::Joined(Cow::Owned(s)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<MergeDoc<'a>, A::Error> {
+                let mut parts = Vec::with_capacity(2);
+                while let Some(p) = s.next_element::<Str<'a>>()? {
+                    parts.push(p.0);
+                }
+                Ok(MergeDoc::Pair(parts))
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
 }
 
 impl ByteLevelBpe {
     /// Reads a parsed `tokenizer.json`; the error says what is not supported or malformed.
     pub fn from_json(doc: &Value) -> Result<ByteLevelBpe, String> {
-        let doc = <Doc as serde::Deserialize>::deserialize(doc).map_err(|e| e.to_string())?;
+        let doc = <Doc<'_> as serde::Deserialize>::deserialize(doc).map_err(|e| e.to_string())?;
         Self::from_doc(doc)
     }
 
     /// Reads the bytes of a `tokenizer.json` without building a JSON tree of it.
     pub fn from_slice(bytes: &[u8]) -> Result<ByteLevelBpe, String> {
-        let doc: Doc = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        let doc: Doc<'_> = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
         Self::from_doc(doc)
     }
 
-    fn from_doc(doc: Doc) -> Result<ByteLevelBpe, String> {
+    fn from_doc(doc: Doc<'_>) -> Result<ByteLevelBpe, String> {
         let model = &doc.model;
         let kind = model.kind.as_deref().unwrap_or("BPE");
         if kind != "BPE" {
@@ -215,13 +272,17 @@ impl ByteLevelBpe {
         }
         let to_bytes =
             |s: &str| -> Option<Vec<u8>> { s.chars().map(|c| unchar.get(&c).copied()).collect() };
+        // A key given twice keeps its last id (as the map it is read as in JSON).
         let mut ids: FxHashMap<&str, u32> = FxHashMap::default();
-        let mut tokens = TokenTable::new();
+        ids.reserve(vocab.len());
         for (tok, id) in vocab {
             let id = u32::try_from(*id)
                 .ok()
                 .ok_or_else(|| format!("vocabulary entry {tok:?} has no integer id"))?;
-            ids.insert(tok.as_str(), id);
+            ids.insert(tok, id);
+        }
+        let mut tokens = TokenTable::new();
+        for (&tok, &id) in &ids {
             // An entry outside the byte alphabet is an added token's (`<｜begin▁of▁sentence｜>`):
             // only the added-token pass produces it.
             let Some(bytes) = to_bytes(tok) else { continue };
@@ -244,7 +305,7 @@ impl ByteLevelBpe {
                     .split_once(' ')
                     .ok_or_else(|| format!("merge {rank} {s:?} is not \"A B\""))?,
                 MergeDoc::Pair(p) => match p.as_slice() {
-                    [a, b] => (a.as_str(), b.as_str()),
+                    [a, b] => (a.as_ref(), b.as_ref()),
                     _ => return Err(format!("merge {rank} is not a pair")),
                 },
             };

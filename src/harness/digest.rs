@@ -320,6 +320,14 @@ impl Baseline {
         }
     }
 
+    /// The full outcomes, while they are kept, to change.
+    pub fn full_mut(&mut self) -> Option<&mut [TurnOutcome]> {
+        match self {
+            Baseline::Full(w) => Some(w),
+            Baseline::Lean(_) => None,
+        }
+    }
+
     /// The digest form, which drops the full results.
     pub fn into_lean(self) -> Baseline {
         match self {

@@ -336,7 +336,7 @@ pub fn run_case_paired(
         report.elapsed = run.started.elapsed();
         return report;
     };
-    let whole = run.check_whole(&mut report, whole);
+    let mut whole = run.check_whole(&mut report, whole);
     let (failures, token_failures, coalesced_failures) = run.replay_chunkings(&mut report, &whole);
     report
         .violations
@@ -357,8 +357,8 @@ pub fn run_case_paired(
     // Failures only on split special tokens never fail the case: a small budget shows them.
     report.token_split_violations =
         run.shrink_all(&whole, token_failures, (cfg.minimize_budget / 8).max(16));
-    if let Some(full) = whole.full() {
-        run.roundtrip(full, &mut report);
+    if let Some(full) = whole.full_mut() {
+        run.roundtrip(full, &mut report, false);
     }
     report.violations.sort_by_key(|v| v.invariant);
     report.token_split_violations.sort_by_key(|v| v.invariant);
@@ -655,9 +655,9 @@ impl<'a> CaseRun<'a> {
         );
         tally(report, &verdict);
         let whole_got = self.got(&whole);
-        // Lean, the roundtrip goes first: the full result is dropped after it.
+        // Lean, the roundtrip goes first: the full result is dropped after it, each turn's
+        // as soon as it is rendered (the digests of the whole input are the baseline).
         let whole = if self.lean {
-            self.roundtrip(&whole, report);
             let digested = self
                 .lean_whole
                 .lock()
@@ -665,10 +665,16 @@ impl<'a> CaseRun<'a> {
                 .take();
             match digested {
                 Some(lean) => {
+                    let mut whole = whole;
+                    self.roundtrip(&mut whole, report, true);
                     drop(whole);
                     Baseline::Lean(lean)
                 }
-                None => Baseline::Full(whole).into_lean(),
+                None => {
+                    let mut whole = whole;
+                    self.roundtrip(&mut whole, report, false);
+                    Baseline::Full(whole).into_lean()
+                }
             }
         } else {
             Baseline::Full(whole)
@@ -1087,7 +1093,10 @@ impl<'a> CaseRun<'a> {
     }
 
     /// Renders each error-free turn's result and parses it back, whole and byte by byte.
-    fn roundtrip(&self, whole: &[TurnOutcome], report: &mut CaseReport) {
+    /// `release` (a lean case whose whole input is digested apart): each turn's full result is
+    /// dropped once rendered and digested, so that the replays of its rendering do not hold
+    /// it too.
+    fn roundtrip(&self, whole: &mut [TurnOutcome], report: &mut CaseReport, release: bool) {
         let (case, format, backend, special, lean) = (
             self.case,
             self.format,
@@ -1098,36 +1107,42 @@ impl<'a> CaseRun<'a> {
         if format.render.is_none() {
             return;
         }
-        for (t, out) in whole.iter().enumerate() {
+        let turn_count = whole.len();
+        for (t, out) in whole.iter_mut().enumerate() {
             // An external parser's generated ids never go into the wire: no model writes them.
             // A call that carries one is written with the id the wire gives it instead.
             let data = case.turns.get(t).map_or(&[][..], Vec::as_slice);
             let viewed = self.cmp.view(&out.result, data).0;
-            let r = &*wire_ids(case, format, &out.result, viewed, data);
+            let r = wire_ids(case, format, &out.result, viewed, data);
             if !r.errors.is_empty() {
                 continue;
             }
             // Rendered as the model writes under the case's request and options (a prefilled
             // reasoning start, a guided payload), so that it parses back under them.
-            let (rendered, with_reasoning) = match formats::modes::render(
-                format,
-                &case.options,
-                &case.request,
-                r,
-                &case.tools,
-            ) {
-                Ok(x) => (x.bytes, x.with_reasoning),
-                Err(why) => {
-                    report
-                        .not_applicable
-                        .push(format!("roundtrip: the renderer refuses: {why}"));
-                    continue;
-                }
+            let (rendered, with_reasoning) =
+                match formats::modes::render(format, &case.options, &case.request, &r, &case.tools)
+                {
+                    Ok(x) => (x.bytes, x.with_reasoning),
+                    Err(why) => {
+                        report
+                            .not_applicable
+                            .push(format!("roundtrip: the renderer refuses: {why}"));
+                        continue;
+                    }
+                };
+            // Lean, what the rendering must give back is compared by digest: the full result
+            // is not needed past this point.
+            let rendered_as = lean.then(|| LeanTurn::of(out));
+            let r = if lean && release {
+                drop(r);
+                out.result = crate::event::ParseResult::default();
+                None
+            } else {
+                Some(r)
             };
             for cuts in [Cuts::At(Vec::new()), Cuts::EveryByte] {
                 let (turns, cut) = (std::slice::from_ref(&rendered), std::slice::from_ref(&cuts));
-                let outcome = if lean {
-                    let rendered_as = LeanTurn::of(out);
+                let outcome = if let Some(rendered_as) = &rendered_as {
                     let (tools, options, request) = (&case.tools, &case.options, &case.request);
                     let mut back = digest::replay(format, tools, options, request, turns, cut);
                     if let LeanOutcome::Done(b) = &back
@@ -1165,7 +1180,7 @@ impl<'a> CaseRun<'a> {
                         }
                         Outcome::Done(turns) => turns.first().and_then(|back| {
                             roundtrip_difference(
-                                r,
+                                r.as_deref()?,
                                 &self.cmp.view(&back.result, &rendered).0,
                                 with_reasoning,
                             )
@@ -1194,7 +1209,7 @@ impl<'a> CaseRun<'a> {
                         cut_class: None,
                         message: format!(
                             "{}{msg}{how}; rendered: {}",
-                            if whole.len() > 1 {
+                            if turn_count > 1 {
                                 format!("turn {}: ", t + 1)
                             } else {
                                 String::new()
@@ -2206,6 +2221,33 @@ mod tests {
         let r = run_case_with(&case(&clean, None), &FLAKY, &Builtin, &cfg);
         assert_eq!(r.status, Status::Pass, "{:?}", r.violations);
         assert_eq!(r.replays, 5);
+        // A rendering that does not give the text back is found lean too, its full result
+        // dropped once rendered.
+        fn adds_a_letter(text: &str, _: &[ToolCall], _: &Tools) -> Result<Vec<u8>, String> {
+            Ok(format!("{text}b").into_bytes())
+        }
+        static ADDS: Format = Format {
+            id: "flaky",
+            summary: "test parser whose renderer adds a letter",
+            new_parser: flaky,
+            render: Some(adds_a_letter),
+            markers: no_markers,
+            cdata: None,
+            typing: None,
+            special_tokens: &[],
+            vocabulary: None,
+            stop_tokens: &[],
+            reasoning: None,
+            options: &crate::formats::options::NoOptions,
+            thinking: None,
+            guided: true,
+            channel_reasoning: None,
+        };
+        let r = run_case_with(&case(&clean, None), &ADDS, &Builtin, &cfg);
+        assert_eq!(r.status, Status::Fail);
+        let v = &r.violations[0];
+        assert_eq!(v.invariant, Invariant::Roundtrip);
+        assert!(v.message.contains("came back as"), "{}", v.message);
     }
 
     /// Reasoning for the upper-case letters of each chunk, emitted before the chunk's other

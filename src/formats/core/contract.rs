@@ -1,7 +1,7 @@
 //! The contract every format fulfils: the push parser, what the harness knows of a format,
 //! and the one way a parser is driven.
 
-use crate::event::{Event, Sink, ToolCall};
+use crate::event::{Event, Folder, ParseResult, Sink, ToolCall};
 use crate::formats::core::request::Thinking;
 use crate::tools::Tools;
 use std::collections::BTreeMap;
@@ -192,6 +192,20 @@ pub fn run_chunks<'a>(
     }
     parser.finish(&mut out);
     out
+}
+
+/// Runs a parser over chunks and folds its events as they come: [`run_chunks`] then
+/// [`ParseResult::fold`], without the event list.
+pub fn fold_chunks<'a>(
+    parser: &mut dyn StreamParser,
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+) -> ParseResult {
+    let mut out = Folder::default();
+    for c in chunks {
+        parser.feed(c, &mut out);
+    }
+    parser.finish(&mut out);
+    out.finish()
 }
 
 /// An option as listed: its full name, the format's default and why it exists.

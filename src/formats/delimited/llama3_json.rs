@@ -198,6 +198,7 @@ pub fn parser(cfg: Config) -> impl StreamParser {
 /// Renders text and calls in Meta's form: text, then `<|python_tag|>` and the calls as
 /// `{"name": …, "parameters": {…}}` joined by `; `.
 pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>, String> {
+    use std::fmt::Write;
     if let Some(m) = MARKERS.iter().find(|m| text.contains(*m)) {
         return Err(format!("the text contains the marker {m}"));
     }
@@ -223,7 +224,11 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
         if k > 0 {
             out.push_str("; ");
         }
-        out.push_str(&serde_json::json!({"name": c.name, "parameters": c.arguments}).to_string());
+        // `{"name": …, "parameters": …}` compact, as serde_json writes that object, with the
+        // arguments written in place rather than copied into a new object and a string first.
+        let name = serde_json::to_string(&c.name).map_err(|e| e.to_string())?;
+        write!(out, "{{\"name\":{name},\"parameters\":{}}}", c.arguments)
+            .map_err(|e| e.to_string())?;
     }
     Ok(out.into_bytes())
 }

@@ -496,9 +496,12 @@ pub fn parser(cfg: Config) -> impl StreamParser {
 }
 
 /// The list as xLAM writes it: `[{"name": N, "arguments": A}, …]`.
-fn list(calls: &[ToolCall]) -> Result<String, String> {
-    let mut items = Vec::new();
-    for c in calls {
+/// Writes the calls as xLAM's JSON list into `out`, each argument written once in place (no
+/// item strings joined and copied again: a 10 MB argument would be held three times).
+fn list(calls: &[ToolCall], out: &mut String) -> Result<(), String> {
+    use std::fmt::Write;
+    out.push('[');
+    for (i, c) in calls.iter().enumerate() {
         if c.id.is_some() || c.server.is_some() {
             return Err("xlam carries no call ids or servers".into());
         }
@@ -510,12 +513,14 @@ fn list(calls: &[ToolCall]) -> Result<String, String> {
             return Err("arguments must be a JSON object".into());
         }
         let name = serde_json::to_string(&c.name).map_err(|e| e.to_string())?;
-        items.push(format!(
-            "{{\"name\": {name}, \"arguments\": {}}}",
-            c.arguments
-        ));
+        if i > 0 {
+            out.push_str(", ");
+        }
+        write!(out, "{{\"name\": {name}, \"arguments\": {}}}", c.arguments)
+            .map_err(|e| e.to_string())?;
     }
-    Ok(format!("[{}]", items.join(", ")))
+    out.push(']');
+    Ok(())
 }
 
 /// Renders text and calls: calls alone as the bare list xLAM writes; text with calls as the
@@ -537,14 +542,22 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
     if calls.is_empty() {
         return Ok(text.as_bytes().to_vec());
     }
-    let list = list(calls)?;
+    let mut out = String::new();
+    if !text.is_empty() {
+        out.push_str(text);
+        out.push_str(FENCE);
+        out.push_str("json\n");
+    }
+    list(calls, &mut out)?;
     if text.is_empty() {
-        return Ok(list.into_bytes());
+        return Ok(out.into_bytes());
     }
     if text.bytes().all(is_ws) {
         return Err("whitespace-only text next to calls is not text".into());
     }
-    Ok(format!("{text}{FENCE}json\n{list}\n{FENCE}").into_bytes())
+    out.push('\n');
+    out.push_str(FENCE);
+    Ok(out.into_bytes())
 }
 
 /// Reasoning in `<think>…</think>`, before the list (vLLM's xlam parser reads the list after

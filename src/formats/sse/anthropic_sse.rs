@@ -182,12 +182,14 @@ impl Parser {
         }
     }
 
-    fn on_event(&mut self, ev: SseEvent, out: &mut dyn Sink) {
+    fn on_event(&mut self, mut ev: SseEvent, out: &mut dyn Sink) {
         self.saw_event = true;
         let at = ev.offset;
-        let Some(value) = payload::<Value>(&ev, out) else {
+        let Some(mut value) = payload::<Value>(&ev, out) else {
             return;
         };
+        // Read: the payload's text is not needed beside its value (a 10 MB input is held once).
+        ev.data = String::new();
         if !ev.terminated
             && !self.lenient(
                 self.config.accept_unterminated_event,
@@ -255,7 +257,7 @@ impl Parser {
                     self.message_started = true;
                 }
                 match ty.as_str() {
-                    "content_block_start" => self.block_start(&value, at, out),
+                    "content_block_start" => self.block_start(&mut value, at, out),
                     "content_block_delta" => self.block_delta(&value, at, out),
                     "content_block_stop" => self.block_stop(&value, at, out),
                     "message_delta" => {
@@ -284,7 +286,7 @@ impl Parser {
         idx
     }
 
-    fn block_start(&mut self, value: &Value, at: u64, out: &mut dyn Sink) {
+    fn block_start(&mut self, value: &mut Value, at: u64, out: &mut dyn Sink) {
         let Some(idx) = self.index_of(value, at, out) else {
             return;
         };
@@ -309,7 +311,8 @@ impl Parser {
             return;
         }
         self.started_blocks += 1;
-        let cb = value.get("content_block").unwrap_or(&Value::Null);
+        let mut null = Value::Null;
+        let cb = value.get_mut("content_block").unwrap_or(&mut null);
         let block = match cb.get("type").and_then(Value::as_str) {
             Some("text") => {
                 if let Some(t) = cb.get("text").and_then(Value::as_str) {
@@ -338,7 +341,9 @@ impl Parser {
         );
     }
 
-    fn tool_start(&mut self, cb: &Value, at: u64, out: &mut dyn Sink) -> Block {
+    fn tool_start(&mut self, cb: &mut Value, at: u64, out: &mut dyn Sink) -> Block {
+        // Taken out of the payload: its value is dropped once written as text.
+        let input = cb.get_mut("input").map(Value::take);
         let Some(name) = cb
             .get("name")
             .and_then(Value::as_str)
@@ -364,7 +369,7 @@ impl Parser {
         {
             return Block::Other;
         }
-        let preset = match cb.get("input") {
+        let preset = match input {
             None | Some(Value::Null) => None,
             Some(Value::Object(m)) if m.is_empty() => None,
             Some(v @ Value::Object(_)) => Some(v.to_string()),

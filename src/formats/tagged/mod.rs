@@ -33,7 +33,7 @@ pub mod qwen3_coder;
 pub mod seed_oss;
 pub mod step3;
 
-use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall, WarningKind, excerpt};
+use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind, excerpt};
 use crate::formats::config::config;
 use crate::formats::core::decoded::{self, DecodedText};
 use crate::formats::options::Table;
@@ -2368,7 +2368,7 @@ pub fn render_checked(
         write_calls(&mut out, calls);
     }
     let mut p = boxed(g, cfg, tools);
-    let r = ParseResult::fold(&crate::formats::run_chunks(&mut *p, [out.as_bytes()]));
+    let r = crate::formats::fold_chunks(&mut *p, [out.as_bytes()]);
     if !r.is_success() || r.text != text || r.calls != calls {
         return Err("the rendering does not parse back to the same text and calls".into());
     }

@@ -6,7 +6,7 @@
 //! content. The call is announced (`CallStart` + one `ArgsDelta`) when the JSON body is
 //! complete, since `tool_name` may follow `arguments` in the object, and ends at `</tool>`.
 
-use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall};
+use crate::event::{ErrorKind, Event, Sink, ToolCall};
 use crate::formats::config::config;
 use crate::formats::core::entry::{self, Entry};
 use crate::formats::{Format, RenderFn, StreamParser};
@@ -404,10 +404,7 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
     }
     // Prose that itself looks like markup can swallow what follows: check the reading.
     let mut p = Parser::new(Config::default());
-    let mut evs = Vec::new();
-    p.feed(out.as_bytes(), &mut evs);
-    p.finish(&mut evs);
-    let r = ParseResult::fold(&evs);
+    let r = crate::formats::fold_chunks(&mut p, [out.as_bytes()]);
     if !r.is_success() || r.text != text || r.calls != calls {
         return Err("the rendering does not parse back to the same text and calls".into());
     }

@@ -7,7 +7,7 @@
 //! as one `ArgsDelta` when `</arguments>` closes (a later repeated element can still turn a
 //! scalar into an array, so nothing earlier is final).
 
-use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall, WarningKind};
+use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};
 use crate::formats::config::config;
 use crate::formats::options::Table;
 use crate::formats::typing::is_float_syntax;
@@ -961,10 +961,7 @@ pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, 
     // The format has ambiguities no local rule catches (prose that itself looks like markup):
     // parse the result back and refuse what does not read back exactly.
     let mut p = Parser::new(Config::default(), tools);
-    let mut evs = Vec::new();
-    p.feed(out.as_bytes(), &mut evs);
-    p.finish(&mut evs);
-    let r = ParseResult::fold(&evs);
+    let r = crate::formats::fold_chunks(&mut p, [out.as_bytes()]);
     if !r.is_success() || r.text != text || r.calls != calls {
         return Err("the rendering does not parse back to the same text and calls".into());
     }

@@ -7,7 +7,7 @@
 //! read in raw-until mode, and a `</NAME>` met while the JSON parser is inside a string is
 //! string content.
 
-use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall};
+use crate::event::{ErrorKind, Event, Sink, ToolCall};
 use crate::formats::StreamParser;
 use crate::formats::config::config;
 use crate::formats::xml::prose::{
@@ -852,13 +852,13 @@ pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, 
         s.push_str(&format!("<{}>{}</{}>", c.name, c.arguments, c.name));
     }
     let mut p = Parser::new(Config::default(), tools);
-    let got = ParseResult::fold(&crate::formats::run_chunks(&mut p, [s.as_bytes()]));
-    let want = ParseResult {
-        text: text.to_string(),
-        calls: calls.to_vec(),
-        ..ParseResult::default()
-    };
-    if got != want {
+    let got = crate::formats::fold_chunks(&mut p, [s.as_bytes()]);
+    // What `got == ParseResult { text, calls, .. }` says, without copying the calls.
+    let same = got.text == text
+        && got.reasoning_text().is_empty()
+        && got.calls == calls
+        && got.errors.is_empty();
+    if !same {
         return Err(format!(
             "the rendered turn does not parse back (text not inert, or arguments fail the schema: {:?})",
             got.errors.first().map(|e| &e.message)

@@ -1,5 +1,6 @@
 use super::*;
 use crate::event::ErrorKind as K;
+use crate::event::ParseResult;
 use proptest::prelude::*;
 use serde_json::json;
 
