@@ -816,7 +816,9 @@ fn declared_policy(
         && calls_counts(msg, " call(s) parsed (", "but the expectation has ")
             .is_some_and(|(g, w)| g < w)
         && exact_subsequence(&got.calls, tc.expected_calls.as_deref().unwrap_or(&[]))
-        && same_words(&got.text, tc.want_text())
+        && (same_words(&got.text, tc.want_text())
+            || (!got.text.trim().is_empty()
+                && unspaced(&got.text) == unspaced(&without_markers(&tc.served, &ctx.markers))))
     {
         return Some(PolicyKind::Errors);
     }
@@ -894,11 +896,7 @@ fn declared_policy(
             // nothing else lost (the expected text, and every other character of the served
             // input, kept in order), no call beyond the expected ones.
             let expected = tc.expected_calls.as_ref().map_or(0, Vec::len);
-            let unmarked = ctx
-                .markers
-                .iter()
-                .filter(|m| !m.is_empty())
-                .fold(tc.served.clone(), |t, m| t.replace(m.as_str(), ""));
+            let unmarked = without_markers(&tc.served, &ctx.markers);
             if reject
                 && ctx.has(PolicyKind::Errors)
                 && got.errors.is_empty()
@@ -1387,6 +1385,14 @@ fn well_formed(c: &GotCall, markers: &[String]) -> bool {
         && !markup_in(&c.arguments, markers)
 }
 
+/// `text` with every one of the format's delimiters taken out.
+fn without_markers(text: &str, markers: &[String]) -> String {
+    markers
+        .iter()
+        .filter(|m| !m.is_empty())
+        .fold(text.to_string(), |t, m| t.replace(m.as_str(), ""))
+}
+
 /// Whether `text` holds one of the format's delimiters.
 fn markup_in(text: &str, markers: &[String]) -> bool {
     markers
@@ -1549,6 +1555,16 @@ fn roundtrip_class(msg: &str, ctx: &CaseContext) -> CaseClass {
     if let Some(rest) = msg.strip_prefix("text ")
         && let Some((want, back)) = sides(rest)
     {
+        // The rendering put the calls first and the text after them, and the engine drops
+        // text after calls (policy `text_after_calls`): the text came back empty.
+        let calls_first = msg.split_once("; rendered: \"").is_some_and(|(_, r)| {
+            ctx.markers
+                .iter()
+                .any(|m| !m.is_empty() && r.starts_with(m.as_str()))
+        });
+        if ctx.has(PolicyKind::TextAfterCalls) && back == "\"\"" && calls_first {
+            return CaseClass::Policy(PolicyKind::TextAfterCalls);
+        }
         return bug(if leaks(&back, &ctx.markers) {
             B::MarkupLeaked
         } else if shorter(&back, &want) {
@@ -2774,6 +2790,37 @@ mod tests {
                 .label()
                 .starts_with("policy")
         );
+    }
+
+    #[test]
+    fn rejected_input_shown_as_text_without_its_markup_and_no_call_made_is_errors() {
+        // mistral `[TOOL_CALLS][{…},]`: vLLM shows the payload, its marker taken out.
+        let mut c = declaring(ctx("", ""), &[PolicyKind::Errors]);
+        c.label = Some(Label::Reject);
+        c.markers = vec!["[TOOL_CALLS]".into()];
+        c.turns[0].served = "[TOOL_CALLS][{\"name\": \"get_time\", \"arguments\": {}},]".into();
+        c.turns[0].expected_calls = one_call("get_time");
+        let msg = "0 call(s) parsed () but the expectation has 1 (get_time)";
+        let shown = "[{\"name\": \"get_time\", \"arguments\": {}},]";
+        let v = with_got(Invariant::Expectation, msg, got(shown, &[]));
+        assert_eq!(classify_violation(&v, &c).label(), "policy:errors");
+        let cut = with_got(Invariant::Expectation, msg, got("[{\"name\"", &[]));
+        assert!(!classify_violation(&cut, &c).label().starts_with("policy"));
+    }
+
+    #[test]
+    fn a_roundtrip_text_rendered_after_the_calls_and_dropped_is_text_after_calls() {
+        let mut c = declaring(ctx("", ""), &[PolicyKind::TextAfterCalls]);
+        c.markers = vec!["<|tool_call>".into()];
+        let msg = "text \"I'll create the file now.\" came back as \"\"; rendered: \"<|tool_call>call:write_file{…}<tool_call|>I'll create the file now.\"";
+        assert_eq!(
+            class(Invariant::Roundtrip, msg, &c),
+            "policy:text_after_calls"
+        );
+        let before = "text \"I'll create the file now.\" came back as \"\"; rendered: \"I'll create the file now.<|tool_call>…\"";
+        assert!(!class(Invariant::Roundtrip, before, &c).starts_with("policy"));
+        let undeclared = declaring(c.clone(), &[]);
+        assert!(!class(Invariant::Roundtrip, msg, &undeclared).starts_with("policy"));
     }
 
     #[test]
