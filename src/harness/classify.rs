@@ -9,7 +9,7 @@ use super::corpus::{Case, Label};
 use super::invariants::Invariant;
 use super::report::{CaseOut, CaseStatus, ViolationOut};
 use super::serving::{Got, GotCall};
-use crate::event::{ErrorKind, Event, ToolCall, excerpt};
+use crate::event::{ErrorKind, Event, ToolCall, WarningKind, excerpt};
 use crate::formats;
 use crate::formats::request::ToolChoice;
 use serde::Serialize;
@@ -295,6 +295,9 @@ pub struct TurnContext {
     /// Whether conform's parser finds the turn ending inside a call (`unterminated`): the
     /// output was cut there, by `max_tokens` or otherwise.
     pub ends_inside_call: bool,
+    /// The parameters conform's parser finds given twice in one call (its
+    /// `duplicate_parameter` warnings): engines settle which value counts their own way.
+    pub duplicated_keys: Vec<String>,
 }
 
 impl TurnContext {
@@ -354,6 +357,17 @@ impl CaseContext {
                             }
                         )
                     }),
+                    duplicated_keys: events
+                        .iter()
+                        .filter_map(|e| match e {
+                            Event::Warning { kind, message }
+                                if kind == WarningKind::DuplicateParameter.as_str() =>
+                            {
+                                first_quoted(message)
+                            }
+                            _ => None,
+                        })
+                        .collect(),
                 }
             })
             .collect();
@@ -892,9 +906,11 @@ fn declared_policy(
             if undeclared {
                 return Some(PolicyKind::UndeclaredTools);
             }
-            // No error channel: input conform rejects shown as text, its markup taken out and
-            // nothing else lost (the expected text, and every other character of the served
-            // input, kept in order), no call beyond the expected ones.
+            // No error channel: input conform rejects shown as text, no call: its markup taken
+            // out and nothing else lost, or the expected text kept with some of what conform
+            // drops with its error (a stray word between messages), nothing added (the
+            // served input's text in order). Rejected input conform shows none of is not
+            // judged on a part of it.
             let expected = tc.expected_calls.as_ref().map_or(0, Vec::len);
             let unmarked = without_markers(&tc.served, &ctx.markers);
             if reject
@@ -904,7 +920,8 @@ fn declared_policy(
                 && expected == 0
                 && !markup_in(got_text, &ctx.markers)
                 && keeps_in_order(got_text, want)
-                && unspaced(got_text) == unspaced(&unmarked)
+                && (unspaced(got_text) == unspaced(&unmarked)
+                    || (!want.trim().is_empty() && keeps_in_order(&unmarked, got_text)))
             {
                 return Some(PolicyKind::Errors);
             }
@@ -931,6 +948,12 @@ fn declared_policy(
         }
         Invariant::Expectation if msg.starts_with("call ") && msg.contains(" differs") => {
             let want = tc.expected_calls.as_ref()?;
+            if ctx.has(PolicyKind::Leniency)
+                && !ctx.matched_somewhere
+                && another_duplicate_reading(ctx, tc, got, want)
+            {
+                return Some(PolicyKind::Leniency);
+            }
             let declared = ctx.has(PolicyKind::Typing);
             let typed_apart = got.calls.len() == want.len()
                 && got.calls.iter().zip(want).all(|(g, w)| {
@@ -1055,6 +1078,57 @@ fn unrecovered_deviation(ctx: &CaseContext, tc: &TurnContext, got: &Got) -> bool
     !markup
         && got.calls.len() == want.len()
         && got.calls.iter().zip(want).all(|(g, w)| recognised(g, w))
+}
+
+/// Whether the replay's calls are the expected ones but for the value of a parameter the model
+/// gave twice (the first value, both in an array, or none, where conform keeps the last): a
+/// reading of the duplicate, not a lost or changed argument. Every other argument is exact.
+fn another_duplicate_reading(
+    ctx: &CaseContext,
+    tc: &TurnContext,
+    got: &Got,
+    want: &[ToolCall],
+) -> bool {
+    use serde_json::Value;
+    !tc.duplicated_keys.is_empty()
+        && got.calls.len() == want.len()
+        && got.calls.iter().zip(want).all(|(g, w)| {
+            let (Ok(Value::Object(got_args)), Value::Object(want_args)) =
+                (serde_json::from_str::<Value>(&g.arguments), &w.arguments)
+            else {
+                return false;
+            };
+            g.name == w.name
+                && got_args.keys().all(|k| want_args.contains_key(k))
+                && want_args.iter().all(|(k, v)| match got_args.get(k) {
+                    Some(x) if x == v => true,
+                    other => {
+                        tc.duplicated_keys.contains(k)
+                            && other.is_none_or(|x| written(x, &tc.served, &ctx.markers))
+                    }
+                })
+        })
+}
+
+/// Whether a value is made of what the model wrote: strings and scalars found in the served
+/// text (free of markup), or a list of them.
+fn written(v: &serde_json::Value, served: &str, markers: &[String]) -> bool {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => !markup_in(s, markers) && served.contains(s.as_str()),
+        Value::Array(items) => items.iter().all(|x| written(x, served, markers)),
+        Value::Object(_) => false,
+        scalar => served.contains(&scalar.to_string()),
+    }
+}
+
+/// The first double-quoted string of a message (a key a warning names), unescaped.
+fn first_quoted(message: &str) -> Option<String> {
+    let at = message.find('"')?;
+    serde_json::Deserializer::from_str(&message[at..])
+        .into_iter::<String>()
+        .next()?
+        .ok()
 }
 
 /// Whether the replay's calls are the expected ones without those to undeclared tools (and
@@ -2595,6 +2669,24 @@ mod tests {
             got("astray", &[]),
         );
         assert!(!classify_violation(&lost, &c).label().starts_with("policy"));
+        // muse_glimmer n_text_outside_message: a stray word between two messages kept, the
+        // header words conform drops with them not shown: the served text in order.
+        c.markers = vec!["<|message|>".into(), "<|eom|>".into(), "<|start|>".into()];
+        c.turns[0].served =
+            " to=user<|message|>a<|eom|>stray<|start|>assistant to=user<|message|>b".into();
+        let kept = with_got(
+            Invariant::Expectation,
+            &text_msg("astrayb", "ab"),
+            got("astrayb", &[]),
+        );
+        assert_eq!(classify_violation(&kept, &c).label(), "policy:errors");
+        // Text the input does not hold in that order: made up.
+        let added = with_got(
+            Invariant::Expectation,
+            &text_msg("bstraya", "ab"),
+            got("abstray", &[]),
+        );
+        assert!(!classify_violation(&added, &c).label().starts_with("policy"));
     }
 
     #[test]
@@ -3052,6 +3144,70 @@ mod tests {
         // Only for a deviation conform recovers.
         c.turns[0].deviation = false;
         assert_ne!(label("{}", &c), "policy:leniency");
+    }
+
+    #[test]
+    fn another_reading_of_a_parameter_given_twice_is_leniency_a_made_up_value_is_not() {
+        // minimax_m3 `city` written twice: conform keeps the last (warning
+        // duplicate_parameter); SGLang collects both into a list, others keep the first.
+        let mut c = declaring(ctx("", ""), &[PolicyKind::Leniency]);
+        c.label = Some(Label::Accept);
+        c.turns[0].deviation = true;
+        c.turns[0].served = "<invoke name=\"get_weather\"><city>Paris</city><city>Lyon</city><days>2</days></invoke>".into();
+        c.turns[0].duplicated_keys = vec!["city".into()];
+        c.turns[0].expected_calls = Some(vec![ToolCall {
+            name: "get_weather".into(),
+            id: None,
+            server: None,
+            arguments: serde_json::json!({"city": "Lyon", "days": 2}),
+        }]);
+        let label = |args: &str, c: &CaseContext| {
+            let msg = format!(
+                "call 0 differs: parsed get_weather({args:?}) but the expectation says get_weather(…)"
+            );
+            let v = with_got(
+                Invariant::Expectation,
+                &msg,
+                got("", &[("get_weather", None, args)]),
+            );
+            classify_violation(&v, c).label()
+        };
+        assert_eq!(
+            label(r#"{"city":["Paris","Lyon"],"days":2}"#, &c),
+            "policy:leniency"
+        );
+        assert_eq!(label(r#"{"city":"Paris","days":2}"#, &c), "policy:leniency");
+        assert_eq!(label(r#"{"days":2}"#, &c), "policy:leniency");
+        // A value the model did not write, another argument changed, or one added: a bug.
+        assert_ne!(label(r#"{"city":"Par","days":2}x"#, &c), "policy:leniency");
+        assert_ne!(label(r#"{"city":"Rome","days":2}"#, &c), "policy:leniency");
+        assert_ne!(label(r#"{"city":"Paris","days":3}"#, &c), "policy:leniency");
+        assert_ne!(
+            label(r#"{"city":"Paris","days":2,"x":1}"#, &c),
+            "policy:leniency"
+        );
+        assert_ne!(
+            label(r#"{"city":{"a":"Paris"},"days":2}"#, &c),
+            "policy:leniency"
+        );
+        // Only for the key given twice, and never when some replay matched.
+        c.turns[0].duplicated_keys = vec!["days".into()];
+        assert_ne!(label(r#"{"city":"Paris","days":2}"#, &c), "policy:leniency");
+        c.turns[0].duplicated_keys = vec!["city".into()];
+        c.matched_somewhere = true;
+        assert_ne!(label(r#"{"city":"Paris","days":2}"#, &c), "policy:leniency");
+    }
+
+    #[test]
+    fn the_key_a_duplicate_parameter_warning_names_is_read_from_it() {
+        for m in [
+            "parameter \"city\" given twice; the last one counts",
+            "argument \"city\" given twice; the last one counts",
+            "the key \"city\" is given again at byte 7; the last one counts",
+        ] {
+            assert_eq!(first_quoted(m).as_deref(), Some("city"), "{m}");
+        }
+        assert_eq!(first_quoted("no key"), None);
     }
 
     #[test]
