@@ -298,6 +298,19 @@ pub struct TurnContext {
     /// The parameters conform's parser finds given twice in one call (its
     /// `duplicate_parameter` warnings): engines settle which value counts their own way.
     pub duplicated_keys: Vec<String>,
+    /// For a turn where conform finds call markup inside reasoning (`call_in_reasoning`): the
+    /// calls and text conform's parser reads with `reasoning.implicit_reasoning_end` on, the
+    /// reading of an engine that ends reasoning at a call's markup.
+    pub drafted: Option<Drafted>,
+}
+
+/// A turn read with a call's markup ending reasoning ([`TurnContext::drafted`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Drafted {
+    /// The calls, those drafted inside reasoning among them.
+    pub calls: Vec<ToolCall>,
+    /// The text.
+    pub text: String,
 }
 
 impl TurnContext {
@@ -325,7 +338,16 @@ impl CaseContext {
                 let mut events = formats::run_chunks(parser.as_mut(), [data.as_slice()]);
                 parser.finish(&mut events);
                 let expect = case.expects.get(t).and_then(Option::as_ref);
+                let drafted = events
+                    .iter()
+                    .any(|e| {
+                        matches!(e, Event::Warning { kind, .. }
+                            if kind == WarningKind::CallInReasoning.as_str())
+                    })
+                    .then(|| drafted_reading(case, format, data))
+                    .flatten();
                 TurnContext {
+                    drafted,
                     expected_text: expect.and_then(|e| e.text.clone()),
                     text_after_calls: text_after_last_call(&events),
                     text_from_first_call: text_from_first_call(&events),
@@ -483,6 +505,21 @@ impl CaseContext {
 }
 
 /// A transcript as a server hands it to its parser: up to its first stop token.
+/// A turn read as an engine that ends reasoning at a call's markup reads it: conform's parser
+/// with `reasoning.implicit_reasoning_end` on (`None` where the format has no such option).
+fn drafted_reading(case: &Case, format: &formats::Format, data: &[u8]) -> Option<Drafted> {
+    let mut options = case.options.as_ref().clone();
+    options.insert("reasoning.implicit_reasoning_end".into(), true);
+    let mut p = formats::modes::parser(format, &case.tools, &options, &case.request).ok()?;
+    let mut events = formats::run_chunks(p.as_mut(), [data]);
+    p.finish(&mut events);
+    let r = crate::event::ParseResult::fold(&events);
+    Some(Drafted {
+        calls: r.calls,
+        text: r.text,
+    })
+}
+
 fn served_text(data: &[u8], stop_tokens: &[&str]) -> String {
     let text = String::from_utf8_lossy(data);
     let end = stop_tokens
@@ -803,6 +840,36 @@ fn declared_policy(
             .unreasoned(&got.text)
             .is_some_and(|t| !markup_in(&t, &ctx.markers))
         && got.calls.iter().all(|c| well_formed(c, &ctx.markers))
+    {
+        return Some(PolicyKind::Reasoning);
+    }
+    // A call the model drafted inside reasoning, made: the engine ends reasoning at a call's
+    // markup (vLLM's parser engine: "`<tool_call>` as implicit reasoning end"; conform's own
+    // option `reasoning.implicit_reasoning_end`, native to DeepSeek-V4.1) or lifts the call
+    // out of it. Its calls are exactly that reading's; its text is the expected one or what
+    // that reading leaves of it in order (cut after the calls only under
+    // `text_after_calls`), its reasoning what the expected reasoning keeps in order; no
+    // markup or reasoning tag anywhere. A call made of markup stays a bug.
+    if ctx.has(PolicyKind::Reasoning)
+        && v.invariant == Invariant::Expectation
+        && let Some(d) = &tc.drafted
+        && !got.calls.is_empty()
+        && got.calls.len() == d.calls.len()
+        && got
+            .calls
+            .iter()
+            .zip(&d.calls)
+            .all(|(g, w)| exact_call(g, w))
+        && !markup_in(&got.text, &ctx.markers)
+        && !ctx.shows_reasoning_tag(&got.text)
+        && (same_words(&got.text, tc.want_text())
+            || same_words(&got.text, &d.text)
+            || (ctx.has(PolicyKind::TextAfterCalls) && keeps_in_order(&d.text, &got.text)))
+        && got.reasoning.as_deref().is_none_or(|r| {
+            !markup_in(r, &ctx.markers)
+                && !ctx.shows_reasoning_tag(r)
+                && keeps_in_order(tc.expected_reasoning.as_deref().unwrap_or_default(), r)
+        })
     {
         return Some(PolicyKind::Reasoning);
     }
@@ -3196,6 +3263,66 @@ mod tests {
         c.turns[0].duplicated_keys = vec!["city".into()];
         c.matched_somewhere = true;
         assert_ne!(label(r#"{"city":"Paris","days":2}"#, &c), "policy:leniency");
+    }
+
+    #[test]
+    fn a_call_drafted_in_reasoning_and_made_is_the_engines_reading_when_nothing_else_differs() {
+        // glm47 `<think>Maybe <tool_call>get_time</tool_call> no: I know it.</think>⏎It is
+        // noon.`: vLLM's parser engine ends reasoning at `<tool_call>` and drops the text
+        // after the call; Dynamo lifts the call out of the reasoning.
+        let mut c = declaring(ctx("\nIt is noon.", ""), &[PolicyKind::Reasoning]);
+        c.reasoning_pairs = vec![("<think>".into(), "</think>".into())];
+        c.turns[0].expected_reasoning =
+            Some("Maybe <tool_call>get_time</tool_call> no: I know it.".into());
+        c.turns[0].drafted = Some(Drafted {
+            calls: one_call("get_time").unwrap(),
+            text: " no: I know it.\nIt is noon.".into(),
+        });
+        let label = |c: &CaseContext, g: Got| {
+            let msg = "1 call(s) parsed (get_time) but the expectation has 0 ()";
+            classify_violation(&with_got(Invariant::Expectation, msg, g), c).label()
+        };
+        let call = [("get_time", None, "{}")];
+        let lifted = Got {
+            reasoning: Some("Maybe  no: I know it.".into()),
+            ..got("\nIt is noon.", &call)
+        };
+        assert_eq!(label(&c, lifted.clone()), "policy:reasoning");
+        assert_eq!(
+            label(&c, got(" no: I know it.\nIt is noon.", &call)),
+            "policy:reasoning"
+        );
+        // The text after the call dropped: only for an engine that declares it.
+        assert_ne!(label(&c, got("", &call)), "policy:reasoning");
+        let both = declaring(
+            c.clone(),
+            &[PolicyKind::Reasoning, PolicyKind::TextAfterCalls],
+        );
+        assert_eq!(label(&both, got("", &call)), "policy:reasoning");
+        // A stray reasoning tag in the text, another call, other arguments, reasoning not the
+        // model's: bugs.
+        let stray = Got {
+            reasoning: Some("Maybe ".into()),
+            ..got(" no.</think>\nIt is noon.", &call)
+        };
+        assert_ne!(label(&both, stray), "policy:reasoning");
+        assert_ne!(
+            label(&both, got("", &[("get_weather", None, "{}")])),
+            "policy:reasoning"
+        );
+        assert_ne!(
+            label(&both, got("", &[("get_time", None, "{\"a\":1}")])),
+            "policy:reasoning"
+        );
+        let made_up = Got {
+            reasoning: Some("Sure".into()),
+            ..lifted
+        };
+        assert_ne!(label(&both, made_up), "policy:reasoning");
+        // Without a call drafted in reasoning, nothing to read this way.
+        let mut plain = both.clone();
+        plain.turns[0].drafted = None;
+        assert_ne!(label(&plain, got("", &call)), "policy:reasoning");
     }
 
     #[test]
