@@ -30,6 +30,8 @@ pub(super) struct Tail {
     buf: VecDeque<u8>,
     cap: usize,
     pub(super) total: u64,
+    /// Whether the stream it copies has ended (the pump read its end).
+    closed: bool,
 }
 
 impl Tail {
@@ -38,6 +40,7 @@ impl Tail {
             buf: VecDeque::new(),
             cap,
             total: 0,
+            closed: false,
         }
     }
 
@@ -210,8 +213,13 @@ impl Worker {
                 Err(_) => break,
             }
         }
-        // The stderr pump may lag the exit by a moment.
-        std::thread::sleep(Duration::from_millis(20));
+        // The stderr pump may lag the exit, by more than a moment on a loaded machine: wait
+        // for it to read the pipe's end (bounded: a grandchild may hold the pipe open).
+        let until =
+            Instant::now() + Duration::from_millis(if status.is_some() { 1000 } else { 20 });
+        while !lock(&self.stderr).closed && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let how = match status {
             Some(s) => format!("the adapter exited ({s})"),
             None => "the adapter is still running".into(),
@@ -380,6 +388,7 @@ fn pump_stderr(stderr: impl Read, pid: u32, own: &Mutex<Tail>, shared: &Mutex<Ta
         r.consume(n);
     }
     flush(&mut line);
+    lock(own).closed = true;
 }
 
 #[cfg(test)]
