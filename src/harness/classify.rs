@@ -1696,15 +1696,32 @@ fn roundtrip_class(msg: &str, ctx: &CaseContext) -> CaseClass {
     if let Some(rest) = msg.strip_prefix("text ")
         && let Some((want, back)) = sides(rest)
     {
-        // The rendering put the calls first and the text after them, and the engine drops
-        // text after calls (policy `text_after_calls`): the text came back empty.
+        // The rendering put the calls first (after its reasoning block, if any) and the
+        // text after them, and the engine drops text after calls (policy
+        // `text_after_calls`): the text came back empty.
         let calls_first = msg.split_once("; rendered: \"").is_some_and(|(_, r)| {
+            let r = ctx
+                .pairs()
+                .iter()
+                .find_map(|(open, close)| {
+                    let k = r.strip_prefix(*open)?.find(*close)?;
+                    Some(&r[open.len() + k + close.len()..])
+                })
+                .unwrap_or(r);
             ctx.markers
                 .iter()
                 .any(|m| !m.is_empty() && r.starts_with(m.as_str()))
         });
         if ctx.has(PolicyKind::TextAfterCalls) && back == "\"\"" && calls_first {
             return CaseClass::Policy(PolicyKind::TextAfterCalls);
+        }
+        // The text came back the same but for whitespace (a newline added before the calls).
+        let words = |q: &str| serde_json::from_str::<String>(q).ok();
+        if ctx.has(PolicyKind::Whitespace)
+            && let (Some(w), Some(b)) = (words(&want), words(&back))
+            && same_words(&w, &b)
+        {
+            return CaseClass::Policy(PolicyKind::Whitespace);
         }
         return bug(if leaks(&back, &ctx.markers) {
             B::MarkupLeaked
@@ -2974,6 +2991,24 @@ mod tests {
         let msg = "text \"I'll create the file now.\" came back as \"\"; rendered: \"<|tool_call>call:write_file{…}<tool_call|>I'll create the file now.\"";
         assert_eq!(
             class(Invariant::Roundtrip, msg, &c),
+            "policy:text_after_calls"
+        );
+        // Only whitespace added or taken: `whitespace`, for an engine that declares it.
+        let spaced = declaring(c.clone(), &[PolicyKind::Whitespace]);
+        let newline = "text \"Looking.\\n\" came back as \"Looking.\\n\\n\"; rendered: \"Looking.\\n<tool_call>…\"";
+        assert_eq!(
+            class(Invariant::Roundtrip, newline, &spaced),
+            "policy:whitespace"
+        );
+        let cut =
+            "text \"Looking.\\n\" came back as \"Look\"; rendered: \"Looking.\\n<tool_call>…\"";
+        assert!(!class(Invariant::Roundtrip, cut, &spaced).starts_with("policy"));
+        // After the rendering's reasoning block, the calls first: the same.
+        let mut thinking = c.clone();
+        thinking.reasoning_pairs = vec![("<|channel>thought".into(), "<channel|>".into())];
+        let reasoned = "text \"Let me check.\" came back as \"\"; rendered: \"<|channel>thought\\nPlan.<channel|><|tool_call>call…\"";
+        assert_eq!(
+            class(Invariant::Roundtrip, reasoned, &thinking),
             "policy:text_after_calls"
         );
         let before = "text \"I'll create the file now.\" came back as \"\"; rendered: \"I'll create the file now.<|tool_call>…\"";
