@@ -551,8 +551,10 @@ pub struct ParseResult {
     /// Errors, in order.
     pub errors: Vec<ErrorInfo>,
     /// The `result` of an `attempt_completion` call, when the turn completed the task.
+    // Shared, not copied: it can be as large as the transcript, and a large case's whole
+    // input, its digest and its report all hold it (`docs/performance.md`, "Memory").
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub completion: Option<String>,
+    pub completion: Option<std::sync::Arc<str>>,
     /// The ordered stream: reasoning, text and calls in the order the events gave them
     /// (`specs/streaming.md`, "The ordered stream"); `None` for a parser that reports a result
     /// and no events. Not serialized: it is a property of the events, folded from them.
@@ -830,7 +832,7 @@ impl Folder {
             .into_iter()
             .flatten()
             .collect();
-        self.result.completion = completion_of(&self.result.calls);
+        self.result.completion = completion_of(&self.result.calls).map(Into::into);
         self.result
     }
 

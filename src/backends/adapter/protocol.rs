@@ -622,7 +622,7 @@ fn result_outcome(r: WireResult) -> TurnOutcome {
     let result = ParseResult {
         text: r.text,
         reasoning: r.reasoning,
-        completion: crate::event::completion_of(&calls),
+        completion: crate::event::completion_of(&calls).map(Into::into),
         calls,
         warnings: r
             .warnings
