@@ -694,6 +694,10 @@ impl Core {
             .map(|e| e.to_string())
             .collect();
         let problem = (!errs.is_empty()).then(|| errs.join("; "));
+        let has_params = args.as_object().is_some_and(|m| !m.is_empty());
+        // The value served validation only: freed before the sink copies the text (a 10 MB
+        // argument would otherwise be held three times at once).
+        drop(args);
         if let Some(p) = problem {
             let msg = format!("<{}> closed at byte {at}: {p}", tool.name);
             self.error(ErrorKind::SchemaViolation, msg, out);
@@ -705,11 +709,7 @@ impl Core {
                 out.args_delta(c.index, &c.pending);
             }
         } else {
-            let close = if args.as_object().is_some_and(|m| !m.is_empty()) {
-                "}"
-            } else {
-                "{}"
-            };
+            let close = if has_params { "}" } else { "{}" };
             out.args_delta(c.index, close);
         }
         out.push(Event::CallEnd { index: c.index });
