@@ -860,6 +860,33 @@ pub fn read_json(text: &str, max_depth: usize) -> Result<Value, JsonError> {
     parse_complete(text, cfg).map(Option::unwrap_or_default)
 }
 
+/// The compact JSON of a value, written into a buffer of its exact size: `to_string` grows its
+/// buffer by doubling, so a 10 MB argument's text could take 16 MB (`docs/performance.md`).
+pub fn json_exact(v: &Value) -> Vec<u8> {
+    let mut out = Vec::with_capacity(json_len(v));
+    // Writing to a `Vec` does not fail, and a `Value` always serializes (its keys are strings).
+    let _ = serde_json::to_writer(&mut out, v);
+    out
+}
+
+/// The length of a value's compact JSON, counted without writing it.
+pub fn json_len(v: &Value) -> usize {
+    /// Counts the bytes a serialization writes.
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut n = Count(0);
+    let _ = serde_json::to_writer(&mut n, v);
+    n.0
+}
+
 /// The first 80 characters of `s`, for messages.
 pub fn excerpt(s: &str) -> String {
     let mut out: String = s.chars().take(80).collect();
@@ -912,6 +939,15 @@ pub fn json_eq(a: &Value, b: &Value) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn json_exact_writes_to_string_s_text_at_its_size() {
+        let v = serde_json::json!({"a": "x \" é\n".repeat(1000), "b": [1, 2.5, null]});
+        let got = super::json_exact(&v);
+        assert_eq!(got, serde_json::to_vec(&v).unwrap());
+        assert_eq!(got.capacity(), got.len());
+        assert_eq!(super::json_len(&v), got.len());
+    }
+
     use super::*;
     use serde_json::json;
 
