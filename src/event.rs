@@ -832,7 +832,7 @@ impl Folder {
             .into_iter()
             .flatten()
             .collect();
-        self.result.completion = completion_of(&self.result.calls).map(Into::into);
+        self.result.completion = completion_of(&self.result.calls);
         self.result
     }
 
@@ -862,15 +862,15 @@ pub fn read_json(text: &str, max_depth: usize) -> Result<Value, JsonError> {
 
 /// The compact JSON of a value, written into a buffer of its exact size: `to_string` grows its
 /// buffer by doubling, so a 10 MB argument's text could take 16 MB (`docs/performance.md`).
-pub fn json_exact(v: &Value) -> Vec<u8> {
+pub fn json_exact<T: Serialize + ?Sized>(v: &T) -> Vec<u8> {
     let mut out = Vec::with_capacity(json_len(v));
-    // Writing to a `Vec` does not fail, and a `Value` always serializes (its keys are strings).
+    // Writing to a `Vec` does not fail, and a `Value` or a string always serializes.
     let _ = serde_json::to_writer(&mut out, v);
     out
 }
 
 /// The length of a value's compact JSON, counted without writing it.
-pub fn json_len(v: &Value) -> usize {
+pub fn json_len<T: Serialize + ?Sized>(v: &T) -> usize {
     /// Counts the bytes a serialization writes.
     struct Count(usize);
     impl std::io::Write for Count {
@@ -900,14 +900,15 @@ pub fn excerpt(s: &str) -> String {
 pub const COMPLETION_TOOL: &str = "attempt_completion";
 
 /// The task-completion text: the `result` argument of the last `attempt_completion` call.
-pub fn completion_of(calls: &[ToolCall]) -> Option<String> {
+pub fn completion_of(calls: &[ToolCall]) -> Option<std::sync::Arc<str>> {
     calls
         .iter()
         .rev()
         .find(|c| c.name == COMPLETION_TOOL)
         .and_then(|c| c.arguments.get("result"))
         .and_then(|v| v.as_str())
-        .map(str::to_string)
+        // One allocation: a `String` made into an `Arc<str>` is copied again.
+        .map(std::sync::Arc::from)
 }
 
 /// JSON equality where numbers compare by value (`1` equals `1.0`) and object key order is ignored.

@@ -622,7 +622,7 @@ fn result_outcome(r: WireResult) -> TurnOutcome {
     let result = ParseResult {
         text: r.text,
         reasoning: r.reasoning,
-        completion: crate::event::completion_of(&calls).map(Into::into),
+        completion: crate::event::completion_of(&calls),
         calls,
         warnings: r
             .warnings

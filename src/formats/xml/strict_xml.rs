@@ -835,6 +835,7 @@ impl Core {
 
 /// Renders text and calls as a strict_xml turn in the JSON form (`specs/strict_xml.md` §7).
 pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, String> {
+    use std::fmt::Write as _;
     if calls.is_empty() {
         return Err("a strict_xml turn must contain a call (require_tool_call)".into());
     }
@@ -849,7 +850,8 @@ pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, 
         if !c.arguments.is_object() {
             return Err("arguments must be a JSON object".into());
         }
-        s.push_str(&format!("<{}>{}</{}>", c.name, c.arguments, c.name));
+        // Written in place: a formatted copy of a huge argument would sit beside it.
+        let _ = write!(s, "<{}>{}</{}>", c.name, c.arguments, c.name);
     }
     let mut p = Parser::new(Config::default(), tools);
     let got = crate::formats::fold_chunks(&mut p, [s.as_bytes()]);
