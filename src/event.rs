@@ -223,6 +223,8 @@ pub enum WarningKind {
     RecipientMismatch,
     /// Calls inside a wrapper (a Markdown fence, `[TOOL_CALLS]`, `<tool_call>`), read (xlam option `json_wrapper`).
     JsonWrapper,
+    /// A call's name run straight into its first tag, without the newline the template writes (option `compact_form`).
+    CompactForm,
 }
 
 impl WarningKind {}
@@ -309,6 +311,7 @@ wire_names! {
         MissingMessageEnd => "missing_message_end",
         RecipientMismatch => "recipient_mismatch",
         JsonWrapper => "json_wrapper",
+        CompactForm => "compact_form",
     }
 }
 

@@ -9,7 +9,7 @@ use super::corpus::{Case, Label};
 use super::invariants::Invariant;
 use super::report::{CaseOut, CaseStatus, ViolationOut};
 use super::serving::{Got, GotCall};
-use crate::event::{ErrorKind, Event, ToolCall, excerpt};
+use crate::event::{ErrorKind, Event, ToolCall, WarningKind, excerpt};
 use crate::formats;
 use crate::formats::request::ToolChoice;
 use serde::Serialize;
@@ -295,6 +295,22 @@ pub struct TurnContext {
     /// Whether conform's parser finds the turn ending inside a call (`unterminated`): the
     /// output was cut there, by `max_tokens` or otherwise.
     pub ends_inside_call: bool,
+    /// The parameters conform's parser finds given twice in one call (its
+    /// `duplicate_parameter` warnings): engines settle which value counts their own way.
+    pub duplicated_keys: Vec<String>,
+    /// For a turn where conform finds call markup inside reasoning (`call_in_reasoning`): the
+    /// calls and text conform's parser reads with `reasoning.implicit_reasoning_end` on, the
+    /// reading of an engine that ends reasoning at a call's markup.
+    pub drafted: Option<Drafted>,
+}
+
+/// A turn read with a call's markup ending reasoning ([`TurnContext::drafted`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Drafted {
+    /// The calls, those drafted inside reasoning among them.
+    pub calls: Vec<ToolCall>,
+    /// The text.
+    pub text: String,
 }
 
 impl TurnContext {
@@ -322,7 +338,16 @@ impl CaseContext {
                 let mut events = formats::run_chunks(parser.as_mut(), [data.as_slice()]);
                 parser.finish(&mut events);
                 let expect = case.expects.get(t).and_then(Option::as_ref);
+                let drafted = events
+                    .iter()
+                    .any(|e| {
+                        matches!(e, Event::Warning { kind, .. }
+                            if kind == WarningKind::CallInReasoning.as_str())
+                    })
+                    .then(|| drafted_reading(case, format, data))
+                    .flatten();
                 TurnContext {
+                    drafted,
                     expected_text: expect.and_then(|e| e.text.clone()),
                     text_after_calls: text_after_last_call(&events),
                     text_from_first_call: text_from_first_call(&events),
@@ -354,6 +379,17 @@ impl CaseContext {
                             }
                         )
                     }),
+                    duplicated_keys: events
+                        .iter()
+                        .filter_map(|e| match e {
+                            Event::Warning { kind, message }
+                                if kind == WarningKind::DuplicateParameter.as_str() =>
+                            {
+                                first_quoted(message)
+                            }
+                            _ => None,
+                        })
+                        .collect(),
                 }
             })
             .collect();
@@ -469,6 +505,21 @@ impl CaseContext {
 }
 
 /// A transcript as a server hands it to its parser: up to its first stop token.
+/// A turn read as an engine that ends reasoning at a call's markup reads it: conform's parser
+/// with `reasoning.implicit_reasoning_end` on (`None` where the format has no such option).
+fn drafted_reading(case: &Case, format: &formats::Format, data: &[u8]) -> Option<Drafted> {
+    let mut options = case.options.as_ref().clone();
+    options.insert("reasoning.implicit_reasoning_end".into(), true);
+    let mut p = formats::modes::parser(format, &case.tools, &options, &case.request).ok()?;
+    let mut events = formats::run_chunks(p.as_mut(), [data]);
+    p.finish(&mut events);
+    let r = crate::event::ParseResult::fold(&events);
+    Some(Drafted {
+        calls: r.calls,
+        text: r.text,
+    })
+}
+
 fn served_text(data: &[u8], stop_tokens: &[&str]) -> String {
     let text = String::from_utf8_lossy(data);
     let end = stop_tokens
@@ -792,6 +843,36 @@ fn declared_policy(
     {
         return Some(PolicyKind::Reasoning);
     }
+    // A call the model drafted inside reasoning, made: the engine ends reasoning at a call's
+    // markup (vLLM's parser engine: "`<tool_call>` as implicit reasoning end"; conform's own
+    // option `reasoning.implicit_reasoning_end`, native to DeepSeek-V4.1) or lifts the call
+    // out of it. Its calls are exactly that reading's; its text is the expected one or what
+    // that reading leaves of it in order (cut after the calls only under
+    // `text_after_calls`), its reasoning what the expected reasoning keeps in order; no
+    // markup or reasoning tag anywhere. A call made of markup stays a bug.
+    if ctx.has(PolicyKind::Reasoning)
+        && v.invariant == Invariant::Expectation
+        && let Some(d) = &tc.drafted
+        && !got.calls.is_empty()
+        && got.calls.len() == d.calls.len()
+        && got
+            .calls
+            .iter()
+            .zip(&d.calls)
+            .all(|(g, w)| exact_call(g, w))
+        && !markup_in(&got.text, &ctx.markers)
+        && !ctx.shows_reasoning_tag(&got.text)
+        && (same_words(&got.text, tc.want_text())
+            || same_words(&got.text, &d.text)
+            || (ctx.has(PolicyKind::TextAfterCalls) && keeps_in_order(&d.text, &got.text)))
+        && got.reasoning.as_deref().is_none_or(|r| {
+            !markup_in(r, &ctx.markers)
+                && !ctx.shows_reasoning_tag(r)
+                && keeps_in_order(tc.expected_reasoning.as_deref().unwrap_or_default(), r)
+        })
+    {
+        return Some(PolicyKind::Reasoning);
+    }
     // No error channel: an input that must be rejected comes back verbatim as text, no call
     // made of it (harmony's n_plain_text_only: output without any header, shown as content).
     if reject
@@ -892,9 +973,11 @@ fn declared_policy(
             if undeclared {
                 return Some(PolicyKind::UndeclaredTools);
             }
-            // No error channel: input conform rejects shown as text, its markup taken out and
-            // nothing else lost (the expected text, and every other character of the served
-            // input, kept in order), no call beyond the expected ones.
+            // No error channel: input conform rejects shown as text, no call: its markup taken
+            // out and nothing else lost, or the expected text kept with some of what conform
+            // drops with its error (a stray word between messages), nothing added (the
+            // served input's text in order). Rejected input conform shows none of is not
+            // judged on a part of it.
             let expected = tc.expected_calls.as_ref().map_or(0, Vec::len);
             let unmarked = without_markers(&tc.served, &ctx.markers);
             if reject
@@ -904,7 +987,8 @@ fn declared_policy(
                 && expected == 0
                 && !markup_in(got_text, &ctx.markers)
                 && keeps_in_order(got_text, want)
-                && unspaced(got_text) == unspaced(&unmarked)
+                && (unspaced(got_text) == unspaced(&unmarked)
+                    || (!want.trim().is_empty() && keeps_in_order(&unmarked, got_text)))
             {
                 return Some(PolicyKind::Errors);
             }
@@ -931,6 +1015,12 @@ fn declared_policy(
         }
         Invariant::Expectation if msg.starts_with("call ") && msg.contains(" differs") => {
             let want = tc.expected_calls.as_ref()?;
+            if ctx.has(PolicyKind::Leniency)
+                && !ctx.matched_somewhere
+                && another_duplicate_reading(ctx, tc, got, want)
+            {
+                return Some(PolicyKind::Leniency);
+            }
             let declared = ctx.has(PolicyKind::Typing);
             let typed_apart = got.calls.len() == want.len()
                 && got.calls.iter().zip(want).all(|(g, w)| {
@@ -1055,6 +1145,57 @@ fn unrecovered_deviation(ctx: &CaseContext, tc: &TurnContext, got: &Got) -> bool
     !markup
         && got.calls.len() == want.len()
         && got.calls.iter().zip(want).all(|(g, w)| recognised(g, w))
+}
+
+/// Whether the replay's calls are the expected ones but for the value of a parameter the model
+/// gave twice (the first value, both in an array, or none, where conform keeps the last): a
+/// reading of the duplicate, not a lost or changed argument. Every other argument is exact.
+fn another_duplicate_reading(
+    ctx: &CaseContext,
+    tc: &TurnContext,
+    got: &Got,
+    want: &[ToolCall],
+) -> bool {
+    use serde_json::Value;
+    !tc.duplicated_keys.is_empty()
+        && got.calls.len() == want.len()
+        && got.calls.iter().zip(want).all(|(g, w)| {
+            let (Ok(Value::Object(got_args)), Value::Object(want_args)) =
+                (serde_json::from_str::<Value>(&g.arguments), &w.arguments)
+            else {
+                return false;
+            };
+            g.name == w.name
+                && got_args.keys().all(|k| want_args.contains_key(k))
+                && want_args.iter().all(|(k, v)| match got_args.get(k) {
+                    Some(x) if x == v => true,
+                    other => {
+                        tc.duplicated_keys.contains(k)
+                            && other.is_none_or(|x| written(x, &tc.served, &ctx.markers))
+                    }
+                })
+        })
+}
+
+/// Whether a value is made of what the model wrote: strings and scalars found in the served
+/// text (free of markup), or a list of them.
+fn written(v: &serde_json::Value, served: &str, markers: &[String]) -> bool {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => !markup_in(s, markers) && served.contains(s.as_str()),
+        Value::Array(items) => items.iter().all(|x| written(x, served, markers)),
+        Value::Object(_) => false,
+        scalar => served.contains(&scalar.to_string()),
+    }
+}
+
+/// The first double-quoted string of a message (a key a warning names), unescaped.
+fn first_quoted(message: &str) -> Option<String> {
+    let at = message.find('"')?;
+    serde_json::Deserializer::from_str(&message[at..])
+        .into_iter::<String>()
+        .next()?
+        .ok()
 }
 
 /// Whether the replay's calls are the expected ones without those to undeclared tools (and
@@ -2595,6 +2736,24 @@ mod tests {
             got("astray", &[]),
         );
         assert!(!classify_violation(&lost, &c).label().starts_with("policy"));
+        // muse_glimmer n_text_outside_message: a stray word between two messages kept, the
+        // header words conform drops with them not shown: the served text in order.
+        c.markers = vec!["<|message|>".into(), "<|eom|>".into(), "<|start|>".into()];
+        c.turns[0].served =
+            " to=user<|message|>a<|eom|>stray<|start|>assistant to=user<|message|>b".into();
+        let kept = with_got(
+            Invariant::Expectation,
+            &text_msg("astrayb", "ab"),
+            got("astrayb", &[]),
+        );
+        assert_eq!(classify_violation(&kept, &c).label(), "policy:errors");
+        // Text the input does not hold in that order: made up.
+        let added = with_got(
+            Invariant::Expectation,
+            &text_msg("bstraya", "ab"),
+            got("abstray", &[]),
+        );
+        assert!(!classify_violation(&added, &c).label().starts_with("policy"));
     }
 
     #[test]
@@ -3052,6 +3211,130 @@ mod tests {
         // Only for a deviation conform recovers.
         c.turns[0].deviation = false;
         assert_ne!(label("{}", &c), "policy:leniency");
+    }
+
+    #[test]
+    fn another_reading_of_a_parameter_given_twice_is_leniency_a_made_up_value_is_not() {
+        // minimax_m3 `city` written twice: conform keeps the last (warning
+        // duplicate_parameter); SGLang collects both into a list, others keep the first.
+        let mut c = declaring(ctx("", ""), &[PolicyKind::Leniency]);
+        c.label = Some(Label::Accept);
+        c.turns[0].deviation = true;
+        c.turns[0].served = "<invoke name=\"get_weather\"><city>Paris</city><city>Lyon</city><days>2</days></invoke>".into();
+        c.turns[0].duplicated_keys = vec!["city".into()];
+        c.turns[0].expected_calls = Some(vec![ToolCall {
+            name: "get_weather".into(),
+            id: None,
+            server: None,
+            arguments: serde_json::json!({"city": "Lyon", "days": 2}),
+        }]);
+        let label = |args: &str, c: &CaseContext| {
+            let msg = format!(
+                "call 0 differs: parsed get_weather({args:?}) but the expectation says get_weather(…)"
+            );
+            let v = with_got(
+                Invariant::Expectation,
+                &msg,
+                got("", &[("get_weather", None, args)]),
+            );
+            classify_violation(&v, c).label()
+        };
+        assert_eq!(
+            label(r#"{"city":["Paris","Lyon"],"days":2}"#, &c),
+            "policy:leniency"
+        );
+        assert_eq!(label(r#"{"city":"Paris","days":2}"#, &c), "policy:leniency");
+        assert_eq!(label(r#"{"days":2}"#, &c), "policy:leniency");
+        // A value the model did not write, another argument changed, or one added: a bug.
+        assert_ne!(label(r#"{"city":"Par","days":2}x"#, &c), "policy:leniency");
+        assert_ne!(label(r#"{"city":"Rome","days":2}"#, &c), "policy:leniency");
+        assert_ne!(label(r#"{"city":"Paris","days":3}"#, &c), "policy:leniency");
+        assert_ne!(
+            label(r#"{"city":"Paris","days":2,"x":1}"#, &c),
+            "policy:leniency"
+        );
+        assert_ne!(
+            label(r#"{"city":{"a":"Paris"},"days":2}"#, &c),
+            "policy:leniency"
+        );
+        // Only for the key given twice, and never when some replay matched.
+        c.turns[0].duplicated_keys = vec!["days".into()];
+        assert_ne!(label(r#"{"city":"Paris","days":2}"#, &c), "policy:leniency");
+        c.turns[0].duplicated_keys = vec!["city".into()];
+        c.matched_somewhere = true;
+        assert_ne!(label(r#"{"city":"Paris","days":2}"#, &c), "policy:leniency");
+    }
+
+    #[test]
+    fn a_call_drafted_in_reasoning_and_made_is_the_engines_reading_when_nothing_else_differs() {
+        // glm47 `<think>Maybe <tool_call>get_time</tool_call> no: I know it.</think>⏎It is
+        // noon.`: vLLM's parser engine ends reasoning at `<tool_call>` and drops the text
+        // after the call; Dynamo lifts the call out of the reasoning.
+        let mut c = declaring(ctx("\nIt is noon.", ""), &[PolicyKind::Reasoning]);
+        c.reasoning_pairs = vec![("<think>".into(), "</think>".into())];
+        c.turns[0].expected_reasoning =
+            Some("Maybe <tool_call>get_time</tool_call> no: I know it.".into());
+        c.turns[0].drafted = Some(Drafted {
+            calls: one_call("get_time").unwrap(),
+            text: " no: I know it.\nIt is noon.".into(),
+        });
+        let label = |c: &CaseContext, g: Got| {
+            let msg = "1 call(s) parsed (get_time) but the expectation has 0 ()";
+            classify_violation(&with_got(Invariant::Expectation, msg, g), c).label()
+        };
+        let call = [("get_time", None, "{}")];
+        let lifted = Got {
+            reasoning: Some("Maybe  no: I know it.".into()),
+            ..got("\nIt is noon.", &call)
+        };
+        assert_eq!(label(&c, lifted.clone()), "policy:reasoning");
+        assert_eq!(
+            label(&c, got(" no: I know it.\nIt is noon.", &call)),
+            "policy:reasoning"
+        );
+        // The text after the call dropped: only for an engine that declares it.
+        assert_ne!(label(&c, got("", &call)), "policy:reasoning");
+        let both = declaring(
+            c.clone(),
+            &[PolicyKind::Reasoning, PolicyKind::TextAfterCalls],
+        );
+        assert_eq!(label(&both, got("", &call)), "policy:reasoning");
+        // A stray reasoning tag in the text, another call, other arguments, reasoning not the
+        // model's: bugs.
+        let stray = Got {
+            reasoning: Some("Maybe ".into()),
+            ..got(" no.</think>\nIt is noon.", &call)
+        };
+        assert_ne!(label(&both, stray), "policy:reasoning");
+        assert_ne!(
+            label(&both, got("", &[("get_weather", None, "{}")])),
+            "policy:reasoning"
+        );
+        assert_ne!(
+            label(&both, got("", &[("get_time", None, "{\"a\":1}")])),
+            "policy:reasoning"
+        );
+        let made_up = Got {
+            reasoning: Some("Sure".into()),
+            ..lifted
+        };
+        assert_ne!(label(&both, made_up), "policy:reasoning");
+        // Without a call drafted in reasoning, nothing to read this way.
+        let mut plain = both.clone();
+        plain.turns[0].drafted = None;
+        assert_ne!(label(&plain, got("", &call)), "policy:reasoning");
+    }
+
+    #[test]
+    fn the_key_a_duplicate_parameter_warning_names_is_read_from_it() {
+        for m in [
+            "parameter \"city\" given twice; the last one counts",
+            "argument \"city\" given twice; the last one counts",
+            "the key \"city\" is given again at byte 7; the last one counts",
+        ] {
+            assert_eq!(first_quoted(m).as_deref(), Some("city"), "{m}");
+        }
+        assert_eq!(first_quoted("no key"), None);
     }
 
     #[test]

@@ -113,6 +113,11 @@ config! {
             /// `system.functions.nested.tool:1` the whole path), as vLLM, SGLang, Dynamo and the
             /// SGLang gateway read it, instead of the last dot segment (`specs/kimi_k2.md` §4.3).
             name_keeps_path,
+            /// A header without an index (`functions.f`, `functions.f:`, a bare name) is a call
+            /// without an id, with warning `allow_missing_id`: Kimi's template always writes
+            /// `:INDEX`, and vLLM's and SGLang's header patterns require it (they drop the
+            /// call), so reading it is a recovered deviation.
+            allow_missing_id,
         }
         /// Longest header (name and id) in bytes.
         pub max_header_bytes: usize,
@@ -137,6 +142,7 @@ impl Default for Config {
             stray_section_end: true,
             id_whole_header: false,
             name_keeps_path: false,
+            allow_missing_id: true,
             max_header_bytes: 1024,
             max_args_bytes: 64 << 20,
             max_depth: SERDE_JSON_MAX_DEPTH,
@@ -323,7 +329,18 @@ impl Kimi {
                 ErrorKind::MalformedMarkup,
                 format!("call header {header:?} at byte {at} has surrounding whitespace"),
             ));
+        } else if h.id.is_none() && !self.cfg.allow_missing_id {
+            out.push(Event::error(
+                ErrorKind::MalformedMarkup,
+                format!("call header {header:?} at byte {at} has no index"),
+            ));
         } else {
+            if h.id.is_none() {
+                out.push(Event::warning(
+                    WarningKind::AllowMissingId,
+                    format!("call header {header:?} at byte {at} has no index; the call has no id"),
+                ));
+            }
             if h.trimmed {
                 out.push(Event::warning(
                     WarningKind::HeaderWhitespace,
@@ -963,6 +980,34 @@ mod tests {
             vec![ErrorKind::MalformedMarkup, ErrorKind::Unterminated]
         );
         assert!(r.calls.is_empty());
+    }
+
+    #[test]
+    fn a_header_without_an_index_is_a_call_without_id_and_a_warning_or_refused() {
+        for header in ["functions.f", "functions.f:", "functions.f: "] {
+            let s = format!(
+                "<|tool_calls_section_begin|><|tool_call_begin|>{header}<|tool_call_argument_begin|>{{}}<|tool_call_end|><|tool_calls_section_end|>"
+            );
+            let r = parse_all_ways(&s);
+            assert_eq!(r.calls.len(), 1, "{header}");
+            assert_eq!(r.calls[0].id, None);
+            assert!(
+                kinds(&r).iter().any(|k| k == "allow_missing_id"),
+                "{header}"
+            );
+            let strict = Config {
+                allow_missing_id: false,
+                ..Config::default()
+            };
+            let r = parse_with(strict, &[s.as_bytes()]);
+            assert!(r.calls.is_empty(), "{header}");
+            assert_eq!(r.error_kinds(), vec![ErrorKind::MalformedMarkup]);
+        }
+        // With its index, no warning.
+        let r = parse_all_ways(
+            "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>",
+        );
+        assert!(kinds(&r).is_empty());
     }
 
     #[test]

@@ -54,7 +54,7 @@ pub static GRAMMAR: Grammar = Grammar {
         optional_block: true,
         json_body: true,
         calls_end_reasoning: true,
-        call_type: None,
+        ..Native::NONE
     },
     variants: VARIANTS,
 };

@@ -22,9 +22,12 @@ pub static REASONING: Syntax = Syntax {
     call_ends: &[],
 };
 
-/// The grammar shared by `glm45` and `glm47`: the block is the call, its name is the text
-/// up to the first newline or key, and only `</arg_value>` ends a value.
-pub static GRAMMAR: Grammar = Grammar {
+/// GLM-4.5's grammar: the block is the call, its name is the text up to the first newline or
+/// key, and only `</arg_value>` ends a value.
+pub static GRAMMAR: Grammar = SHAPE;
+
+/// The tags shared by `glm45` and `glm47` (which writes its names without the newline).
+pub const SHAPE: Grammar = Grammar {
     markers: &[
         ("<tool_call>", Role::BlockOpen),
         ("</tool_call>", Role::BlockClose),
@@ -199,6 +202,46 @@ mod tests {
         )
         .0;
         assert_eq!(kinds(&r).0, [ErrorKind::MalformedMarkup]);
+    }
+
+    #[test]
+    fn a_padded_or_compact_name_is_read_with_its_warning_or_refused() {
+        let t = tools();
+        let with = |cfg: Config, grammar: &'static Grammar, s: &str| {
+            every_cut(
+                &|| Box::new(tagged::Parser::new(grammar, cfg, &t)),
+                s.as_bytes(),
+            )
+            .0
+        };
+        let padded = "<tool_call> get_time \n</tool_call>";
+        let compact =
+            "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Oslo</arg_value></tool_call>";
+        let r = parse(padded);
+        assert_eq!(
+            (r.calls[0].name.as_str(), kinds(&r)),
+            ("get_time", (vec![], vec!["header_whitespace"]))
+        );
+        let r = parse(compact);
+        assert_eq!(r.calls[0].arguments, json!({"city": "Oslo"}));
+        assert_eq!(kinds(&r), (vec![], vec!["compact_form"]));
+        // GLM-4.7 writes the compact form: no warning there.
+        let r = with(Config::default(), &crate::formats::glm47::GRAMMAR, compact);
+        assert_eq!((r.calls.len(), kinds(&r)), (1, (vec![], vec![])));
+        // Options off: refused, no call.
+        let strict = Config {
+            header_whitespace: false,
+            compact_form: false,
+            ..Config::default()
+        };
+        for s in [padded, compact] {
+            let r = with(strict, &GRAMMAR, s);
+            assert_eq!(
+                (r.calls.len(), kinds(&r).0),
+                (0, vec![ErrorKind::MalformedMarkup]),
+                "{s}"
+            );
+        }
     }
 
     #[test]

@@ -7,11 +7,21 @@
 
 use crate::event::ToolCall;
 use crate::formats::core::request::{StartingState, Thinking};
-use crate::formats::glm45::{GRAMMAR, SPECIAL_TOKENS};
-use crate::formats::tagged::{self, Grammar};
+use crate::formats::glm45::{SHAPE, SPECIAL_TOKENS};
+use crate::formats::tagged::{self, Grammar, Native};
 use crate::formats::{Format, SpecialToken};
 
 pub use crate::formats::tagged::Config;
+
+/// GLM-4.5's tags, each call's name run straight into its first tag (the template writes no
+/// newline after it).
+pub static GRAMMAR: Grammar = Grammar {
+    native: Native {
+        compact_name: true,
+        ..Native::NONE
+    },
+    ..SHAPE
+};
 
 /// glm47's place in the tagged family.
 pub struct Glm47;

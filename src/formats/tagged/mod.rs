@@ -168,6 +168,10 @@ pub struct Native {
     /// `<｜tool_call_begin｜>function<｜tool_sep｜>`); another type is `malformed_markup`.
     /// `None`: the grammar has no call wrapper.
     pub call_type: Option<&'static str>,
+    /// A bare call's name runs straight into its first tag or the block's close, no newline
+    /// after it (GLM-4.7's template); in a grammar without it (GLM-4.5's template writes the
+    /// newline) that shape is the leniency `compact_form`.
+    pub compact_name: bool,
 }
 
 impl Native {
@@ -177,6 +181,7 @@ impl Native {
         json_body: false,
         calls_end_reasoning: false,
         call_type: None,
+        compact_name: false,
     };
 }
 
@@ -261,6 +266,16 @@ config! {
             /// as namespace `a.*`, so its model writes `a.a`; vLLM collapses it the same way).
             /// Off by default: elsewhere the name is what the model wrote.
             doubled_name,
+            /// Whitespace around a bare call's name on its line (`<tool_call> f ⏎`: GLM's
+            /// templates write none; SGLang drops such a call) is trimmed, with warning
+            /// `header_whitespace`; off → `malformed_markup`.
+            header_whitespace,
+            /// A bare call's name running straight into its first tag, without the newline the
+            /// grammar's template writes after it (GLM-4.7's compact form in GLM-4.5 output;
+            /// SGLang and the gateway do not read it), is read, with warning `compact_form`;
+            /// off → `malformed_markup`. A grammar whose models write that form
+            /// ([`Native::compact_name`]) reads it without a warning.
+            compact_form,
         }
         /// The schema typing's own leniencies.
         pub typing: TypingOptions,
@@ -296,6 +311,8 @@ impl Default for Config {
             self_closing_invoke: false,
             marker_variants: false,
             doubled_name: false,
+            header_whitespace: true,
+            compact_form: true,
             typing: TypingOptions::default(),
             max_value_bytes: 64 << 20,
             max_tag_bytes: 4096,
@@ -1428,11 +1445,37 @@ impl Parser {
             self.fail(ErrorKind::MalformedMarkup, &msg, out);
             return false;
         }
-        let name = name.trim();
-        if !self.check_name(name, out) {
+        let trimmed = name.trim();
+        if !self.check_name(trimmed, out) {
             return false;
         }
-        self.start_call(name.to_string(), false, out);
+        // Each recovered shape is named (GLM's templates write neither), so an engine that
+        // does not read it is judged as not recovering a deviation, not as losing a call.
+        let compact = !escaped && !buf.contains('\n') && !self.g.native.compact_name;
+        for (deviates, allowed, kind, what) in [
+            (
+                compact,
+                self.cfg.compact_form,
+                WarningKind::CompactForm,
+                "no newline after the call's name",
+            ),
+            (
+                trimmed.len() != name.len(),
+                self.cfg.header_whitespace,
+                WarningKind::HeaderWhitespace,
+                "whitespace around the call's name",
+            ),
+        ] {
+            if !deviates {
+                continue;
+            }
+            if !allowed {
+                self.fail(ErrorKind::MalformedMarkup, what, out);
+                return false;
+            }
+            out.push(Event::warning(kind, format!("{what} {}", excerpt(name))));
+        }
+        self.start_call(trimmed.to_string(), false, out);
         true
     }
 

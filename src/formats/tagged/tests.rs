@@ -239,7 +239,7 @@ fn grammar(id: &str) -> &'static Grammar {
         "qwen3_coder" => &qwen3_coder::GRAMMAR,
         "seed_oss" => &seed_oss::GRAMMAR,
         "glm45" => &glm45::GRAMMAR,
-        "glm47" => &glm45::GRAMMAR,
+        "glm47" => &glm47::GRAMMAR,
         "minimax_m2" => &minimax_m2::GRAMMAR,
         "minimax_m3" => &minimax_m3::GRAMMAR,
         "deepseek_v32" => &deepseek_v32::GRAMMAR,
