@@ -599,7 +599,7 @@ pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, 
                 if v.contains(&close) {
                     return Err(format!("{k:?} contains {close}"));
                 }
-                let _ = write!(s, "<{k}>{v}{close}\n");
+                let _ = writeln!(s, "<{k}>{v}{close}");
             }
         }
         s.push_str("</");
