@@ -35,6 +35,10 @@ config! {
             /// skips special tokens, as in vLLM's own tests) is read with the name ending at the first
             /// `{`, with a warning.
             missing_args_marker,
+            /// Whitespace around a call's name or id (`[TOOL_CALLS] f [CALL_ID] a1 [ARGS]`: the
+            /// template writes none; SGLang's detector does not read such a call) is trimmed,
+            /// with warning `header_whitespace`; off → `malformed_markup`, the call dropped.
+            header_whitespace,
         }
         /// Size and nesting limits.
         pub limits: Limits,
@@ -45,6 +49,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             missing_args_marker: true,
+            header_whitespace: true,
             limits: Limits::default(),
         }
     }
@@ -67,12 +72,34 @@ enum State {
 struct MistralV11 {
     cfg: Config,
     state: State,
+    /// Whether the current call's name or id had whitespace around it.
+    padded: bool,
 }
 
 impl MistralV11 {
+    /// A name or id trimmed (noting whether it was padded), `None` when empty.
+    fn non_empty(&mut self, s: &str) -> Option<String> {
+        let t = s.trim();
+        self.padded |= !t.is_empty() && t.len() != s.len();
+        (!t.is_empty()).then(|| t.to_string())
+    }
+
     /// Starts the call (when it has a name) and opens its arguments.
     fn open_args(&mut self, cx: &mut Cx, name: Option<&str>, id: Option<&str>, out: &mut dyn Sink) {
+        let padded = std::mem::take(&mut self.padded);
         let index = match name {
+            // A refused header's arguments are still read, to be dropped.
+            Some(_)
+                if padded
+                    && !cx.lenient(
+                        self.cfg.header_whitespace,
+                        WarningKind::HeaderWhitespace,
+                        "whitespace around a call's name or id",
+                        out,
+                    ) =>
+            {
+                None
+            }
             Some(n) => Some(cx.start_call(n, id, out)),
             None => {
                 cx.error(ErrorKind::MissingName, "a call without a name", out);
@@ -130,12 +157,6 @@ impl MistralV11 {
     }
 }
 
-/// Trimmed, `None` when empty.
-fn non_empty(s: &str) -> Option<String> {
-    let t = s.trim();
-    (!t.is_empty()).then(|| t.to_string())
-}
-
 impl Grammar for MistralV11 {
     fn text(&mut self, cx: &mut Cx, t: &str, out: &mut dyn Sink) -> TextStep {
         match &mut self.state {
@@ -152,8 +173,8 @@ impl Grammar for MistralV11 {
                 buf.push_str(&t[..upto]);
                 if let Some(k) = brace {
                     let (name, id) = match std::mem::replace(&mut self.state, State::Skip) {
-                        State::Name(n) => (non_empty(&n), None),
-                        State::Id(n, id) => (n, non_empty(&id)),
+                        State::Name(n) => (self.non_empty(&n), None),
+                        State::Id(n, id) => (n, self.non_empty(&id)),
                         _ => (None, None),
                     };
                     if self.args_without_marker(cx, name, id, out) {
@@ -180,7 +201,10 @@ impl Grammar for MistralV11 {
         match std::mem::replace(&mut self.state, State::Text) {
             State::Text => self.marker_in_text(cx, m, out),
             State::Name(buf) => match m {
-                M_ARGS => self.open_args(cx, non_empty(&buf).as_deref(), None, out),
+                M_ARGS => {
+                    let name = self.non_empty(&buf);
+                    self.open_args(cx, name.as_deref(), None, out)
+                }
                 M_TOOL_CALLS => {
                     cx.error(
                         ErrorKind::MalformedMarkup,
@@ -189,10 +213,10 @@ impl Grammar for MistralV11 {
                     );
                     self.marker_in_text(cx, m, out);
                 }
-                _ => self.state = State::Id(non_empty(&buf), String::new()),
+                _ => self.state = State::Id(self.non_empty(&buf), String::new()),
             },
             State::Id(name, buf) => match m {
-                M_ARGS => match non_empty(&buf) {
+                M_ARGS => match self.non_empty(&buf) {
                     Some(id) => self.open_args(cx, name.as_deref(), Some(&id), out),
                     None => {
                         cx.error(ErrorKind::MalformedMarkup, "an empty [CALL_ID]", out);
@@ -291,6 +315,7 @@ pub fn parser(cfg: Config) -> impl StreamParser {
         MistralV11 {
             cfg,
             state: State::Text,
+            padded: false,
         },
         &MARKERS,
         cfg.limits,
@@ -418,6 +443,29 @@ mod tests {
         assert_eq!(r.calls[0].arguments, json!({"city": "[TOOL_CALLS]x[ARGS]"}));
         assert_eq!(r.calls[1].id, None);
         assert!(r.errors.is_empty() && r.warnings.is_empty(), "{r:?}");
+    }
+
+    #[test]
+    fn a_padded_name_or_id_is_trimmed_with_a_warning_or_refused() {
+        for s in [
+            "[TOOL_CALLS] get_time [ARGS]{}",
+            "[TOOL_CALLS]get_time[CALL_ID] a1B2c3D4e [ARGS]{}",
+            "[TOOL_CALLS] get_time {}",
+        ] {
+            let r = all_ways(s);
+            assert_eq!(r.calls[0].name, "get_time", "{s}");
+            assert!(
+                r.warnings.iter().any(|w| w.kind == "header_whitespace"),
+                "{s}: {r:?}"
+            );
+            let strict = Config {
+                header_whitespace: false,
+                ..Config::default()
+            };
+            let r = every_cut(&|| Box::new(parser(strict)), s.as_bytes()).0;
+            assert!(r.calls.is_empty(), "{s}");
+            assert_eq!(r.error_kinds(), vec![ErrorKind::MalformedMarkup], "{s}");
+        }
     }
 
     #[test]
