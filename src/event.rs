@@ -554,8 +554,10 @@ pub struct ParseResult {
     /// Errors, in order.
     pub errors: Vec<ErrorInfo>,
     /// The `result` of an `attempt_completion` call, when the turn completed the task.
+    // Shared, not copied: it can be as large as the transcript, and a large case's whole
+    // input, its digest and its report all hold it (`docs/performance.md`, "Memory").
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub completion: Option<String>,
+    pub completion: Option<std::sync::Arc<str>>,
     /// The ordered stream: reasoning, text and calls in the order the events gave them
     /// (`specs/streaming.md`, "The ordered stream"); `None` for a parser that reports a result
     /// and no events. Not serialized: it is a property of the events, folded from them.
@@ -861,6 +863,33 @@ pub fn read_json(text: &str, max_depth: usize) -> Result<Value, JsonError> {
     parse_complete(text, cfg).map(Option::unwrap_or_default)
 }
 
+/// The compact JSON of a value, written into a buffer of its exact size: `to_string` grows its
+/// buffer by doubling, so a 10 MB argument's text could take 16 MB (`docs/performance.md`).
+pub fn json_exact<T: Serialize + ?Sized>(v: &T) -> Vec<u8> {
+    let mut out = Vec::with_capacity(json_len(v));
+    // Writing to a `Vec` does not fail, and a `Value` or a string always serializes.
+    let _ = serde_json::to_writer(&mut out, v);
+    out
+}
+
+/// The length of a value's compact JSON, counted without writing it.
+pub fn json_len<T: Serialize + ?Sized>(v: &T) -> usize {
+    /// Counts the bytes a serialization writes.
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut n = Count(0);
+    let _ = serde_json::to_writer(&mut n, v);
+    n.0
+}
+
 /// The first 80 characters of `s`, for messages.
 pub fn excerpt(s: &str) -> String {
     let mut out: String = s.chars().take(80).collect();
@@ -874,14 +903,15 @@ pub fn excerpt(s: &str) -> String {
 pub const COMPLETION_TOOL: &str = "attempt_completion";
 
 /// The task-completion text: the `result` argument of the last `attempt_completion` call.
-pub fn completion_of(calls: &[ToolCall]) -> Option<String> {
+pub fn completion_of(calls: &[ToolCall]) -> Option<std::sync::Arc<str>> {
     calls
         .iter()
         .rev()
         .find(|c| c.name == COMPLETION_TOOL)
         .and_then(|c| c.arguments.get("result"))
         .and_then(|v| v.as_str())
-        .map(str::to_string)
+        // One allocation: a `String` made into an `Arc<str>` is copied again.
+        .map(std::sync::Arc::from)
 }
 
 /// JSON equality where numbers compare by value (`1` equals `1.0`) and object key order is ignored.
@@ -913,6 +943,15 @@ pub fn json_eq(a: &Value, b: &Value) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn json_exact_writes_to_string_s_text_at_its_size() {
+        let v = serde_json::json!({"a": "x \" é\n".repeat(1000), "b": [1, 2.5, null]});
+        let got = super::json_exact(&v);
+        assert_eq!(got, serde_json::to_vec(&v).unwrap());
+        assert_eq!(got.capacity(), got.len());
+        assert_eq!(super::json_len(&v), got.len());
+    }
+
     use super::*;
     use serde_json::json;
 

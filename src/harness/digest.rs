@@ -477,7 +477,7 @@ struct FoldSink {
     /// Digests of the settled calls, and the calls themselves when kept.
     calls: Vec<CallDigest>,
     kept: Option<Vec<ToolCall>>,
-    completion: Option<String>,
+    completion: Option<std::sync::Arc<str>>,
     /// The open calls' arguments, by index.
     open: std::collections::BTreeMap<usize, OpenArgs>,
     /// Ended calls' text digests (and whether streamed) by index, until they settle.
@@ -619,7 +619,7 @@ impl FoldSink {
                     .arguments
                     .get("result")
                     .and_then(Value::as_str)
-                    .map(str::to_string);
+                    .map(Into::into);
             }
             self.calls.push(if streamed {
                 CallDigest {
@@ -923,6 +923,39 @@ mod tests {
         other[0].result.calls.pop();
         let m = base.difference(&LeanTurn::of(&other[0])).unwrap();
         assert!(m.contains("50 call(s), this chunking 49"), "{m}");
+    }
+
+    #[test]
+    fn a_completion_is_held_once_by_the_whole_input_its_digest_and_the_report() {
+        // A large completion's `result` is as big as the transcript: the kept whole input,
+        // its digest (`replay_full`, `LeanTurn::of`) and the case report share one copy.
+        let big = "done ".repeat(1000);
+        let args = serde_json::to_string(&json!({ "result": big })).unwrap();
+        let mut sink = FoldSink::new(Mode::Keep);
+        for e in [
+            Event::CallStart {
+                index: 0,
+                id: None,
+                name: COMPLETION_TOOL.into(),
+                server: None,
+            },
+            Event::ArgsDelta {
+                index: 0,
+                json: args.into(),
+            },
+            Event::CallEnd { index: 0 },
+        ] {
+            sink.push(e);
+        }
+        let (lean, kept) = sink.finish();
+        assert_eq!(kept.map(|k| k.len()), Some(1));
+        let digest = LeanTurn::of(&lean.outcome);
+        let (a, b) = (
+            lean.outcome.result.completion,
+            digest.outcome.result.completion,
+        );
+        assert_eq!(a.as_deref(), Some(&big[..]));
+        assert!(std::sync::Arc::ptr_eq(&a.unwrap(), &b.unwrap()));
     }
 
     /// Folds `events` in `mode`: the turn, as a lean replay would give it.

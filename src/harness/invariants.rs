@@ -235,7 +235,7 @@ pub fn expectation_mismatch(
             }
         }
         if let Some(c) = &e.completion
-            && *c != result.completion
+            && c.as_deref() != result.completion.as_deref()
         {
             return Some(format!(
                 "completion is {:?} but the expectation says {c:?}",

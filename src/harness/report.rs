@@ -607,7 +607,7 @@ pub fn build_run(
                 matched: r.matched,
                 violations: r.violations.iter().map(ViolationOut::from).collect(),
                 notes: r.not_applicable.clone(),
-                completion: r.completion.clone(),
+                completion: r.completion.as_deref().map(str::to_string),
                 token_split_replays: r.token_split_replays,
                 token_split_violations: r
                     .token_split_violations

@@ -177,7 +177,7 @@ pub struct CaseReport {
     /// Invariants that did not apply, with the reason (e.g. a renderer that refuses the calls).
     pub not_applicable: Vec<String>,
     /// The task completion (`attempt_completion`'s `result`) the whole input reports, per turn.
-    pub completion: Option<String>,
+    pub completion: Option<std::sync::Arc<str>>,
     /// Replays of an external parser that split a special token (a cut no server produces),
     /// judged apart: they are not in `replays` or the rates and never fail the case.
     pub token_split_replays: usize,

@@ -703,7 +703,7 @@ fn parse_ranks(mut r: impl std::io::BufRead) -> Result<TokenTable, String> {
 }
 
 /// Gives the heap's free pages back to the system. glibc keeps the freed small blocks of a
-/// discarded table (tiktoken-rs's `CoreBPE`, about 45 MB) for later small allocations, while a
+/// discarded reading (a vocabulary file's per-token blocks, tens of MB) for later small allocations, while a
 /// huge transcript's buffers are mapped apart: without this, a run's peak carries both.
 fn release_freed_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -713,9 +713,28 @@ fn release_freed_heap() {
     }
 }
 
-/// o200k_base's ordinary tokens, pre-tokenizer and special tokens, read once per process from
-/// tiktoken-rs (which embeds them): its `CoreBPE` is built, its tokens copied into a compact
-/// table and dropped, so that its maps (40 MB and more) are not kept.
+/// o200k_base's ordinary tokens in conform's compact form, written by `build.rs` from
+/// tiktoken-rs's ranks: per token, its rank (u32 LE), its length (u16 LE) and its bytes.
+static O200K_TOKENS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/o200k.bin"));
+
+/// Reads [`O200K_TOKENS`] into a table; `None` if the embedded file is malformed.
+fn o200k_table(mut data: &[u8]) -> Option<TokenTable> {
+    let mut table = TokenTable::new();
+    while !data.is_empty() {
+        let (head, rest) = data.split_at_checked(6)?;
+        let rank = u32::from_le_bytes(head[..4].try_into().ok()?);
+        let len = u16::from_le_bytes(head[4..].try_into().ok()?);
+        let (bytes, rest) = rest.split_at_checked(usize::from(len))?;
+        table.push(bytes, rank).ok()?;
+        data = rest;
+    }
+    table.finish();
+    Some(table)
+}
+
+/// o200k_base's ordinary tokens, pre-tokenizer and special tokens, read once per process. The
+/// ranks are decoded from tiktoken-rs at build time (`build.rs`): building its `CoreBPE` here
+/// peaked at ~60 MiB beside the transcript, to keep a table of 5 MB.
 fn o200k() -> (
     Arc<TokenTable>,
     Arc<fancy_regex::Regex>,
@@ -725,26 +744,9 @@ fn o200k() -> (
     /// o200k_base's special tokens (tiktoken-rs's `o200k_base`).
     const SPECIAL: &[(&str, u32)] = &[("<|endoftext|>", 199_999), ("<|endofprompt|>", 200_018)];
     let (table, regex) = O200K.get_or_init(|| {
-        // The ranks are compiled into tiktoken-rs: failing to parse them is a broken build of
-        // that crate, not bad input.
-        let bpe = tiktoken_rs::o200k_base().expect("tiktoken-rs's embedded o200k_base");
-        let mut table = TokenTable::new();
-        // The ordinary ranks are 0, 1, … up to the first the vocabulary does not have; the
-        // special tokens' ids (which decode to their text) are skipped.
-        for rank in 0..(1u32 << 22) {
-            if SPECIAL.iter().any(|&(_, id)| id == rank) {
-                continue;
-            }
-            let Ok(bytes) = bpe.decode_bytes(&[rank]) else {
-                break;
-            };
-            table
-                .push(&bytes, rank)
-                .expect("tiktoken-rs's o200k_base has no duplicate token");
-        }
-        drop(bpe);
-        release_freed_heap();
-        table.finish();
+        // The file is build.rs's output, compiled in: failing to read it is a broken build,
+        // not bad input (a test reads it).
+        let table = o200k_table(O200K_TOKENS).expect("build.rs's o200k table is well formed");
         let regex = fancy_regex::Regex::new(tiktoken_rs::O200K_BASE_PAT_STR)
             .expect("tiktoken-rs's o200k_base pattern compiles");
         (Arc::new(table), Arc::new(regex))
@@ -1053,6 +1055,49 @@ mod tests {
             assert!(tokens > 100_000, "{}: {tokens} tokens", tok.name());
             assert!(wrong.is_empty(), "{}: {wrong:#?}", tok.name());
         }
+    }
+
+    #[test]
+    fn the_embedded_o200k_table_holds_every_tiktoken_rs_rank() {
+        // build.rs's table against tiktoken-rs's `CoreBPE`, every rank both ways: each rank it
+        // decodes is ours with the same bytes, and we hold no other.
+        let bpe = tiktoken_rs::o200k_base().unwrap();
+        let table = o200k_table(O200K_TOKENS).unwrap();
+        let mut held = 0;
+        for rank in 0..201_000u32 {
+            let ours = table.token(rank);
+            match bpe.decode_bytes(&[rank]) {
+                Ok(_) if [199_999, 200_018].contains(&rank) => assert_eq!(ours, None),
+                Ok(theirs) => {
+                    assert_eq!(ours, Some(&theirs[..]), "rank {rank}");
+                    assert_eq!(table.rank(&theirs), Some(rank));
+                    held += 1;
+                }
+                Err(_) => assert_eq!(ours, None, "rank {rank}"),
+            }
+        }
+        assert_eq!(held, table.len());
+        assert_eq!(table.missing_byte(), None);
+    }
+
+    #[test]
+    fn a_malformed_embedded_table_is_refused_not_misread() {
+        let entry = |rank: u32, b: &[u8]| {
+            let mut v = rank.to_le_bytes().to_vec();
+            v.extend_from_slice(&(b.len() as u16).to_le_bytes());
+            v.extend_from_slice(b);
+            v
+        };
+        let good = [entry(0, b"a"), entry(1, b"bc")].concat();
+        let t = o200k_table(&good).unwrap();
+        assert_eq!(
+            (t.token(0), t.token(1)),
+            (Some(&b"a"[..]), Some(&b"bc"[..]))
+        );
+        // A cut header, a token cut short, the same bytes twice.
+        assert!(o200k_table(&good[..good.len() - 1]).is_none());
+        assert!(o200k_table(&good[..9]).is_none());
+        assert!(o200k_table(&[entry(0, b"a"), entry(1, b"a")].concat()).is_none());
     }
 
     #[test]

@@ -8,7 +8,9 @@
 use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};
 use crate::formats::config::config;
 use crate::formats::core::entry::{self, Entry};
-use crate::formats::sse::provider::{Args, SSE_PIECE, check_call, payload, pieces, sse_items};
+use crate::formats::sse::provider::{
+    Args, SSE_PIECE, check_call, payload, pieces, raw_string, sse_items,
+};
 use crate::formats::{Format, RenderFn, StreamParser};
 use crate::lexers::sse::{SseConfig, SseEvent, SseItem, SseParser};
 use crate::tools::Tools;
@@ -162,7 +164,8 @@ struct WireToolCall {
 struct WireFunction {
     #[serde(default)]
     name: Option<String>,
-    #[serde(default)]
+    /// Read raw and unescaped once: the whole of a huge argument often comes in one delta.
+    #[serde(default, deserialize_with = "raw_string")]
     arguments: Option<String>,
 }
 
@@ -1122,6 +1125,52 @@ mod tests {
             tc(json!([{"index": 0, "function": {"arguments": "ty\":\"Paris\"}"}}])),
         ]
         .concat()
+    }
+
+    #[test]
+    fn arguments_are_read_raw_and_unescaped_as_a_json_string() {
+        // Escapes of every kind in one fragment, as a server sends a whole argument at once.
+        let args = r#"{"s":"a\"b\\c\n\u00e9\ud83d\ude00/"}"#;
+        let s = tc(json!([{"index": 0, "id": "c", "function": {"name": "f", "arguments": args}}]))
+            + &fin("tool_calls")
+            + DONE;
+        assert!(s.contains(r#"\\u00e9"#), "escaped twice on the wire: {s}");
+        let r = parse(&s);
+        assert!(r.errors.is_empty(), "{:?}", r.errors);
+        assert_eq!(
+            r.calls[0].arguments,
+            json!({"s": "a\"b\\c\n\u{e9}\u{1f600}/"})
+        );
+        // `null` is no arguments; anything but a string is a malformed chunk, as before.
+        let null =
+            tc(json!([{"index": 0, "id": "c", "function": {"name": "f", "arguments": null}}]))
+                + &fin("tool_calls")
+                + DONE;
+        assert!(
+            parse(&null)
+                .errors
+                .iter()
+                .all(|e| e.kind != ErrorKind::InvalidStream)
+        );
+        for bad in [json!(1), json!({"a": 1}), json!(["x"])] {
+            let s =
+                tc(json!([{"index": 0, "id": "c", "function": {"name": "f", "arguments": bad}}]));
+            let r = parse(&s);
+            assert!(
+                r.errors.iter().any(|e| e.kind == ErrorKind::InvalidStream
+                    && e.message.contains("malformed JSON payload")),
+                "{bad}: {:?}",
+                r.errors
+            );
+        }
+        // A lone surrogate is refused as serde_json refuses it.
+        let lone = "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c\",\"function\":{\"name\":\"f\",\"arguments\":\"\\ud83d\"}}]}}]}\n\n";
+        assert!(
+            parse(lone)
+                .errors
+                .iter()
+                .any(|e| e.kind == ErrorKind::InvalidStream)
+        );
     }
 
     #[test]

@@ -47,6 +47,84 @@ pub(crate) fn payload<T: DeserializeOwned>(ev: &SseEvent, out: &mut dyn Sink) ->
     }
 }
 
+/// A JSON string field read from the payload's own text and unescaped once into a string of
+/// its size: serde_json would unescape a 10 MB argument into a growing scratch buffer and copy
+/// it out, holding three copies beside the event (`docs/performance.md`, "Memory"). Only
+/// borrowing readers (`serde_json::from_str`) can give the raw text; `null` is `None`.
+pub(crate) fn raw_string<'de, D>(d: D) -> Result<Option<String>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    use serde::Deserialize as _;
+    use serde::de::{Error, Unexpected};
+    let Some(raw) = Option::<&'de serde_json::value::RawValue>::deserialize(d)? else {
+        return Ok(None);
+    };
+    let text = raw.get();
+    if !text.starts_with('"') {
+        return Err(D::Error::invalid_type(
+            Unexpected::Other(text.get(..1).unwrap_or("")),
+            &"a string",
+        ));
+    }
+    unescape_json_string(text)
+        .map(Some)
+        .ok_or_else(|| D::Error::custom("a string with an invalid escape"))
+}
+
+/// The value of a JSON string literal (quotes included, as serde_json validated it); `None`
+/// for a bad escape or a lone surrogate, as serde_json refuses them.
+pub(crate) fn unescape_json_string(lit: &str) -> Option<String> {
+    let body = lit.strip_prefix('"')?.strip_suffix('"')?;
+    // Unescaping never lengthens: this is the string's size up to the escapes' savings.
+    let mut out = String::with_capacity(body.len());
+    let mut rest = body;
+    while let Some(i) = rest.find('\\') {
+        out.push_str(&rest[..i]);
+        let b = rest.as_bytes();
+        let (c, used) = match *b.get(i + 1)? {
+            b'"' => ('"', 2),
+            b'\\' => ('\\', 2),
+            b'/' => ('/', 2),
+            b'b' => ('\u{8}', 2),
+            b'f' => ('\u{c}', 2),
+            b'n' => ('\n', 2),
+            b'r' => ('\r', 2),
+            b't' => ('\t', 2),
+            b'u' => {
+                let hi = hex4(b.get(i + 2..i + 6)?)?;
+                if (0xD800..0xDC00).contains(&hi) {
+                    // A high surrogate must be followed by `\u` and a low one.
+                    if b.get(i + 6..i + 8)? != b"\\u" {
+                        return None;
+                    }
+                    let lo = hex4(b.get(i + 8..i + 12)?)?;
+                    if !(0xDC00..0xE000).contains(&lo) {
+                        return None;
+                    }
+                    let c = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
+                    (char::from_u32(c)?, 12)
+                } else {
+                    (char::from_u32(hi)?, 6)
+                }
+            }
+            _ => return None,
+        };
+        out.push(c);
+        rest = &rest[i + used..];
+    }
+    out.push_str(rest);
+    if out.capacity() - out.len() > out.len() / 8 {
+        out.shrink_to_fit();
+    }
+    Some(out)
+}
+
+fn hex4(h: &[u8]) -> Option<u32> {
+    h.iter()
+        .try_fold(0u32, |v, &d| Some(v << 4 | char::from(d).to_digit(16)?))
+}
+
 /// Incremental check that one call's arguments form a single JSON object; each fragment is fed
 /// once, so the cost is linear in the arguments whatever the number of deltas.
 pub(crate) struct Args {
@@ -162,6 +240,42 @@ pub(crate) fn pieces(s: &str, n: usize) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_json_string_is_unescaped_as_serde_json_does() {
+        for lit in [
+            r#""""#,
+            r#""plain""#,
+            r#""a\"b\\c\/d\b\f\n\r\t""#,
+            r#""\u00e9\u4e2d\ud83d\ude00 x""#,
+            r#""{\"content\": \"alpha beta\"}""#,
+        ] {
+            let want: String = serde_json::from_str(lit).unwrap();
+            assert_eq!(
+                unescape_json_string(lit).as_deref(),
+                Some(&want[..]),
+                "{lit}"
+            );
+        }
+        for bad in [
+            r#""\x""#,
+            r#""\ud83d""#,
+            r#""\ud83d\u0041""#,
+            r#""\u12""#,
+            r#""\""#,
+            "x",
+        ] {
+            assert_eq!(unescape_json_string(bad), None, "{bad}");
+        }
+        // A long escaped value comes out at its size, not in a doubled buffer.
+        let long = serde_json::to_string(&"say \"hi\" ".repeat(100_000)).unwrap();
+        let got = unescape_json_string(&long).unwrap();
+        assert!(
+            got.capacity() <= got.len() + got.len() / 8,
+            "{}",
+            got.capacity()
+        );
+    }
 
     #[test]
     fn a_long_value_is_cut_into_at_most_max_pieces() {

@@ -1940,6 +1940,7 @@ impl Parser {
                     self.scratch.push_str(&s[..i]);
                     escape_json_into(&mut self.scratch, &s[i..]);
                     out.args_delta(c.index, &self.scratch);
+                    self.release_scratch();
                 }
             }
         } else if let Some(tree) = &mut p.tree {
@@ -2023,6 +2024,7 @@ impl Parser {
                 };
                 let mut notes = Vec::new();
                 let read = elements::read(&root, &p.key, schema, opts, &mut notes);
+                drop(root);
                 for (kind, msg) in notes {
                     out.push(Event::warning(kind, msg));
                 }
@@ -2050,8 +2052,24 @@ impl Parser {
         self.scratch.push_str(if first { "{\"" } else { ",\"" });
         escape_json_into(&mut self.scratch, &p.key);
         self.scratch.push_str("\":");
-        self.scratch.push_str(&value.to_string());
+        // The parameter's text and value are freed as soon as they are written, and the value
+        // is written at its size: a 10 MB parameter was held four times at once.
+        drop(p);
+        let text = crate::event::json_exact(&value);
+        drop(value);
+        self.scratch
+            .push_str(std::str::from_utf8(&text).unwrap_or("null"));
+        drop(text);
         out.args_delta(index, &self.scratch);
+        self.release_scratch();
+    }
+
+    /// Frees the scratch buffer once it held a large piece: it lives as long as the parser,
+    /// and would keep the piece's size resident beside the sink's copy of it.
+    fn release_scratch(&mut self) {
+        if self.scratch.capacity() > 64 << 10 {
+            self.scratch = String::new();
+        }
     }
 
     fn end_turn(&mut self, out: &mut dyn Sink) {

@@ -127,6 +127,28 @@ fn a_delimiter_cut_off_by_the_end_inside_markup_is_not_text() {
 }
 
 #[test]
+fn a_large_parameter_leaves_no_large_scratch_behind() {
+    // The parser's scratch buffer lives as long as the parser: a large piece written through
+    // it (a streamed string with escapes, a typed value) must not stay resident.
+    let big = "say \"hi\" ".repeat(20_000);
+    let obj = serde_json::json!({ "k": big }).to_string();
+    let input = format!(
+        "<tool_call>\n<function=f>\n<parameter=s>\n{big}\n</parameter>\n<parameter=o>\n{obj}\n</parameter>\n</function>\n</tool_call>"
+    );
+    let t = family_tools();
+    let mut p = Parser::new(
+        &crate::formats::qwen3_coder::GRAMMAR,
+        <crate::formats::qwen3_coder::Qwen3Coder as Member>::config(),
+        &t,
+    );
+    let r = ParseResult::fold(&run_chunks(&mut p, [input.as_bytes()]));
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(r.calls[0].arguments["s"], serde_json::json!(big));
+    assert_eq!(r.calls[0].arguments["o"], serde_json::json!({ "k": big }));
+    assert!(p.scratch.capacity() <= 64 << 10, "{}", p.scratch.capacity());
+}
+
+#[test]
 fn close_tag_look_alikes_cost_linear_time_under_byte_chunks() {
     // Each look-alike is decided once: 20k of them, fed byte by byte.
     let body = "</parameter> x\n".repeat(20_000);

@@ -190,10 +190,11 @@ impl Host {
             name,
             server: Some(server),
         });
-        out.args_delta(
-            self.index,
-            &serde_json::to_string(&args).unwrap_or_else(|_| "{}".into()),
-        );
+        // Written at its size and the value freed before the sink copies the text: a huge
+        // argument is otherwise held three times at once.
+        let text = crate::event::json_exact(&args);
+        drop(args);
+        out.args_delta(self.index, std::str::from_utf8(&text).unwrap_or("{}"));
         self.index += 1;
         self.mode = Mode::AwaitClose;
     }
@@ -379,7 +380,7 @@ impl StreamParser for Parser {
 
 /// Renders text then each call as `<tool>{"server_name":…,"tool_name":…,"arguments":…}</tool>`.
 pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>, String> {
-    let mut out = String::from(text);
+    let mut out = text.as_bytes().to_vec();
     for c in calls {
         if c.id.is_some() {
             return Err("forge_json calls carry no id".into());
@@ -394,21 +395,25 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
         if !c.arguments.is_object() {
             return Err("arguments must be a JSON object".into());
         }
-        let mut body = Map::new();
-        body.insert("server_name".into(), Value::String(server.to_string()));
-        body.insert("tool_name".into(), Value::String(c.name.clone()));
-        body.insert("arguments".into(), c.arguments.clone());
-        out.push_str("<tool>");
-        out.push_str(&serde_json::to_string(&Value::Object(body)).map_err(|e| e.to_string())?);
-        out.push_str("</tool>");
+        // `{"server_name","tool_name","arguments"}` written in place, the arguments neither
+        // copied into a body value nor into a growing buffer (a 10 MB argument took 40 MB).
+        let head = format!(
+            "<tool>{{\"server_name\":{},\"tool_name\":{},\"arguments\":",
+            Value::from(server),
+            Value::from(c.name.as_str())
+        );
+        out.reserve_exact(head.len() + crate::event::json_len(&c.arguments) + "}</tool>".len());
+        out.extend_from_slice(head.as_bytes());
+        serde_json::to_writer(&mut out, &c.arguments).map_err(|e| e.to_string())?;
+        out.extend_from_slice(b"}</tool>");
     }
     // Prose that itself looks like markup can swallow what follows: check the reading.
     let mut p = Parser::new(Config::default());
-    let r = crate::formats::fold_chunks(&mut p, [out.as_bytes()]);
+    let r = crate::formats::fold_chunks(&mut p, [&out[..]]);
     if !r.is_success() || r.text != text || r.calls != calls {
         return Err("the rendering does not parse back to the same text and calls".into());
     }
-    Ok(out.into_bytes())
+    Ok(out)
 }
 
 /// What sets forge_json apart; its registry entry follows.

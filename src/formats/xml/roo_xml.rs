@@ -305,14 +305,15 @@ impl Core {
         };
         if let Some(c) = &mut self.call {
             let sep = if c.seen.is_empty() { "{" } else { "," };
-            out.args_delta(
-                c.index,
-                &format!(
-                    "{sep}{}:{}",
-                    crate::formats::xml::prose::json_str(param),
-                    crate::formats::xml::prose::json_str(value)
-                ),
-            );
+            // `{sep}"param":"value"` written once at its size: formatting the escaped value
+            // (itself in a doubling buffer) held a 10 MB parameter four times at once.
+            let (k, v) = (crate::event::json_len(param), crate::event::json_len(value));
+            let mut text = Vec::with_capacity(sep.len() + k + 1 + v);
+            text.extend_from_slice(sep.as_bytes());
+            let _ = serde_json::to_writer(&mut text, param);
+            text.push(b':');
+            let _ = serde_json::to_writer(&mut text, value);
+            out.args_delta(c.index, std::str::from_utf8(&text).unwrap_or_default());
             c.seen.push(param.to_string());
         }
         self.st = St::Between;
@@ -549,6 +550,7 @@ impl Core {
 
 /// Renders text and calls as a roo_xml transcript (`specs/roo_xml.md` §8).
 pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, String> {
+    use std::fmt::Write as _;
     let cfg = Config::default();
     let mut s = text.to_string();
     for c in calls {
@@ -586,7 +588,8 @@ pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, 
                         return Err(format!("{k:?} contains {close} followed by a closing tag"));
                     }
                 }
-                s.push_str(&format!("<{k}>\n{v}\n{close}\n"));
+                // Written in place: a formatted copy of a 10 MB value would sit beside it.
+                let _ = write!(s, "<{k}>\n{v}\n{close}\n");
             } else {
                 if v.trim_matches(is_xml_ws) != v {
                     return Err(format!(
@@ -596,7 +599,7 @@ pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, 
                 if v.contains(&close) {
                     return Err(format!("{k:?} contains {close}"));
                 }
-                s.push_str(&format!("<{k}>{v}{close}\n"));
+                let _ = writeln!(s, "<{k}>{v}{close}");
             }
         }
         s.push_str("</");

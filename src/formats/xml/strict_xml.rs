@@ -694,6 +694,10 @@ impl Core {
             .map(|e| e.to_string())
             .collect();
         let problem = (!errs.is_empty()).then(|| errs.join("; "));
+        let has_params = args.as_object().is_some_and(|m| !m.is_empty());
+        // The value served validation only: freed before the sink copies the text (a 10 MB
+        // argument would otherwise be held three times at once).
+        drop(args);
         if let Some(p) = problem {
             let msg = format!("<{}> closed at byte {at}: {p}", tool.name);
             self.error(ErrorKind::SchemaViolation, msg, out);
@@ -705,11 +709,7 @@ impl Core {
                 out.args_delta(c.index, &c.pending);
             }
         } else {
-            let close = if args.as_object().is_some_and(|m| !m.is_empty()) {
-                "}"
-            } else {
-                "{}"
-            };
+            let close = if has_params { "}" } else { "{}" };
             out.args_delta(c.index, close);
         }
         out.push(Event::CallEnd { index: c.index });
@@ -835,6 +835,7 @@ impl Core {
 
 /// Renders text and calls as a strict_xml turn in the JSON form (`specs/strict_xml.md` §7).
 pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, String> {
+    use std::fmt::Write as _;
     if calls.is_empty() {
         return Err("a strict_xml turn must contain a call (require_tool_call)".into());
     }
@@ -849,7 +850,8 @@ pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, 
         if !c.arguments.is_object() {
             return Err("arguments must be a JSON object".into());
         }
-        s.push_str(&format!("<{}>{}</{}>", c.name, c.arguments, c.name));
+        // Written in place: a formatted copy of a huge argument would sit beside it.
+        let _ = write!(s, "<{}>{}</{}>", c.name, c.arguments, c.name);
     }
     let mut p = Parser::new(Config::default(), tools);
     let got = crate::formats::fold_chunks(&mut p, [s.as_bytes()]);

@@ -239,6 +239,10 @@ fn renderer_roundtrip_and_refusals() {
     let r = check(std::str::from_utf8(&out).unwrap());
     assert_eq!(r.text, "Hi");
     assert_eq!(r.calls, calls);
+    // The body's keys in the wire's order, written at the rendering's exact size.
+    let body = r#"{"server_name":"local","tool_name":"w","arguments":{"c":"a </tool> \"q\" \n é","n":1.5}}"#;
+    assert_eq!(out, format!("Hi<tool>{body}</tool>").into_bytes());
+    assert_eq!(out.capacity(), out.len());
     let mut c = call("w", json!({}));
     c.server = None;
     assert!(render("", &[c], &Tools::default()).is_err());

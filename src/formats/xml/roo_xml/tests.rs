@@ -168,6 +168,28 @@ fn r3_5_values_stay_strings() {
 }
 
 #[test]
+fn a_parameter_s_text_is_serde_json_s_escaping() {
+    // The argument text a parser delivers is what digests compare: each parameter goes out as
+    // `{"key":"value"` with serde_json's escapes, whatever the value holds.
+    let t = tools();
+    let v = "a\"b\\c\u{8}\u{c}\u{1}é";
+    let input = format!("<read_file><path>{v}</path></read_file>");
+    let mut p = Parser::new(Config::default(), &t);
+    let evs = run_chunks(&mut p, [input.as_bytes()]);
+    let args: String = evs
+        .iter()
+        .filter_map(|e| match e {
+            Event::ArgsDelta { json, .. } => Some(json.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        args,
+        format!("{{\"path\":{}}}", serde_json::to_string(v).unwrap())
+    );
+}
+
+#[test]
 fn r3_6_entities_stay_raw() {
     ok(
         "<execute_command>\n<command>ls 2&gt;/dev/null && echo &amp;</command>\n</execute_command>",
