@@ -958,12 +958,30 @@ fn declared_policy(
                 return Some(PolicyKind::Reasoning);
             }
             // A parser that does not split reasoning but takes its tags out: the reasoning
-            // and the text run together, every character kept.
+            // and the text run together, every character kept, in either order (text written
+            // before the think block comes first).
             if ctx.has(PolicyKind::Reasoning)
                 && got.reasoning.as_deref().is_none_or(str::is_empty)
                 && let Some(r) = tc.expected_reasoning.as_deref()
                 && !r.trim().is_empty()
-                && unspaced(got_text) == unspaced(&format!("{r}{want}"))
+                && (unspaced(got_text) == unspaced(&format!("{r}{want}"))
+                    || unspaced(got_text) == unspaced(&format!("{want}{r}")))
+            {
+                return Some(PolicyKind::Reasoning);
+            }
+            // A parser that starts inside reasoning for a thinking request (as when the
+            // template opens the block in the prompt) takes text written before the think
+            // block as reasoning: no text, the reasoning the expected text and reasoning run
+            // together, every character kept, no markup. Nothing is lost; a client shows it
+            // as reasoning.
+            if ctx.has(PolicyKind::Reasoning)
+                && got_text.trim().is_empty()
+                && let Some(got_r) = got.reasoning.as_deref()
+                && let Some(r) = tc.expected_reasoning.as_deref()
+                && !want.trim().is_empty()
+                && !markup_in(got_r, &ctx.markers)
+                && !ctx.shows_reasoning_tag(got_r)
+                && unspaced(got_r) == unspaced(&format!("{want}{r}"))
             {
                 return Some(PolicyKind::Reasoning);
             }
@@ -3358,6 +3376,43 @@ mod tests {
         let mut plain = both.clone();
         plain.turns[0].drafted = None;
         assert_ne!(label(&plain, got("", &call)), "policy:reasoning");
+    }
+
+    #[test]
+    fn text_before_a_think_block_taken_as_reasoning_or_run_together_is_the_reasoning_reading() {
+        // seed_oss `Hmm.⏎<seed:think>Still weighing`: vLLM starts a thinking request inside
+        // reasoning; dynamo-v2 (no reasoning split) keeps both as text, the tag taken out.
+        let mut c = declaring(ctx("Hmm.\n", ""), &[PolicyKind::Reasoning]);
+        c.reasoning_pairs = vec![("<seed:think>".into(), "</seed:think>".into())];
+        c.turns[0].expected_reasoning = Some("Still weighing".into());
+        let label = |c: &CaseContext, g: Got| {
+            let msg = text_msg(&g.text.clone(), "Hmm.\n");
+            classify_violation(&with_got(Invariant::Expectation, &msg, g), c).label()
+        };
+        let as_reasoning = Got {
+            reasoning: Some("Hmm.\nStill weighing".into()),
+            ..got("", &[])
+        };
+        assert_eq!(label(&c, as_reasoning), "policy:reasoning");
+        assert_eq!(
+            label(&c, got("Hmm.\nStill weighing", &[])),
+            "policy:reasoning"
+        );
+        // Something lost, or the tag left in the reasoning: bugs.
+        let lost = Got {
+            reasoning: Some("Still weighing".into()),
+            ..got("", &[])
+        };
+        assert_ne!(label(&c, lost), "policy:reasoning");
+        let tagged = Got {
+            reasoning: Some("Hmm.\n<seed:think>Still weighing".into()),
+            ..got("", &[])
+        };
+        assert_ne!(label(&c, tagged), "policy:reasoning");
+        assert_ne!(
+            label(&declaring(c.clone(), &[]), got("Hmm.\nStill weighing", &[])),
+            "policy:reasoning"
+        );
     }
 
     #[test]
