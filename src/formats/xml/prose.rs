@@ -476,8 +476,3 @@ pub(crate) mod corpus_check {
         n
     }
 }
-
-/// A string as JSON text (for argument deltas built one parameter at a time).
-pub(crate) fn json_str(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
-}

@@ -665,14 +665,7 @@ impl Core {
                 };
                 if let Some(c) = &mut self.call {
                     let sep = if c.args.is_empty() { "{" } else { "," };
-                    out.args_delta(
-                        c.index,
-                        &format!(
-                            "{sep}{}:{}",
-                            crate::formats::xml::prose::json_str(&param),
-                            v
-                        ),
-                    );
+                    out.args_delta(c.index, &format!("{sep}{}:{}", json_str(&param), v));
                     c.args.insert(param, v);
                 }
                 Ctl::go()
@@ -867,6 +860,11 @@ pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, 
         ));
     }
     Ok(s.into_bytes())
+}
+
+/// A string as JSON text (for argument deltas built one parameter at a time).
+fn json_str(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 
 fn markers(tools: &Tools) -> Vec<String> {
