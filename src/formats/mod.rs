@@ -29,6 +29,7 @@ pub use self::core::contract::{
     CdataProbe, Format, FormatOptions, OptionInfo, OptionValues, OptionsByFormat, RenderFn,
     SpecialToken, StreamParser, Typing, fold_chunks, run_chunks,
 };
+pub use self::core::read_back::{ReadBack, read_back};
 pub use self::core::{config, options, reasoning, request, typing};
 pub use delimited::{
     apertus, deepseek_v3, deepseek_v31, granite4, hermes, kimi_k2, llama3_json, mistral,

@@ -8,6 +8,7 @@ pub(crate) mod contract;
 pub(crate) mod decoded;
 pub(crate) mod entry;
 pub mod options;
+pub(crate) mod read_back;
 pub mod reasoning;
 pub mod request;
 #[cfg(test)]

@@ -2428,9 +2428,8 @@ pub fn render_checked(
     if !calls.is_empty() {
         write_calls(&mut out, calls);
     }
-    let mut p = boxed(g, cfg, tools);
-    let r = crate::formats::fold_chunks(&mut *p, [out.as_bytes()]);
-    if !r.is_success() || r.text != text || r.calls != calls {
+    let r = crate::formats::read_back(|| boxed(g, cfg.clone(), tools), out.as_bytes(), calls);
+    if !r.result.is_success() || r.result.text != text || !r.same_calls {
         return Err("the rendering does not parse back to the same text and calls".into());
     }
     Ok(out.into_bytes())

@@ -408,9 +408,9 @@ pub fn render(text: &str, calls: &[ToolCall], _tools: &Tools) -> Result<Vec<u8>,
         out.extend_from_slice(b"}</tool>");
     }
     // Prose that itself looks like markup can swallow what follows: check the reading.
-    let mut p = Parser::new(Config::default());
-    let r = crate::formats::fold_chunks(&mut p, [&out[..]]);
-    if !r.is_success() || r.text != text || r.calls != calls {
+    let parser = || Box::new(Parser::new(Config::default())) as Box<dyn StreamParser>;
+    let r = crate::formats::read_back(parser, &out, calls);
+    if !r.result.is_success() || r.result.text != text || !r.same_calls {
         return Err("the rendering does not parse back to the same text and calls".into());
     }
     Ok(out)

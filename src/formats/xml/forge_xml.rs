@@ -960,9 +960,9 @@ pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, 
     }
     // The format has ambiguities no local rule catches (prose that itself looks like markup):
     // parse the result back and refuse what does not read back exactly.
-    let mut p = Parser::new(Config::default(), tools);
-    let r = crate::formats::fold_chunks(&mut p, [out.as_bytes()]);
-    if !r.is_success() || r.text != text || r.calls != calls {
+    let parser = || Box::new(Parser::new(Config::default(), tools)) as Box<dyn StreamParser>;
+    let r = crate::formats::read_back(parser, out.as_bytes(), calls);
+    if !r.result.is_success() || r.result.text != text || !r.same_calls {
         return Err("the rendering does not parse back to the same text and calls".into());
     }
     Ok(out.into_bytes())

@@ -5,7 +5,7 @@
 //! is text. Built on the shared XML tokenizer: parameter values are read in its raw-until mode,
 //! and the `</content>` rescue is a look-ahead over the tokens that follow a close tag.
 
-use crate::event::{ErrorKind, Event, ParseResult, Sink, ToolCall, WarningKind};
+use crate::event::{ErrorKind, Event, Sink, ToolCall, WarningKind};
 use crate::formats::StreamParser;
 use crate::formats::config::config;
 use crate::formats::xml::prose::{
@@ -606,21 +606,18 @@ pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, 
         s.push_str(&c.name);
         s.push('>');
     }
-    let got = parse(s.as_bytes(), tools);
+    let parser = || Box::new(Parser::new(Config::default(), tools)) as Box<dyn StreamParser>;
+    let back = crate::formats::read_back(parser, s.as_bytes(), calls);
+    let got = &back.result;
     // What `got == ParseResult { text, calls, .. }` says, without copying the calls.
     let same = got.text == text
         && got.reasoning_text().is_empty()
-        && got.calls == calls
+        && back.same_calls
         && got.errors.is_empty();
     if !same {
         return Err("the rendered transcript does not parse back (text not inert?)".into());
     }
     Ok(s.into_bytes())
-}
-
-fn parse(bytes: &[u8], tools: &Tools) -> ParseResult {
-    let mut p = Parser::new(Config::default(), tools);
-    crate::formats::fold_chunks(&mut p, [bytes])
 }
 
 fn markers(tools: &Tools) -> Vec<String> {

@@ -846,12 +846,13 @@ pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, 
         // Written in place: a formatted copy of a huge argument would sit beside it.
         let _ = write!(s, "<{}>{}</{}>", c.name, c.arguments, c.name);
     }
-    let mut p = Parser::new(Config::default(), tools);
-    let got = crate::formats::fold_chunks(&mut p, [s.as_bytes()]);
+    let parser = || Box::new(Parser::new(Config::default(), tools)) as Box<dyn StreamParser>;
+    let back = crate::formats::read_back(parser, s.as_bytes(), calls);
+    let got = &back.result;
     // What `got == ParseResult { text, calls, .. }` says, without copying the calls.
     let same = got.text == text
         && got.reasoning_text().is_empty()
-        && got.calls == calls
+        && back.same_calls
         && got.errors.is_empty();
     if !same {
         return Err(format!(
