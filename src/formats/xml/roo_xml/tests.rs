@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::event::ErrorKind as K;
+use crate::event::ParseResult;
 use crate::formats::core::testkit::{cycled_chunks, every_cut};
 use crate::formats::run_chunks;
 use proptest::prelude::*;
