@@ -832,13 +832,7 @@ pub fn render(text: &str, calls: &[ToolCall], tools: &Tools) -> Result<Vec<u8>, 
     if calls.is_empty() {
         return Err("a strict_xml turn must contain a call (require_tool_call)".into());
     }
-    // At its exact size: grown by doubling, a 10 MB argument's rendering was copied as it
-    // grew and the freed buffers stayed resident beside the read-back.
-    let size = calls.iter().fold(text.len(), |n, c| {
-        n + 2 * c.name.len() + "<></>".len() + crate::event::json_len(&c.arguments)
-    });
-    let mut s = String::with_capacity(size);
-    s.push_str(text);
+    let mut s = text.to_string();
     for c in calls {
         if tools.get(&c.name).is_none() {
             return Err(format!("tool {:?} is not in tools.json", c.name));
