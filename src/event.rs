@@ -225,6 +225,8 @@ pub enum WarningKind {
     JsonWrapper,
     /// A call's name run straight into its first tag, without the newline the template writes (option `compact_form`).
     CompactForm,
+    /// Whitespace between a section's opening marker and its JSON array (option `section_whitespace`).
+    SectionWhitespace,
 }
 
 impl WarningKind {}
@@ -312,6 +314,7 @@ wire_names! {
         RecipientMismatch => "recipient_mismatch",
         JsonWrapper => "json_wrapper",
         CompactForm => "compact_form",
+        SectionWhitespace => "section_whitespace",
     }
 }
 

@@ -1758,37 +1758,78 @@ pub fn replay_command(case: &Case, parser: &str, cuts: &[Vec<usize>]) -> String 
     cmd
 }
 
-/// The case with its expectations read in a dialect: each expected call takes the name and id
-/// conform's parser gives it with the dialect's options, where that parser's calls are the
-/// expected ones but for names and ids (dialect options only change how a header is split).
-/// `None` when nothing changes.
+/// The case with its expectations read in a dialect. Where conform's parser, with the case's
+/// options, reads the turn exactly as expected, the expectation becomes what it reads with the
+/// dialect's options too (`pythonic.calls_after_text`: a list after prose is calls and the
+/// prose before it text). Otherwise each expected call takes the name and id the dialect
+/// reads, where those calls are the expected ones but for names and ids (`kimi_k2`'s header
+/// dialects only change how a header is split). `None` when nothing changes.
 fn in_dialect(case: &Case, format: &Format, dialect: &OptionValues) -> Option<Case> {
     let mut values = case.options.as_ref().clone();
     values.extend(dialect.iter().map(|(k, v)| (k.clone(), *v)));
+    let read = |data: &[u8], values: &OptionValues| {
+        let mut p = format.parser(&case.tools, values).ok()?;
+        let mut events = formats::run_chunks(p.as_mut(), [data]);
+        p.finish(&mut events);
+        Some(crate::event::ParseResult::fold(&events))
+    };
     let mut out = case.clone();
     let mut changed = false;
     for (t, data) in case.turns.iter().enumerate() {
         let Some(Some(e)) = out.expects.get_mut(t) else {
             continue;
         };
+        if e.calls.is_none() {
+            continue;
+        }
+        let got = read(data, &values)?;
+        let base = read(data, &case.options)?;
+        if base.calls == got.calls && base.text == got.text {
+            continue;
+        }
+        let as_expected = e.calls.as_ref() == Some(&base.calls)
+            && e.text.as_ref().is_none_or(|w| *w == base.text)
+            && e.errors.as_ref().is_none_or(|w| *w == base.error_kinds())
+            && e.error
+                .as_ref()
+                .is_none_or(|w| w.as_ref().map(|x| x.kind) == base.errors.first().map(|x| x.kind));
+        if as_expected {
+            let r = got;
+            e.errors = e.errors.as_ref().map(|_| r.error_kinds());
+            e.error = e.error.as_ref().map(|_| {
+                r.errors
+                    .first()
+                    .map(|x| crate::harness::corpus::ExpectedError { kind: x.kind })
+            });
+            if e.warnings.is_some() {
+                e.warnings = Some(r.warnings.iter().map(|w| w.kind.clone()).collect());
+            }
+            if e.order.is_some() {
+                e.order = r.order;
+            }
+            if e.reasoning.is_some() {
+                e.reasoning = r.reasoning;
+            }
+            if e.text.is_some() {
+                e.text = Some(r.text);
+            }
+            e.calls = Some(r.calls);
+            changed = true;
+            continue;
+        }
         let Some(calls) = e.calls.as_mut() else {
             continue;
         };
-        let Ok(mut p) = format.parser(&case.tools, &values) else {
-            return None;
-        };
-        let mut events = formats::run_chunks(p.as_mut(), [data.as_slice()]);
-        p.finish(&mut events);
-        let got = crate::event::ParseResult::fold(&events).calls;
-        let same_but_headers = got.len() == calls.len()
+        let same_but_headers = got.calls.len() == calls.len()
             && got
+                .calls
                 .iter()
                 .zip(calls.iter())
                 .all(|(g, w)| g.arguments == w.arguments && g.server == w.server);
         if !same_but_headers {
             continue;
         }
-        for (w, g) in calls.iter_mut().zip(got) {
+        for (w, g) in calls.iter_mut().zip(got.calls) {
             if (&w.name, &w.id) != (&g.name, &g.id) {
                 (w.name, w.id) = (g.name, g.id);
                 changed = true;
@@ -2780,5 +2821,36 @@ mod tests {
             &crate::harness::corpus::LoadOptions::default(),
         );
         assert!(in_dialect(&plain.cases[0], kimi, &dialect).is_none());
+    }
+
+    #[test]
+    fn a_reading_dialect_makes_the_expectation_what_it_reads() {
+        // pythonic's spec reads a list after prose as text; SGLang, Dynamo and the gateway
+        // read it as calls. In their dialect the expectation is that reading, prose and all.
+        let load = |p: &str| {
+            crate::harness::corpus::load(
+                &[p.to_string()],
+                &crate::harness::corpus::LoadOptions::default(),
+            )
+        };
+        let corpus = load("corpus/pythonic/y_list_later_in_prose_is_text.txt");
+        let py = formats::by_id("pythonic").unwrap();
+        let dialect: OptionValues = [("calls_after_text".to_string(), true)]
+            .into_iter()
+            .collect();
+        let read = in_dialect(&corpus.cases[0], py, &dialect).expect("the reading changes");
+        let e = read.expects[0].as_ref().unwrap();
+        assert_eq!(e.text.as_deref(), Some("Let me check the weather: "));
+        let calls = e.calls.as_ref().unwrap();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].name, "get_weather");
+        assert_eq!(e.error, Some(None));
+        // A case the dialect reads as the spec does is left alone.
+        let plain = load("corpus/pythonic/y_bracketed_prose_is_text.txt");
+        assert!(in_dialect(&plain.cases[0], py, &dialect).is_none());
+        // A case whose expectation is not conform's reading is not rewritten to one.
+        let mut off = corpus.cases[0].clone();
+        off.expects[0].as_mut().unwrap().text = Some("something else".into());
+        assert!(in_dialect(&off, py, &dialect).is_none());
     }
 }

@@ -13,7 +13,7 @@ use crate::event::{ErrorKind, Sink, ToolCall, WarningKind};
 use crate::formats::config::config;
 use crate::formats::core::entry::{self, Entry};
 use crate::formats::delimited::{
-    CallArrayReader, Cx, Driver, EnvelopeOptions, Grammar, Limits, TextStep, ValueEnd,
+    CallArrayReader, Cx, Driver, EnvelopeOptions, Grammar, Limits, TextStep, ValueEnd, is_ws,
 };
 use crate::formats::reasoning::Syntax;
 use crate::formats::{Format, RenderFn, SpecialToken, StreamParser};
@@ -39,6 +39,10 @@ config! {
             /// text, or the next `<|tools_prefix|>`) keeps its calls with a warning: the array's `]`
             /// closed them (vLLM accepts the missing suffix too).
             missing_section_end,
+            /// Whitespace between `<|tools_prefix|>` and the array's `[` is read with warning
+            /// `section_whitespace`: Apertus' template writes the array right after the marker,
+            /// and SGLang's detector looks for `<|tools_prefix|>[` (no call without it).
+            section_whitespace,
         }
         /// Size and nesting limits.
         pub limits: Limits,
@@ -49,6 +53,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             missing_section_end: true,
+            section_whitespace: true,
             limits: Limits::default(),
         }
     }
@@ -68,6 +73,10 @@ const ELEMENT: EnvelopeOptions = EnvelopeOptions {
 enum State {
     /// Outside a tool section.
     Text,
+    /// After `<|tools_prefix|>`, before the array.
+    Prefix,
+    /// After `<|tools_prefix|>` and whitespace (warned), before the array.
+    PrefixSpaced,
     /// The array is being read.
     Array,
     /// The array was read; `<|tools_suffix|>` should follow.
@@ -84,8 +93,42 @@ struct Apertus {
 impl Apertus {
     fn open_section(&mut self, cx: &mut Cx) {
         cx.drop_whitespace();
+        self.state = State::Prefix;
+    }
+
+    /// Text right after `<|tools_prefix|>`: the array, perhaps after whitespace.
+    fn array_start(&mut self, cx: &mut Cx, t: &str, out: &mut dyn Sink) -> TextStep {
+        let lead = t.bytes().take_while(|&b| is_ws(b)).count();
+        if lead > 0 && self.state == State::Prefix {
+            let on = cx.lenient(
+                self.cfg.section_whitespace,
+                WarningKind::SectionWhitespace,
+                &format!("whitespace between {TOOLS_PREFIX} and the array"),
+                out,
+            );
+            if !on {
+                self.state = State::Skip;
+                return TextStep::Taken;
+            }
+        }
+        if lead == t.len() {
+            // The warning is given once: the array may follow in the next piece.
+            self.state = State::PrefixSpaced;
+            return TextStep::Taken;
+        }
         cx.open(CallArrayReader::boxed(ELEMENT));
         self.state = State::Array;
+        TextStep::Value(lead)
+    }
+
+    /// A section opened by `<|tools_prefix|>` holds no array: what came instead ends it.
+    fn no_array(&mut self, cx: &mut Cx, out: &mut dyn Sink) {
+        cx.error(
+            ErrorKind::InvalidJson,
+            "<|tools_prefix|> is not followed by a JSON array",
+            out,
+        );
+        self.state = State::Skip;
     }
 
     /// The array ended without its suffix; `why` says what came instead.
@@ -112,6 +155,7 @@ impl Grammar for Apertus {
                 }
                 cx.text(t, out);
             }
+            State::Prefix | State::PrefixSpaced => return self.array_start(cx, t, out),
             State::Array | State::Skip => {}
         }
         TextStep::Taken
@@ -119,6 +163,9 @@ impl Grammar for Apertus {
 
     fn marker(&mut self, cx: &mut Cx, m: usize, out: &mut dyn Sink) {
         let prefix = m == 0;
+        if matches!(self.state, State::Prefix | State::PrefixSpaced) {
+            self.no_array(cx, out);
+        }
         match (self.state, prefix) {
             (State::Text | State::Skip, true) => self.open_section(cx),
             (State::AfterArray, true) => {
@@ -137,7 +184,7 @@ impl Grammar for Apertus {
                 );
             }
             // The array is read by its reader, which never yields to a delimiter.
-            (State::Array, _) => {}
+            (State::Array | State::Prefix | State::PrefixSpaced, _) => {}
         }
     }
 
@@ -171,8 +218,12 @@ impl Grammar for Apertus {
     }
 
     fn finish(&mut self, cx: &mut Cx, out: &mut dyn Sink) {
-        if self.state == State::AfterArray {
-            self.unclosed("the output ends", cx, out);
+        match self.state {
+            State::AfterArray => self.unclosed("the output ends", cx, out),
+            State::Prefix | State::PrefixSpaced => {
+                cx.unterminated("the stream ended inside the array of calls", out)
+            }
+            _ => {}
         }
         self.state = State::Text;
     }
@@ -308,6 +359,31 @@ mod tests {
         assert!(r.errors.is_empty() && r.warnings.is_empty(), "{r:?}");
         let r = every_cut(&mk, b"<think>x</think>y").0;
         assert_eq!(r.text, "<think>x</think>y");
+    }
+
+    #[test]
+    fn whitespace_after_the_prefix_is_a_named_deviation() {
+        let s = "a<|tools_prefix|> \n [{\"f\": {}}]\n<|tools_suffix|>b";
+        let r = all_ways(s);
+        assert_eq!((r.text.as_str(), r.calls.len()), ("ab", 1));
+        assert_eq!(warnings(&r), ["section_whitespace"]);
+        assert!(r.errors.is_empty());
+        // Whitespace before the suffix alone is no deviation.
+        let r = all_ways("<|tools_prefix|>[{\"f\": {}}] <|tools_suffix|>");
+        assert!(r.warnings.is_empty() && r.calls.len() == 1, "{r:?}");
+        let off = Config {
+            section_whitespace: false,
+            ..Config::default()
+        };
+        let r = every_cut(&|| Box::new(parser(off)), s.as_bytes()).0;
+        assert_eq!((r.text.as_str(), r.calls.len()), ("ab", 0));
+        assert_eq!(r.error_kinds(), vec![ErrorKind::MalformedMarkup]);
+        // A prefix followed by whitespace and no array is still one error.
+        let r = all_ways("<|tools_prefix|> <|tools_suffix|>x");
+        assert_eq!(r.error_kinds(), vec![ErrorKind::InvalidJson]);
+        assert_eq!(r.text, "x");
+        let r = all_ways("<|tools_prefix|>  ");
+        assert_eq!(r.error_kinds(), vec![ErrorKind::Unterminated]);
     }
 
     #[test]

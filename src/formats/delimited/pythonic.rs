@@ -39,6 +39,11 @@ config! {
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
     pub struct Config {
         options {
+            /// Dialect (off by default): a call list that starts after prose, or after another
+            /// list, is read as calls, the prose before it kept as text, as SGLang, Dynamo and
+            /// the SGLang gateway read one anywhere in the output (Llama 4 writing prose before
+            /// `<|python_start|>`, vllm#22917), instead of as text (`specs/pythonic.md` R1).
+            calls_after_text,
         }
         /// Size and nesting limits (`max_args_bytes` bounds the whole list).
         pub limits: Limits,
@@ -63,6 +68,8 @@ enum State {
 
 struct Pythonic {
     state: State,
+    /// [`Config::calls_after_text`].
+    calls_after_text: bool,
 }
 
 /// The call list as a value of the driver (shared with `olmo3`'s bare call lists).
@@ -175,20 +182,41 @@ impl Pythonic {
             return TextStep::Taken;
         }
         if t.as_bytes()[lead] == b'[' {
-            cx.open(Box::new(ListValue::new(
-                PyListReader::new(PyLimits {
-                    max_bytes: cx.limits.max_args_bytes,
-                    max_depth: cx.limits.max_depth,
-                }),
-                cx.pos + lead as u64,
-                None,
-            )));
-            self.state = State::List;
-            return TextStep::Value(lead);
+            return self.open_list(cx, lead);
         }
-        cx.text(&t[lead..], out);
-        self.state = State::Text;
+        self.prose(cx, t, lead, out)
+    }
+
+    /// Prose from offset `from` of the piece `t`, or text after a list: text, unless the
+    /// dialect reads a list in it.
+    fn prose(&mut self, cx: &mut Cx, t: &str, from: usize, out: &mut dyn Sink) -> TextStep {
+        let t = &t[from..];
+        if self.calls_after_text
+            && let Some(at) = t.find('[')
+        {
+            // Whatever the list turns out to be, the prose before it stays as written (only a
+            // whitespace run between two lists is held, and dropped if the second is one).
+            cx.text(&t[..at], out);
+            return self.open_list(cx, from + at);
+        }
+        if cx.text(t, out) || self.state != State::After {
+            self.state = State::Text;
+        }
         TextStep::Taken
+    }
+
+    /// Opens the list reader at offset `at` of the text piece just handed over.
+    fn open_list(&mut self, cx: &mut Cx, at: usize) -> TextStep {
+        cx.open(Box::new(ListValue::new(
+            PyListReader::new(PyLimits {
+                max_bytes: cx.limits.max_args_bytes,
+                max_depth: cx.limits.max_depth,
+            }),
+            cx.pos + at as u64,
+            None,
+        )));
+        self.state = State::List;
+        TextStep::Value(at)
     }
 }
 
@@ -196,11 +224,7 @@ impl Grammar for Pythonic {
     fn text(&mut self, cx: &mut Cx, t: &str, out: &mut dyn Sink) -> TextStep {
         match self.state {
             State::Start | State::Wrapped => return self.list_or_text(cx, t, out),
-            State::After | State::Text => {
-                if cx.text(t, out) {
-                    self.state = State::Text;
-                }
-            }
+            State::After | State::Text => return self.prose(cx, t, 0, out),
             State::List | State::Skip => {}
         }
         TextStep::Taken
@@ -213,6 +237,11 @@ impl Grammar for Pythonic {
         }
         self.state = match (self.state, m) {
             (State::Start, 0) => {
+                cx.hold_whitespace();
+                State::Wrapped
+            }
+            // Llama 4's prose before its wrapped list (vllm#22917), in the dialect that reads it.
+            (State::Text | State::After, 0) if self.calls_after_text => {
                 cx.hold_whitespace();
                 State::Wrapped
             }
@@ -260,6 +289,7 @@ pub fn parser(cfg: Config) -> impl StreamParser {
     Driver::new(
         Pythonic {
             state: State::Start,
+            calls_after_text: cfg.calls_after_text,
         },
         &MARKERS,
         cfg.limits,
@@ -401,6 +431,44 @@ mod tests {
     }
 
     #[test]
+    fn the_calls_after_text_dialect_reads_a_list_anywhere() {
+        let cfg = Config {
+            calls_after_text: true,
+            ..Config::default()
+        };
+        let read = |s: &str| every_cut(&|| Box::new(parser(cfg)), s.as_bytes()).0;
+        let r = read("Let me check: [get_weather(city='Paris')] done");
+        assert_eq!(r.text, "Let me check:  done");
+        assert_eq!(r.calls.len(), 1);
+        assert_eq!(r.calls[0].arguments, json!({"city": "Paris"}));
+        // Two lists, the whitespace between them dropped as between any calls.
+        let r = read("[a()] \n [b(x=1)]");
+        assert_eq!(r.text, "");
+        assert_eq!(r.calls.len(), 2);
+        let r = read("[a()] and [b()] end");
+        assert_eq!(r.text, " and  end");
+        assert_eq!(r.calls.len(), 2);
+        // Llama 4 writing prose before its wrapper.
+        let r = read("Sure. <|python_start|>[f(a=1)]<|python_end|><|eot|>");
+        assert_eq!((r.text.as_str(), r.calls.len()), ("Sure. ", 1));
+        // Brackets that are no call list stay prose, and nothing else changes.
+        for s in ["See [Note] and [1, 2] here", "[] x", "a [b c"] {
+            let r = read(s);
+            assert!(r.calls.is_empty() && r.errors.is_empty(), "{s}");
+            assert_eq!(r.text, s);
+        }
+        let r = read("text [f(a=foo), g(b=1)] tail");
+        assert_eq!(r.error_kinds(), vec![ErrorKind::MalformedMarkup]);
+        assert_eq!((r.text.as_str(), r.calls.len()), ("text  tail", 1));
+        // Off (the default), the same outputs are prose.
+        assert!(
+            all_ways("Let me check: [get_weather(city='Paris')]")
+                .calls
+                .is_empty()
+        );
+    }
+
+    #[test]
     fn a_call_name_over_the_token_limit_is_limit_exceeded_and_a_long_word_text() {
         let long = "a".repeat(crate::lexers::python::MAX_TOKEN + 500);
         for s in [
@@ -469,10 +537,12 @@ mod tests {
                 "[a-z0-9'\"\\[\\](),= <|>]{0,6}",
             ], 0..16),
             cuts in proptest::collection::vec(any::<usize>(), 0..10),
+            calls_after_text in any::<bool>(),
         ) {
             let s = parts.concat();
-            let whole = fold_cut(&mut parser(Config::default()), s.as_bytes(), &[]);
-            let r = fold_cut(&mut parser(Config::default()), s.as_bytes(), &cuts);
+            let cfg = Config { calls_after_text, ..Config::default() };
+            let whole = fold_cut(&mut parser(cfg), s.as_bytes(), &[]);
+            let r = fold_cut(&mut parser(cfg), s.as_bytes(), &cuts);
             prop_assert_eq!(&r, &whole);
             prop_assert_eq!(r.warnings.len(), whole.warnings.len());
         }
