@@ -2428,7 +2428,7 @@ pub fn render_checked(
     if !calls.is_empty() {
         write_calls(&mut out, calls);
     }
-    let r = crate::formats::read_back(|| boxed(g, cfg.clone(), tools), out.as_bytes(), calls);
+    let r = crate::formats::read_back(|| boxed(g, cfg, tools), out.as_bytes(), calls);
     if !r.result.is_success() || r.result.text != text || !r.same_calls {
         return Err("the rendering does not parse back to the same text and calls".into());
     }
