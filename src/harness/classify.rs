@@ -1002,11 +1002,12 @@ fn declared_policy(
                 && ctx.has(PolicyKind::Errors)
                 && got.errors.is_empty()
                 && got.calls.is_empty()
-                && expected == 0
+                && (expected == 0 || shown_whole(ctx, tc, got))
                 && !markup_in(got_text, &ctx.markers)
                 && keeps_in_order(got_text, want)
                 && (unspaced(got_text) == unspaced(&unmarked)
-                    || (!want.trim().is_empty() && keeps_in_order(&unmarked, got_text)))
+                    || (!want.trim().is_empty() && keeps_in_order(&unmarked, got_text))
+                    || whole_segments(got_text, &tc.served, &ctx.markers))
             {
                 return Some(PolicyKind::Errors);
             }
@@ -1053,8 +1054,11 @@ fn declared_policy(
             if undeclared {
                 return Some(PolicyKind::UndeclaredTools);
             }
-            (reject && got.errors.is_empty() && ctx.has(PolicyKind::Errors) && read_well(ctx, got))
-                .then_some(PolicyKind::Errors)
+            (reject
+                && got.errors.is_empty()
+                && ctx.has(PolicyKind::Errors)
+                && (read_well(ctx, got) || shown_whole(ctx, tc, got)))
+            .then_some(PolicyKind::Errors)
         }
         Invariant::NoMarkupLeak => {
             if undeclared {
@@ -1544,12 +1548,50 @@ fn well_formed(c: &GotCall, markers: &[String]) -> bool {
         && !markup_in(&c.arguments, markers)
 }
 
+/// Rejected input shown whole as text, its delimiters taken out, and no call made: an engine
+/// without an error channel that refuses the whole payload (a JSON array with one invalid
+/// element is invalid JSON) rather than keep the calls before the bad one, as conform does;
+/// the client sees everything the model wrote.
+fn shown_whole(ctx: &CaseContext, tc: &TurnContext, got: &Got) -> bool {
+    got.calls.is_empty()
+        && !got.text.trim().is_empty()
+        && !markup_in(&got.text, &ctx.markers)
+        && unspaced(&got.text) == unspaced(&without_markers(&tc.served, &ctx.markers))
+}
+
 /// `text` with every one of the format's delimiters taken out.
 fn without_markers(text: &str, markers: &[String]) -> String {
     markers
         .iter()
         .filter(|m| !m.is_empty())
         .fold(text.to_string(), |t, m| t.replace(m.as_str(), ""))
+}
+
+/// Whether `got` is, but for whitespace, a run of whole pieces of `served` between its
+/// delimiters: the body of a message an engine without an error channel shows rather than
+/// drops (harmony's `<|channel|>summary<|message|>Short.<|end|>` shown as `Short.`), never
+/// a fragment cut from inside one.
+fn whole_segments(got: &str, served: &str, markers: &[String]) -> bool {
+    const MOST: usize = 256;
+    let want = unspaced(got);
+    if want.is_empty() {
+        return false;
+    }
+    let mut pieces = vec![served];
+    for m in markers.iter().filter(|m| !m.is_empty()) {
+        pieces = pieces.iter().flat_map(|p| p.split(m.as_str())).collect();
+        if pieces.len() > MOST {
+            return false;
+        }
+    }
+    let pieces: Vec<String> = pieces.iter().map(|p| unspaced(p)).collect();
+    (0..pieces.len()).any(|i| {
+        let mut run = String::new();
+        pieces[i..].iter().any(|p| {
+            run.push_str(p);
+            run == want
+        })
+    })
 }
 
 /// Whether `text` holds one of the format's delimiters.
@@ -1709,6 +1751,16 @@ fn roundtrip_class(msg: &str, ctx: &CaseContext) -> CaseClass {
         && let Some((_, rest)) = rest.split_once(' ')
         && let Some((want, back)) = sides(rest)
     {
+        // A value the engine could not type left as the text the rendering wrote (Seed-OSS's
+        // template writes `None` and Python dicts): the `typing` policy, as for a case's call.
+        if ctx.has(PolicyKind::Typing)
+            && let (Some((wn, wa)), Some((bn, ba))) = (described(&want), described(&back))
+            && wn == bn
+            && wa != ba
+            && typed_otherwise(&wa, &ba, ctx.schemas.get(&wn), true)
+        {
+            return CaseClass::Policy(PolicyKind::Typing);
+        }
         return call_difference(&back, &want, ctx.has(PolicyKind::Ids));
     }
     if let Some(rest) = msg.strip_prefix("text ")
@@ -1767,6 +1819,16 @@ fn call_difference(got: &str, want: &str, ids_policy: bool) -> CaseClass {
     } else {
         BugClass::Other
     })
+}
+
+/// A described call's name and arguments (`name("{…}")`, an id ignored); `None` for an
+/// excerpt cut short.
+fn described(s: &str) -> Option<(String, serde_json::Value)> {
+    let s = without_ids(s);
+    let (name, rest) = s.split_once('(')?;
+    let quoted = rest.strip_suffix(')')?;
+    let args: String = serde_json::from_str(quoted).ok()?;
+    Some((name.to_string(), serde_json::from_str(&args).ok()?))
 }
 
 /// The `id="…"` part of a described call (empty without one).
@@ -3000,6 +3062,69 @@ mod tests {
         assert_eq!(classify_violation(&v, &c).label(), "policy:errors");
         let cut = with_got(Invariant::Expectation, msg, got("[{\"name\"", &[]));
         assert!(!classify_violation(&cut, &c).label().starts_with("policy"));
+    }
+
+    #[test]
+    fn a_roundtrip_value_left_as_the_rendered_text_is_typing() {
+        // Seed-OSS's template writes null as `None`; vLLM leaves what it cannot type as text.
+        let c = declaring(ctx("", ""), &[PolicyKind::Typing]);
+        let msg = r#"call 0 search("{\"query\":\"q\",\"limit\":null}") came back as search("{\"query\":\"q\",\"limit\":\"None\"}"); rendered: "…""#;
+        assert_eq!(class(Invariant::Roundtrip, msg, &c), "policy:typing");
+        // Another value is no spelling of it; a cut excerpt is not read.
+        let other = r#"call 0 search("{\"query\":\"q\",\"limit\":null}") came back as search("{\"query\":\"q\",\"limit\":\"7\"}"); rendered: "…""#;
+        assert!(!class(Invariant::Roundtrip, other, &c).starts_with("policy"));
+        let cut = r#"call 0 search("{\"query\":\"q\",\"limit\":null}") came back as search("{\"query\":\"q\",\"li…"); rendered: "…""#;
+        assert!(!class(Invariant::Roundtrip, cut, &c).starts_with("policy"));
+        let plain = declaring(ctx("", ""), &[]);
+        assert!(!class(Invariant::Roundtrip, msg, &plain).starts_with("policy"));
+    }
+
+    #[test]
+    fn an_array_refused_whole_and_shown_as_text_is_errors_though_conform_keeps_a_call() {
+        // mistral `[TOOL_CALLS][{get_time}, {search: invalid}]`: conform keeps get_time; vLLM
+        // refuses the whole array and shows it without its marker.
+        let mut c = declaring(ctx("", ""), &[PolicyKind::Errors]);
+        c.label = Some(Label::Reject);
+        c.markers = vec!["[TOOL_CALLS]".into()];
+        let payload = r#"[{"name": "get_time", "arguments": {}}, {"name": "search", "arguments": {"query": }}]"#;
+        c.turns[0].served = format!("[TOOL_CALLS]{payload}");
+        c.turns[0].expected_calls = one_call("get_time");
+        c.turns[0].expected_text = Some(String::new());
+        let calls = "0 call(s) parsed () but the expectation has 1 (get_time)";
+        let v = with_got(Invariant::Expectation, calls, got(payload, &[]));
+        assert_eq!(classify_violation(&v, &c).label(), "policy:errors");
+        let text = with_got(
+            Invariant::Expectation,
+            &text_msg(payload, ""),
+            got(payload, &[]),
+        );
+        assert_eq!(classify_violation(&text, &c).label(), "policy:errors");
+        // Part of it shown is a loss.
+        let part = &payload[..40];
+        let v = with_got(Invariant::Expectation, calls, got(part, &[]));
+        assert!(!classify_violation(&v, &c).label().starts_with("policy"));
+    }
+
+    #[test]
+    fn a_rejected_message_body_shown_whole_is_errors_and_a_fragment_is_not() {
+        // harmony: a message on a channel conform does not know is an error and dropped; an
+        // engine without an error channel shows its body.
+        let mut c = declaring(ctx("", ""), &[PolicyKind::Errors]);
+        c.label = Some(Label::Reject);
+        c.markers = vec!["<|channel|>".into(), "<|message|>".into(), "<|end|>".into()];
+        c.turns[0].served = "<|channel|>summary<|message|>Short answer.<|end|>".into();
+        c.turns[0].expected_calls = Some(vec![]);
+        c.turns[0].expected_text = Some(String::new());
+        let msg = "text is \"Short answer.\" but the expectation says \"\"";
+        let v = with_got(Invariant::Expectation, msg, got("Short answer.", &[]));
+        assert_eq!(classify_violation(&v, &c).label(), "policy:errors");
+        let msg = "text is \"Short\" but the expectation says \"\"";
+        let cut = with_got(Invariant::Expectation, msg, got("Short", &[]));
+        assert!(!classify_violation(&cut, &c).label().starts_with("policy"));
+        // Without the policy, it is the engine's to answer for.
+        let mut plain = c.clone();
+        plain.policies = Some(BTreeSet::new());
+        assert!(!classify_violation(&v, &plain).label().starts_with("policy"));
     }
 
     #[test]
