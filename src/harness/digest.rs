@@ -14,6 +14,7 @@ use crate::backends::builtin::catching;
 use crate::event::{
     COMPLETION_TOOL, Event, FOLD_MAX_DEPTH, Folder, ParseResult, Sink, ToolCall, excerpt,
 };
+use crate::formats::core::read_back::BlockHasher;
 use crate::formats::request::Request;
 use crate::formats::{Format, OptionValues};
 use crate::lexers::json::{JsonConfig, JsonErrorKind, JsonParser};
@@ -57,12 +58,12 @@ impl CallDigest {
         match &c.arguments {
             // What a parser that delivers this compact JSON would have streamed.
             args @ Value::Object(_) => {
-                let _ = serde_json::to_writer(&mut text, args);
+                let _ = serde_json::to_writer(&mut text.blocks, args);
             }
             // Fragments that did not form an object: their text, apart from any object's.
             other => {
                 text.domain = b'S';
-                let _ = serde_json::to_writer(&mut text, other);
+                let _ = serde_json::to_writer(&mut text.blocks, other);
             }
         }
         CallDigest {
@@ -90,12 +91,10 @@ impl CallDigest {
     }
 }
 
-/// The hash of a call's name, id, server and argument text, fed in pieces. Bytes are hashed
-/// in blocks of a fixed size, so the result does not depend on how the text was cut.
+/// The hash of a call's name, id, server and argument text, fed in pieces (in blocks, so the
+/// result does not depend on how the text was cut).
 struct ArgsText {
-    hasher: DefaultHasher,
-    block: [u8; 64],
-    filled: usize,
+    blocks: BlockHasher,
     /// `J` for argument text as it came (or an object's compact JSON), `S` for the JSON of a
     /// folded value that is not an object: the two never compare equal.
     domain: u8,
@@ -106,40 +105,19 @@ impl ArgsText {
         let mut hasher = DefaultHasher::new();
         (name, id, server).hash(&mut hasher);
         ArgsText {
-            hasher,
-            block: [0; 64],
-            filled: 0,
+            blocks: BlockHasher::new(hasher),
             domain: b'J',
         }
     }
 
-    fn push(&mut self, mut bytes: &[u8]) {
-        while !bytes.is_empty() {
-            let n = (64 - self.filled).min(bytes.len());
-            self.block[self.filled..self.filled + n].copy_from_slice(&bytes[..n]);
-            self.filled += n;
-            bytes = &bytes[n..];
-            if self.filled == 64 {
-                self.hasher.write(&self.block);
-                self.filled = 0;
-            }
-        }
+    fn push(&mut self, bytes: &[u8]) {
+        self.blocks.push(bytes);
     }
 
-    fn finish(mut self) -> u64 {
-        self.hasher.write(&self.block[..self.filled]);
-        self.hasher.write_u8(self.domain);
-        self.hasher.finish()
-    }
-}
-
-impl std::io::Write for ArgsText {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.push(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
+    fn finish(self) -> u64 {
+        let mut hasher = self.blocks.into_hasher();
+        hasher.write_u8(self.domain);
+        hasher.finish()
     }
 }
 

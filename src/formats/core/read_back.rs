@@ -87,32 +87,32 @@ fn by_text(parser: &mut dyn StreamParser, rendered: &[u8], calls: &[ToolCall]) -
 
 /// The hash of the compact JSON of `call`'s arguments, with its name, id and server.
 fn expected(state: &RandomState, call: &ToolCall) -> u64 {
-    let mut text = ArgsText::new(state, call);
+    let mut text = args_text(state, call);
     // Writing into a hasher does not fail, and a `Value` always serializes.
     let _ = serde_json::to_writer(&mut text, &call.arguments);
-    text.finish()
+    text.into_hasher().finish()
 }
 
-/// The hash of a call's identity and argument text, fed in pieces. Bytes are hashed in blocks
-/// of a fixed size, so the hash does not depend on how the parser cut the text.
-struct ArgsText {
+/// A hasher fed in pieces whose result does not depend on how the bytes were cut: they are
+/// hashed in blocks of a fixed size. Shared with the lean replays' call digests.
+pub(crate) struct BlockHasher {
     hasher: std::hash::DefaultHasher,
     block: [u8; 64],
     filled: usize,
 }
 
-impl ArgsText {
-    fn new(state: &RandomState, call: &ToolCall) -> ArgsText {
-        let mut hasher = state.build_hasher();
-        (&call.name, &call.id, &call.server).hash(&mut hasher);
-        ArgsText {
+impl BlockHasher {
+    /// Goes on from `hasher` (which may already hold a call's name, id and server).
+    pub(crate) fn new(hasher: std::hash::DefaultHasher) -> BlockHasher {
+        BlockHasher {
             hasher,
             block: [0; 64],
             filled: 0,
         }
     }
 
-    fn push(&mut self, mut bytes: &[u8]) {
+    /// Feeds the next piece.
+    pub(crate) fn push(&mut self, mut bytes: &[u8]) {
         while !bytes.is_empty() {
             let n = (64 - self.filled).min(bytes.len());
             self.block[self.filled..self.filled + n].copy_from_slice(&bytes[..n]);
@@ -125,13 +125,14 @@ impl ArgsText {
         }
     }
 
-    fn finish(mut self) -> u64 {
+    /// The hasher with every byte fed, for the caller to finish (or add to first).
+    pub(crate) fn into_hasher(mut self) -> std::hash::DefaultHasher {
         self.hasher.write(&self.block[..self.filled]);
-        self.hasher.finish()
+        self.hasher
     }
 }
 
-impl std::io::Write for ArgsText {
+impl std::io::Write for BlockHasher {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         self.push(buf);
         Ok(buf.len())
@@ -142,11 +143,18 @@ impl std::io::Write for ArgsText {
     }
 }
 
+/// The hash of a call's identity and argument text, fed in pieces, keyed by `state`.
+fn args_text(state: &RandomState, call: &ToolCall) -> BlockHasher {
+    let mut hasher = state.build_hasher();
+    (&call.name, &call.id, &call.server).hash(&mut hasher);
+    BlockHasher::new(hasher)
+}
+
 /// One open call's argument text as it streams by: hashed, and checked by a JSON reader that
 /// builds nothing (the fold reads deeper text than [`FOLD_MAX_DEPTH`] as a string, not as the
 /// value rendered).
 struct OpenText {
-    text: ArgsText,
+    text: BlockHasher,
     check: JsonParser,
 }
 
@@ -195,7 +203,7 @@ impl Sink for TextSink<'_> {
                     stop_byte: None,
                     build_value: false,
                 });
-                let text = ArgsText::new(self.state, &call);
+                let text = args_text(self.state, &call);
                 self.open.insert(*index, OpenText { text, check });
                 self.folder.push(&event);
             }
@@ -205,7 +213,8 @@ impl Sink for TextSink<'_> {
                     // Text the fold would not read as a value (not JSON, or deeper than it
                     // reads) is never settled by its hash.
                     let read = check.finish().is_ok();
-                    self.ended.insert(*index, read.then(|| text.finish()));
+                    self.ended
+                        .insert(*index, read.then(|| text.into_hasher().finish()));
                     self.folder.push_args(*index, "{}");
                 }
                 self.folder.push(&event);
@@ -311,11 +320,11 @@ mod tests {
         let c = call("f", "0", json!({"s": "x".repeat(300)}));
         let json = serde_json::to_string(&c.arguments).unwrap();
         for cut in [1, 7, 64, 65, 200] {
-            let mut t = ArgsText::new(&state, &c);
+            let mut t = args_text(&state, &c);
             for piece in json.as_bytes().chunks(cut) {
                 t.push(piece);
             }
-            assert_eq!(t.finish(), expected(&state, &c), "cut {cut}");
+            assert_eq!(t.into_hasher().finish(), expected(&state, &c), "cut {cut}");
         }
         let other = call("f", "1", c.arguments.clone());
         assert_ne!(expected(&state, &other), expected(&state, &c));
