@@ -227,6 +227,9 @@ pub enum WarningKind {
     CompactForm,
     /// Whitespace between a section's opening marker and its JSON array (option `section_whitespace`).
     SectionWhitespace,
+    /// Python the template never writes in a call list: whitespace after `[` or `(` or before
+    /// `(` or `=`, a comma after the last call, a comment (option `python_layout`).
+    PythonLayout,
 }
 
 impl WarningKind {}
@@ -315,6 +318,7 @@ wire_names! {
         JsonWrapper => "json_wrapper",
         CompactForm => "compact_form",
         SectionWhitespace => "section_whitespace",
+        PythonLayout => "python_layout",
     }
 }
 

@@ -49,6 +49,10 @@ pub enum PyStep {
         consumed: usize,
         /// Its calls, in order.
         calls: Vec<PyCall>,
+        /// The first place the list is laid out as Python allows but a call template never
+        /// writes `[f(a=1, b=2), g()]` (whitespace after `[` or `(`, before `(` or `=`, a comma
+        /// after the last call, a comment), described; never set in the bare dialect.
+        layout: Option<String>,
     },
     /// What was read is not a call list; `raw` is its text, and the piece's bytes from
     /// `consumed` on were not taken.
@@ -188,6 +192,12 @@ pub struct PyListReader {
     line_break: bool,
     /// The current call used a Python literal in a JSON-literal dialect.
     py_literal: bool,
+    /// Whitespace or a comment was read since the last token.
+    spaced: bool,
+    /// The last token opened the list or a call's arguments (`[` or `(`).
+    opened: bool,
+    /// [`PyStep::Done::layout`] so far.
+    layout: Option<String>,
     lex: Lex,
     top: Top,
     committed: bool,
@@ -224,6 +234,9 @@ impl PyListReader {
             dialect,
             line_break: false,
             py_literal: false,
+            spaced: false,
+            opened: false,
+            layout: None,
             lex: Lex::Idle,
             top: if dialect.bare {
                 Top::ListItem
@@ -298,6 +311,7 @@ impl PyListReader {
             return PyStep::Done {
                 consumed: 0,
                 calls: std::mem::take(&mut self.calls),
+                layout: None,
             };
         }
         if !self.committed {
@@ -331,6 +345,7 @@ impl PyListReader {
             Stop::Done => PyStep::Done {
                 consumed: at,
                 calls: std::mem::take(&mut self.calls),
+                layout: self.layout.take(),
             },
             Stop::NotAList => {
                 let mut raw = std::mem::take(&mut self.raw);
@@ -364,11 +379,17 @@ impl PyListReader {
             Lex::Idle => match c {
                 '\n' => {
                     self.line_break = true;
+                    self.spaced = true;
                     (None, true)
                 }
-                ' ' | '\t' | '\r' | '\x0c' => (None, true),
+                ' ' | '\t' | '\r' | '\x0c' => {
+                    self.spaced = true;
+                    (None, true)
+                }
                 '#' if !self.dialect.bare => {
                     self.lex = Lex::Comment;
+                    self.spaced = true;
+                    self.deviate("a comment");
                     (None, true)
                 }
                 '"' | '\'' => {
@@ -570,9 +591,33 @@ impl PyListReader {
         }
     }
 
+    /// Notes the first place the layout is not a template's (see [`PyStep::Done::layout`]).
+    fn deviate(&mut self, what: &str) {
+        if self.layout.is_none() && !self.dialect.bare {
+            self.layout = Some(what.to_string());
+        }
+    }
+
     /// Takes a complete token.
     fn token(&mut self, t: Tok) -> Option<Stop> {
         let line_break = std::mem::take(&mut self.line_break);
+        let spaced = std::mem::take(&mut self.spaced);
+        let opened = std::mem::replace(&mut self.opened, matches!(t, Tok::P('[' | '(')));
+        match (&self.top, &t) {
+            (Top::ListItem | Top::ArgStart, _) if spaced && opened => {
+                self.deviate("whitespace after an opening bracket")
+            }
+            (Top::Name(_, false), Tok::P('(')) if spaced => {
+                self.deviate("whitespace between a call's name and `(`")
+            }
+            (Top::ArgIdent(_), Tok::P('=')) if spaced => {
+                self.deviate("whitespace before a keyword's `=`")
+            }
+            (Top::ListItem, Tok::P(']')) if self.committed => {
+                self.deviate("a comma after the last call")
+            }
+            _ => {}
+        }
         match std::mem::replace(&mut self.top, Top::Done) {
             Top::Open => {
                 if t == Tok::P('[') {
@@ -1279,12 +1324,17 @@ mod tests {
         for (k, p) in pieces.iter().enumerate() {
             match r.feed(p) {
                 PyStep::NeedMore => {}
-                PyStep::Done { consumed, calls } => {
+                PyStep::Done {
+                    consumed,
+                    calls,
+                    layout,
+                } => {
                     // Report the consumption relative to the whole input.
                     let before: usize = pieces[..k].iter().map(|p| p.len()).sum();
                     return PyStep::Done {
                         consumed: before + consumed,
                         calls,
+                        layout,
                     };
                 }
                 other => return other,
@@ -1416,7 +1466,9 @@ mod tests {
     #[test]
     fn the_end_of_the_list_is_found_exactly() {
         match read(&["[f(a=']'), g(b=(1, 2))] tail"]) {
-            PyStep::Done { consumed, calls } => {
+            PyStep::Done {
+                consumed, calls, ..
+            } => {
                 assert_eq!(consumed, "[f(a=']'), g(b=(1, 2))]".len());
                 assert_eq!(calls.len(), 2);
             }
@@ -1424,6 +1476,59 @@ mod tests {
         }
         // A trailing comma is Python.
         assert!(matches!(read(&["[f(),]"]), PyStep::Done { .. }));
+    }
+
+    fn layout(pieces: &[&str]) -> Option<String> {
+        match read(pieces) {
+            PyStep::Done { layout, .. } => layout,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn python_a_template_never_writes_is_noted_once_at_its_first_place() {
+        // The template's own layout, and whitespace the engines' patterns allow (after a
+        // comma, before a closing bracket, anywhere inside a value).
+        for s in [
+            "[f(a=1, b=2), g()]",
+            "[f(a=1),\n  g(b=[ 1 ,2 ], c={ 'k' : ( 1, ) }) ]",
+            "[f(a=1,), g()]",
+            "[f(a= 1)]",
+            "[f(a='# not a comment')]",
+        ] {
+            assert_eq!(layout(&[s]), None, "{s}");
+        }
+        for (s, what) in [
+            ("[ f()]", "whitespace after an opening bracket"),
+            (
+                "[\n  f(a=1),\n  g()\n]",
+                "whitespace after an opening bracket",
+            ),
+            ("[f( a=1)]", "whitespace after an opening bracket"),
+            ("[f( )]", "whitespace after an opening bracket"),
+            ("[f (a=1)]", "whitespace between a call's name and `(`"),
+            ("[f(a =1)]", "whitespace before a keyword's `=`"),
+            ("[f(), g(),]", "a comma after the last call"),
+            ("[f(a=1),  # first\n g()]", "a comment"),
+        ] {
+            let got = layout(&[s]).unwrap_or_else(|| panic!("{s}: no layout noted"));
+            assert!(got.starts_with(what), "{s}: {got}");
+        }
+        // However the list is cut.
+        let s = "[f(a=1), g(),]";
+        for cut in 1..s.len() {
+            assert!(layout(&[&s[..cut], &s[cut..]]).is_some(), "cut at {cut}");
+        }
+        // The bare dialect lays calls out with line breaks: nothing to note.
+        let mut r = PyListReader::with_dialect(
+            LIMITS,
+            PyDialect {
+                bare: true,
+                json_literals: false,
+            },
+        );
+        assert!(matches!(r.feed("f( a=1)\ng ()"), PyStep::NeedMore));
+        assert!(matches!(r.finish(), PyStep::Done { layout: None, .. }));
     }
 
     #[test]

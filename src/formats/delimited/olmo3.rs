@@ -113,6 +113,7 @@ impl Olmo3 {
             ),
             cx.pos + at as u64,
             Some(self.cfg.python_literals),
+            None,
         )));
     }
 }

@@ -34,11 +34,17 @@ pub const MARKERS: [&str; 6] = [
 ];
 
 config! {
-    /// Options and limits. Nothing is recovered silently here, so there is no leniency option:
-    /// a call with a non-literal argument is an error (`malformed_markup`), not a repair.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    /// Options and limits. A call with a non-literal argument is an error (`malformed_markup`),
+    /// not a repair.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub struct Config {
         options {
+            /// A list laid out as Python allows but the call templates never write
+            /// `[f(a=1, b=2), g()]` (whitespace right after `[` or `(`, before a call's `(` or a
+            /// keyword's `=`; a comma after the last call; a comment) is read, with warning
+            /// `python_layout`; off → `malformed_markup`, no calls from that list. Every engine's
+            /// pattern refuses such a list and leaves it as text (vLLM's `TOOL_CALL_REGEX`).
+            python_layout,
             /// Dialect (off by default): a call list that starts after prose, or after another
             /// list, is read as calls, the prose before it kept as text, as SGLang, Dynamo and
             /// the SGLang gateway read one anywhere in the output (Llama 4 writing prose before
@@ -47,6 +53,16 @@ config! {
         }
         /// Size and nesting limits (`max_args_bytes` bounds the whole list).
         pub limits: Limits,
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            python_layout: true,
+            calls_after_text: false,
+            limits: Limits::default(),
+        }
     }
 }
 
@@ -70,6 +86,8 @@ struct Pythonic {
     state: State,
     /// [`Config::calls_after_text`].
     calls_after_text: bool,
+    /// [`Config::python_layout`].
+    python_layout: bool,
 }
 
 /// The call list as a value of the driver (shared with `olmo3`'s bare call lists).
@@ -81,23 +99,47 @@ pub(crate) struct ListValue {
     /// is read (warning `python_literal`) or refused (`malformed_markup`); `None`: the
     /// dialect's literals are Python's.
     python_literals: Option<bool>,
+    /// Whether a list laid out as no template writes it is read (warning `python_layout`) or
+    /// refused (`malformed_markup`); `None`: the layout is not judged.
+    python_layout: Option<bool>,
 }
 
 impl ListValue {
     /// A list reader at byte `at` of the stream.
-    pub(crate) fn new(r: PyListReader, at: u64, python_literals: Option<bool>) -> ListValue {
+    pub(crate) fn new(
+        r: PyListReader,
+        at: u64,
+        python_literals: Option<bool>,
+        python_layout: Option<bool>,
+    ) -> ListValue {
         ListValue {
             r,
             spoiled: false,
             at,
             python_literals,
+            python_layout,
         }
     }
 
     fn step(&mut self, step: PyStep, cx: &mut Cx, out: &mut dyn Sink) -> (usize, Option<ValueEnd>) {
         match step {
             PyStep::NeedMore => (0, None),
-            PyStep::Done { consumed, calls } => {
+            PyStep::Done {
+                consumed,
+                calls,
+                layout,
+            } => {
+                if let (Some(what), Some(on)) = (layout, self.python_layout)
+                    && !self.spoiled
+                    && !cx.lenient(
+                        on,
+                        WarningKind::PythonLayout,
+                        &format!("{what} in the call list"),
+                        out,
+                    )
+                {
+                    self.spoiled = true;
+                }
                 if !self.spoiled {
                     for c in calls {
                         if c.python_literals
@@ -214,6 +256,7 @@ impl Pythonic {
             }),
             cx.pos + at as u64,
             None,
+            Some(self.python_layout),
         )));
         self.state = State::List;
         TextStep::Value(at)
@@ -290,6 +333,7 @@ pub fn parser(cfg: Config) -> impl StreamParser {
         Pythonic {
             state: State::Start,
             calls_after_text: cfg.calls_after_text,
+            python_layout: cfg.python_layout,
         },
         &MARKERS,
         cfg.limits,
