@@ -298,6 +298,11 @@ pub struct TurnContext {
     /// The parameters conform's parser finds given twice in one call (its
     /// `duplicate_parameter` warnings): engines settle which value counts their own way.
     pub duplicated_keys: Vec<String>,
+    /// The parameters conform's parser finds written without the `string` attribute their
+    /// format's template always writes (its `missing_string_attribute` warnings): conform
+    /// types them by the schema, engines read them as JSON, else as the text (the DSML fact
+    /// sheets), and neither reading is the format's.
+    pub attributeless_keys: Vec<String>,
     /// For a turn where conform finds call markup inside reasoning (`call_in_reasoning`): the
     /// calls and text conform's parser reads with `reasoning.implicit_reasoning_end` on, the
     /// reading of an engine that ends reasoning at a call's markup.
@@ -379,17 +384,8 @@ impl CaseContext {
                             }
                         )
                     }),
-                    duplicated_keys: events
-                        .iter()
-                        .filter_map(|e| match e {
-                            Event::Warning { kind, message }
-                                if kind == WarningKind::DuplicateParameter.as_str() =>
-                            {
-                                first_quoted(message)
-                            }
-                            _ => None,
-                        })
-                        .collect(),
+                    duplicated_keys: warned_keys(&events, WarningKind::DuplicateParameter),
+                    attributeless_keys: warned_keys(&events, WarningKind::MissingStringAttribute),
                 }
             })
             .collect();
@@ -1045,8 +1041,15 @@ fn declared_policy(
                 && got.calls.iter().zip(want).all(|(g, w)| {
                     let schema = ctx.schemas.get(&w.name);
                     g.name == w.name
-                        && serde_json::from_str::<serde_json::Value>(&g.arguments)
-                            .is_ok_and(|a| typed_otherwise(&w.arguments, &a, schema, declared))
+                        && serde_json::from_str::<serde_json::Value>(&g.arguments).is_ok_and(|a| {
+                            typed_otherwise_or_json(
+                                &w.arguments,
+                                &a,
+                                schema,
+                                declared,
+                                &tc.attributeless_keys,
+                            )
+                        })
                 });
             typed_apart.then_some(PolicyKind::Typing)
         }
@@ -1209,6 +1212,17 @@ fn written(v: &serde_json::Value, served: &str, markers: &[String]) -> bool {
         Value::Object(_) => false,
         scalar => served.contains(&scalar.to_string()),
     }
+}
+
+/// The keys the warnings of one kind name (each the first quoted string of its message).
+fn warned_keys(events: &[Event], warning: WarningKind) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Warning { kind, message } if kind == warning.as_str() => first_quoted(message),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The first double-quoted string of a message (a key a warning names), unescaped.
@@ -1415,6 +1429,43 @@ fn typed_otherwise(
         // Typed both ways, differently (`1` for `true`): the schema decides only if plain.
         _ => plain.is_none(),
     }
+}
+
+/// [`typed_otherwise`] for a call's arguments, where each parameter of `attributeless` (written
+/// without the `string` attribute that decides its type) may also be read as its text's JSON,
+/// else as the text trimmed: the reading the DSML fact sheets give vLLM, Dynamo and
+/// tool-parser, where conform types such a parameter by the schema instead.
+fn typed_otherwise_or_json(
+    want: &serde_json::Value,
+    got: &serde_json::Value,
+    schema: Option<&serde_json::Value>,
+    declared: bool,
+    attributeless: &[String],
+) -> bool {
+    use serde_json::Value as V;
+    let (V::Object(w), V::Object(g)) = (want, got) else {
+        return typed_otherwise(want, got, schema, declared);
+    };
+    if attributeless.is_empty() {
+        return typed_otherwise(want, got, schema, declared);
+    }
+    let as_json = |wv: &V, gv: &V| {
+        let V::String(text) = wv else {
+            return false;
+        };
+        match serde_json::from_str::<V>(text.trim()) {
+            Ok(V::Number(n)) => gv.as_f64().is_some_and(|x| Some(x) == n.as_f64()),
+            Ok(v) => v == *gv,
+            Err(_) => gv.as_str() == Some(text.trim()),
+        }
+    };
+    w.len() == g.len()
+        && w.iter().all(|(k, wv)| {
+            g.get(k).is_some_and(|gv| {
+                (attributeless.contains(k) && as_json(wv, gv))
+                    || typed_otherwise(wv, gv, property(schema, k), declared)
+            })
+        })
 }
 
 /// Whether `text` spells a number that is not finite as a double (`1e400`, `Infinity`, `NaN`).
@@ -3538,6 +3589,56 @@ mod tests {
             label(&declaring(c.clone(), &[]), got("Hmm.\nStill weighing", &[])),
             "policy:reasoning"
         );
+    }
+
+    #[test]
+    fn a_parameter_without_its_string_attribute_read_as_json_is_typing_a_changed_one_is_not() {
+        // deepseek_v4 with no `string` attribute (warning missing_string_attribute): conform
+        // types by the schema (`string`), Dynamo reads the text as JSON, else trimmed.
+        let mut c = ctx("", "");
+        c.label = Some(Label::Accept);
+        c.turns[0].deviation = true;
+        c.turns[0].attributeless_keys = vec!["w".into(), "j".into(), "e".into(), "n".into()];
+        c.schemas.insert(
+            "typing".into(),
+            serde_json::json!({"type": "object", "properties": {
+                "w": {"type": "string"}, "j": {"type": "string"}, "e": {"type": "string"},
+                "n": {"type": "integer"}, "k": {"type": "string"}}}),
+        );
+        c.turns[0].expected_calls = Some(vec![ToolCall {
+            name: "typing".into(),
+            id: None,
+            server: None,
+            arguments: serde_json::json!(
+                {"w": "null", "j": "{\"a\": 1}", "e": "  x\n", "n": 5, "k": "null"}
+            ),
+        }]);
+        let label = |args: &str, c: &CaseContext| {
+            let msg = format!(
+                "call 0 differs: parsed typing({args:?}) but the expectation says typing(…)"
+            );
+            let v = with_got(
+                Invariant::Expectation,
+                &msg,
+                got("", &[("typing", None, args)]),
+            );
+            classify_violation(&v, c).label()
+        };
+        let json_read = r#"{"w":null,"j":{"a":1},"e":"x","n":5,"k":"null"}"#;
+        assert_eq!(label(json_read, &c), "policy:typing");
+        // A parameter written with its attribute (`k`) is still the schema's: null is a bug.
+        let k_null = r#"{"w":null,"j":{"a":1},"e":"x","n":5,"k":null}"#;
+        assert!(!label(k_null, &c).starts_with("policy"));
+        // Another value, or a value no reading of the text gives, is a bug.
+        assert!(
+            !label(r#"{"w":null,"j":{"a":2},"e":"x","n":5,"k":"null"}"#, &c).starts_with("policy")
+        );
+        assert!(
+            !label(r#"{"w":false,"j":{"a":1},"e":"x","n":5,"k":"null"}"#, &c).starts_with("policy")
+        );
+        // Without the warning, a string the schema types plainly turned into null is a bug.
+        c.turns[0].attributeless_keys.clear();
+        assert!(!label(json_read, &c).starts_with("policy"));
     }
 
     #[test]
