@@ -73,6 +73,11 @@ pub enum PolicyKind {
     /// conform's configuration, not the format's: an engine that reads it is not wrong.
     /// Always applied, as warnings are.
     Limits,
+    /// The engine's reasoning parser for the format starts inside reasoning whatever the
+    /// request says (vLLM's MiniMax-M2 parser: the model always thinks, its template opens the
+    /// block in the prompt): a transcript without a close tag, which such a model never writes,
+    /// is read as reasoning whole. Declared per format (`thinks_always@FORMAT`).
+    ThinksAlways,
     /// The server constrains a `required` or named tool choice's output to the payload's
     /// grammar (structured outputs): an output the grammar forbids (prose, invalid JSON,
     /// text after the payload) never reaches its parser, so what the parser makes of one is
@@ -166,6 +171,7 @@ impl PolicyKind {
             PolicyKind::Typing => "typing",
             PolicyKind::Limits => "limits",
             PolicyKind::Guided => "guided",
+            PolicyKind::ThinksAlways => "thinks_always",
             PolicyKind::Unserved => "unserved",
             PolicyKind::GuidedNative => "guided_native",
             PolicyKind::Decoded => "decoded",
@@ -190,6 +196,7 @@ impl PolicyKind {
             "guided" => PolicyKind::Guided,
             "unserved" => PolicyKind::Unserved,
             "guided_native" => PolicyKind::GuidedNative,
+            "thinks_always" => PolicyKind::ThinksAlways,
             _ => return None,
         })
     }
@@ -695,6 +702,25 @@ fn declared_policy(
     if ctx.guided() && ctx.has(PolicyKind::GuidedNative) {
         return Some(PolicyKind::GuidedNative);
     }
+    // A model that always thinks writes its close tag before any call: a transcript that
+    // makes a call without closing reasoning first is no output of it, for an engine whose
+    // parser starts inside reasoning.
+    if ctx.has(PolicyKind::ThinksAlways) && v.invariant == Invariant::Expectation {
+        let closes = ctx
+            .pairs()
+            .iter()
+            .filter_map(|(_, c)| tc.served.find(c))
+            .min();
+        let first_call = ctx
+            .markers
+            .iter()
+            .filter(|m| !m.is_empty() && !ctx.pairs().iter().any(|(o, c)| m == o || m == c))
+            .filter_map(|m| tc.served.find(m.as_str()))
+            .min();
+        if first_call.is_some_and(|f| closes.is_none_or(|c| c > f)) {
+            return Some(PolicyKind::ThinksAlways);
+        }
+    }
     // Where reasoning starts, set by an option the request does not carry: the engine's
     // reasoning parser was not told of the prompt the output answers.
     if ctx.start_by_option
@@ -945,6 +971,9 @@ fn declared_policy(
                     return Some(PolicyKind::StopToken);
                 }
             }
+            if thinks_always_reading(ctx, tc, got, want) {
+                return Some(PolicyKind::ThinksAlways);
+            }
             if ctx.has(PolicyKind::Reasoning)
                 && ctx.shows_reasoning_tag(got_text)
                 && ctx
@@ -1003,7 +1032,8 @@ fn declared_policy(
                 && keeps_in_order(got_text, want)
                 && (unspaced(got_text) == unspaced(&unmarked)
                     || (!want.trim().is_empty() && keeps_in_order(&unmarked, got_text))
-                    || whole_segments(got_text, &tc.served, &ctx.markers))
+                    || whole_segments(got_text, &tc.served, &ctx.markers)
+                    || kept_tail(got_text, want, &tc.served))
             {
                 return Some(PolicyKind::Errors);
             }
@@ -1292,6 +1322,57 @@ fn roundtrip_reasoning(msg: &str, ctx: &CaseContext) -> bool {
         });
     }
     false
+}
+
+/// For an engine whose parser starts inside reasoning whatever the request
+/// ([`PolicyKind::ThinksAlways`]): whether its text is the expected text without the part the
+/// model wrote before its first close tag (none: all of it), that part shown as reasoning.
+fn thinks_always_reading(ctx: &CaseContext, tc: &TurnContext, got: &Got, want: &str) -> bool {
+    if !ctx.has(PolicyKind::ThinksAlways) {
+        return false;
+    }
+    let close = ctx
+        .pairs()
+        .iter()
+        .filter_map(|(_, c)| tc.served.find(c))
+        .min()
+        .unwrap_or(tc.served.len());
+    let (want, got_text) = (want.trim(), got.text.trim());
+    let Some(moved) = want.strip_suffix(got_text) else {
+        return false;
+    };
+    !moved.trim().is_empty()
+        && keeps_in_order(&tc.served[..close], moved)
+        && got
+            .reasoning
+            .as_deref()
+            .is_some_and(|r| keeps_in_order(r, moved))
+}
+
+/// Whether `got` is the expected text, then the served input's tail after a closing bracket:
+/// the rejected markup dropped up to where it visibly closes (`]`, `)`, `}`, `>`) and the text
+/// after it kept, where conform drops that text with its error (a syntax error leaves it no
+/// end of the markup to trust: pythonic R5).
+fn kept_tail(got: &str, want: &str, served: &str) -> bool {
+    let Some(tail) = got.strip_prefix(want) else {
+        return false;
+    };
+    // The dropped part closes every bracket it opens: the engine cut at the markup's end,
+    // not inside it.
+    let balanced = |head: &str| {
+        ["()", "[]", "{}"].iter().all(|pair| {
+            let (o, c) = (pair.as_bytes()[0], pair.as_bytes()[1]);
+            let mut depth = 0i64;
+            head.bytes().all(|b| {
+                depth += i64::from(b == o) - i64::from(b == c);
+                depth >= 0
+            }) && depth == 0
+        })
+    };
+    !tail.trim().is_empty()
+        && served
+            .strip_suffix(tail)
+            .is_some_and(|head| head.trim_end().ends_with([']', ')', '}', '>']) && balanced(head))
 }
 
 /// Whether every character of `want` (whitespace aside) appears in `got` in order: `got`
@@ -3589,6 +3670,79 @@ mod tests {
             label(&declaring(c.clone(), &[]), got("Hmm.\nStill weighing", &[])),
             "policy:reasoning"
         );
+    }
+
+    #[test]
+    fn rejected_markup_dropped_to_its_close_with_the_text_after_it_kept_is_errors_policy() {
+        // pythonic `[get_time() get_time()] tail`: a syntax error; conform drops the list and
+        // the rest of the text (R5), SGLang drops the list and keeps ` tail`.
+        let mut c = declaring(ctx("", ""), &[PolicyKind::Errors]);
+        c.label = Some(Label::Reject);
+        c.turns[0].served = "[get_time() get_time()] tail".into();
+        let label = |text: &str, c: &CaseContext| {
+            let msg = format!("text is {} but the expectation says \"\"", excerpt(text));
+            classify_violation(&with_got(Invariant::Expectation, &msg, got(text, &[])), c).label()
+        };
+        assert_eq!(label(" tail", &c), "policy:errors");
+        // Part of the markup left in the text, or text the model did not write: a bug.
+        assert!(!label("get_time()] tail", &c).starts_with("policy"));
+        assert!(!label(" tall", &c).starts_with("policy"));
+        // An accepted case is judged on its text.
+        c.label = Some(Label::Accept);
+        assert!(!label(" tail", &c).starts_with("policy"));
+    }
+
+    #[test]
+    fn text_read_as_reasoning_is_policy_only_where_the_engine_declares_the_model_always_thinks() {
+        // vLLM's MiniMax-M2 parser starts inside reasoning: a transcript without `</think>`
+        // comes back as reasoning whole.
+        let mut c = ctx("Let me check.", "");
+        c.turns[0].served = "Let me check.<minimax:tool_call>…".into();
+        c.reasoning_pairs = vec![("<think>".into(), "</think>".into())];
+        let msg = r#"text is "" but the expectation says "Let me check.""#;
+        let mut moved = got("", &[]);
+        moved.reasoning = Some("Let me check.".into());
+        let v = with_got(Invariant::Expectation, msg, moved.clone());
+        assert!(!classify_violation(&v, &c).label().starts_with("policy"));
+        let c = declaring(c, &[PolicyKind::ThinksAlways]);
+        assert_eq!(classify_violation(&v, &c).label(), "policy:thinks_always");
+        // Text lost outright, or a transcript that closes reasoning, is still judged.
+        let lost = with_got(Invariant::Expectation, msg, got("", &[]));
+        assert!(!classify_violation(&lost, &c).label().starts_with("policy"));
+        let mut closed = c.clone();
+        closed.turns[0].served = "<think>x</think>Let me check.".into();
+        assert!(
+            !classify_violation(&v, &closed)
+                .label()
+                .starts_with("policy")
+        );
+        // Text before the close tag read as reasoning, the text after it kept.
+        let mut order = c.clone();
+        order.turns[0].expected_text = Some("Let me see.Checking.".into());
+        order.turns[0].served = "Let me see.<think>W.</think>Checking.".into();
+        let msg = r#"text is "Checking." but the expectation says "Let me see.Checking.""#;
+        let mut split = got("Checking.", &[]);
+        split.reasoning = Some("Let me see.W.".into());
+        let v = with_got(Invariant::Expectation, msg, split);
+        assert_eq!(
+            classify_violation(&v, &order).label(),
+            "policy:thinks_always"
+        );
+        let v = with_got(Invariant::Expectation, msg, got("Checking.", &[]));
+        assert!(!classify_violation(&v, &order).label().starts_with("policy"));
+        // A call before any close tag: no output of a model that always thinks.
+        let mut early = c.clone();
+        early.markers = vec!["<minimax:tool_call>".into()];
+        early.turns[0].served =
+            "<minimax:tool_call><invoke name=\"f\"></invoke></minimax:tool_call>".into();
+        let msg = "call 0 differs: parsed f(\"{}\") but the expectation says f(…)";
+        let v = with_got(Invariant::Expectation, msg, got("", &[("f", None, "{}")]));
+        assert_eq!(
+            classify_violation(&v, &early).label(),
+            "policy:thinks_always"
+        );
+        early.turns[0].served = format!("x</think>{}", early.turns[0].served);
+        assert!(!classify_violation(&v, &early).label().starts_with("policy"));
     }
 
     #[test]
