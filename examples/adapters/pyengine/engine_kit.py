@@ -519,6 +519,48 @@ THINK_OPEN = {
 }
 
 
+#: Where a call opens and closes, per format with a think tag: a think tag between them is an
+#: argument's content, not a think block (a call with no closer runs to the end of the output).
+CALL_SPAN = {
+    "hermes": ("<tool_call>", "</tool_call>"),
+    "qwen3_coder": ("<tool_call>", "</tool_call>"),
+    "kimi_k2": ("<|tool_call_begin|>", "<|tool_call_end|>"),
+    "deepseek_v3": ("<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>"),
+    "deepseek_v31": ("<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>"),
+    "deepseek_v32": ("<｜DSML｜invoke", "</｜DSML｜invoke>"),
+    "deepseek_v4": ("<｜DSML｜invoke", "</｜DSML｜invoke>"),
+    "deepseek_v41": ("<｜DSML｜ invoke", "</｜DSML｜ invoke>"),
+    "glm45": ("<tool_call>", "</tool_call>"),
+    "glm47": ("<tool_call>", "</tool_call>"),
+    "minimax_m2": ("<invoke", "</invoke>"),
+    "seed_oss": ("<seed:tool_call>", "</seed:tool_call>"),
+    "mistral_v11": ("[TOOL_CALLS]", None),
+    "step3": ("<｜tool_call_begin｜>", "<｜tool_call_end｜>"),
+    "olmo3": ("<function_calls>", "</function_calls>"),
+}
+
+
+def holds_think_block(fmt, text):
+    """Whether `text` opens a think block outside every call (a think tag inside an
+    argument, `content="say <think>hi</think>"`, is the argument's text)."""
+    tag = THINK_OPEN.get(fmt)
+    if not tag:
+        return False
+    open_, close = CALL_SPAN.get(fmt, (None, None))
+    at = 0
+    while True:
+        k = text.find(tag, at)
+        if k < 0:
+            return False
+        if open_ is None:
+            return True
+        start = text.rfind(open_, 0, k)
+        inside = start >= 0 and (close is None or text.find(close, start, k) < 0)
+        if not inside:
+            return True
+        at = k + len(tag)
+
+
 #: Formats whose chat template thinks unless the request turns it off: the prompt opens the
 #: think channel, so the output starts inside it with no opening tag (Kimi K3: `thinking`
 #: defaults to on, and its reasoning parser's default is on too).
@@ -528,14 +570,13 @@ THINKS_BY_DEFAULT = {"kimi_k3"}
 def thinking(fmt, mode, text):
     """Whether the request switched thinking on: the case's `thinking` when it sets one; else
     on when the template opened reasoning in the prompt (`starting_state: reasoning`), the
-    format's template thinks by default, or the transcript holds a think block; off otherwise
-    (a transcript without one is what a non-thinking request produces)."""
+    format's template thinks by default, or the transcript holds a think block outside its
+    calls; off otherwise (a transcript without one is what a non-thinking request produces)."""
     if "thinking" in mode:
         return bool(mode["thinking"])
     if mode.get("starting_state") == "reasoning" or fmt in THINKS_BY_DEFAULT:
         return True
-    tag = THINK_OPEN.get(fmt)
-    return bool(tag) and tag in text
+    return holds_think_block(fmt, text)
 
 
 def chat_template_kwargs(fmt, mode, text):

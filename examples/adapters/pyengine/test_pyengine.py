@@ -122,6 +122,13 @@ class RequestTest(unittest.TestCase):
         self.assertTrue(ca.thinking("seed_oss", {}, "<seed:think>x</seed:think>"))
         self.assertTrue(ca.thinking("hermes", {"starting_state": "reasoning"}, "x</think>Hi."))
         self.assertFalse(ca.thinking("llama3_json", {}, "<think>"))
+        # A think tag inside a call's argument is its text, not a think block.
+        inside = "<tool_call>write_file<arg_key>c</arg_key><arg_value>say <think>hi</think></arg_value></tool_call>"
+        self.assertFalse(ca.thinking("glm47", {}, inside))
+        self.assertTrue(ca.thinking("glm47", {}, inside + "<think>next</think>"))
+        between = "<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{}<|tool_call_end|><think>x</think>"
+        self.assertTrue(ca.thinking("kimi_k2", {}, between))
+        self.assertFalse(ca.thinking("mistral_v11", {}, '[TOOL_CALLS]f[ARGS]{"a": "[THINK]"}'))
         # Kimi K3's template thinks unless the request turns it off.
         self.assertTrue(ca.thinking("kimi_k3", {}, "Need the weather.<|close|>think<|sep|>"))
         self.assertFalse(ca.thinking("kimi_k3", {"thinking": False}, "Hi."))
