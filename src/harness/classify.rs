@@ -704,8 +704,14 @@ fn declared_policy(
     }
     // A model that always thinks writes its close tag before any call: a transcript that
     // makes a call without closing reasoning first is no output of it, for an engine whose
-    // parser starts inside reasoning.
-    if ctx.has(PolicyKind::ThinksAlways) && v.invariant == Invariant::Expectation {
+    // parser starts inside reasoning (and did: it shows reasoning; a variant without a
+    // reasoning parser is judged).
+    if ctx.has(PolicyKind::ThinksAlways)
+        && v.invariant == Invariant::Expectation
+        && got
+            .and_then(|g| g.reasoning.as_deref())
+            .is_some_and(|r| !r.trim().is_empty())
+    {
         let closes = ctx
             .pairs()
             .iter()
@@ -3736,7 +3742,15 @@ mod tests {
         early.turns[0].served =
             "<minimax:tool_call><invoke name=\"f\"></invoke></minimax:tool_call>".into();
         let msg = "call 0 differs: parsed f(\"{}\") but the expectation says f(…)";
-        let v = with_got(Invariant::Expectation, msg, got("", &[("f", None, "{}")]));
+        let plain = with_got(Invariant::Expectation, msg, got("", &[("f", None, "{}")]));
+        assert!(
+            !classify_violation(&plain, &early)
+                .label()
+                .starts_with("policy")
+        );
+        let mut reasoned = got("", &[("f", None, "{}")]);
+        reasoned.reasoning = Some("<minimax:tool_call>".into());
+        let v = with_got(Invariant::Expectation, msg, reasoned);
         assert_eq!(
             classify_violation(&v, &early).label(),
             "policy:thinks_always"
