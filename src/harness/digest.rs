@@ -462,6 +462,9 @@ struct FoldSink {
     ended: std::collections::BTreeMap<usize, (u64, bool)>,
     /// Calls are streamed through rather than folded into values.
     stream: bool,
+    /// A streamed replay builds the completion call's value, to read its `result` (the
+    /// caller reads `result.completion`).
+    completion_read: bool,
     /// The longest argument text of a call so far.
     longest_args: usize,
 }
@@ -473,8 +476,14 @@ pub enum Mode {
     Keep,
     /// Each call's value, digested and dropped once settled.
     Value,
-    /// Each call's text, hashed as it streams by; no value is built.
+    /// Each call's text, hashed as it streams by; no value is built, but for a completion
+    /// call, whose `result` is the turn's completion.
     Stream,
+    /// [`Mode::Stream`] for a caller that never reads `result.completion` (the roundtrip's
+    /// replays of the rendering, the determinism replay, chunkings of a case that expects no
+    /// completion): the completion call is streamed too, so a 10 MB `result` is not held as
+    /// text, then as a value, then as the completion (`docs/performance.md`, h/mem6).
+    StreamAll,
 }
 
 impl FoldSink {
@@ -485,7 +494,8 @@ impl FoldSink {
             pending: None,
             calls: Vec::new(),
             kept: (mode == Mode::Keep).then(Vec::new),
-            stream: mode == Mode::Stream,
+            stream: matches!(mode, Mode::Stream | Mode::StreamAll),
+            completion_read: mode != Mode::StreamAll,
             longest_args: 0,
             completion: None,
             open: Default::default(),
@@ -518,8 +528,8 @@ impl FoldSink {
                 name,
                 server,
             } => {
-                // A completion's result is read from its value: always built.
-                let check = self.stream && name != COMPLETION_TOOL;
+                // A completion's result is read from its value: built when it is read.
+                let check = self.stream && !(self.completion_read && name == COMPLETION_TOOL);
                 self.folder.push(&ev);
                 self.open.insert(
                     *index,
@@ -726,6 +736,7 @@ pub fn replay_keeping(
 }
 
 /// A lean replay: [`replay_keeping`] without the calls, their arguments streamed through.
+/// `completion`: the caller reads each turn's `result.completion` (else it is `None`).
 pub fn replay(
     format: &Format,
     tools: &Tools,
@@ -733,8 +744,14 @@ pub fn replay(
     request: &Request,
     turns: &[Vec<u8>],
     cuts: &[Cuts],
+    completion: bool,
 ) -> LeanOutcome {
-    match replay_keeping(format, tools, options, request, turns, cuts, Mode::Stream) {
+    let mode = if completion {
+        Mode::Stream
+    } else {
+        Mode::StreamAll
+    };
+    match replay_keeping(format, tools, options, request, turns, cuts, mode) {
         Ok(turns) => LeanOutcome::Done(turns.into_iter().map(|(t, _)| t).collect()),
         Err(msg) => LeanOutcome::Panicked(msg),
     }
@@ -841,6 +858,7 @@ mod tests {
                 &Request::default(),
                 &turns,
                 std::slice::from_ref(&cuts),
+                true,
             ) else {
                 unreachable!()
             };
@@ -934,6 +952,45 @@ mod tests {
         );
         assert_eq!(a.as_deref(), Some(&big[..]));
         assert!(std::sync::Arc::ptr_eq(&a.unwrap(), &b.unwrap()));
+    }
+
+    #[test]
+    fn a_completion_is_built_only_for_a_caller_that_reads_it() {
+        // A replay whose completion is not read streams the completion call as any other:
+        // no 10 MB `result` held as text, value and completion. Everything else it gives is
+        // what the replay that builds it gives, and its digest still compares.
+        let big = "done ".repeat(1000);
+        let args = serde_json::to_string(&json!({ "result": big })).unwrap();
+        let mut events = call_events(&[&args[..7], &args[7..]]);
+        if let Event::CallStart { name, .. } = &mut events[0] {
+            *name = COMPLETION_TOOL.into();
+        }
+        let read = fold(Mode::Stream, &events);
+        let unread = fold(Mode::StreamAll, &events);
+        assert_eq!(read.outcome.result.completion.as_deref(), Some(&big[..]));
+        assert_eq!(unread.outcome.result.completion, None);
+        assert!(!read.calls[0].streamed && unread.calls[0].streamed);
+        assert_eq!(read.calls[0].text, unread.calls[0].text);
+        assert_eq!(read.outcome.events_hash, unread.outcome.events_hash);
+        assert_eq!(read.outcome.anomalies, unread.outcome.anomalies);
+        let mut without = read.outcome.result.clone();
+        without.completion = None;
+        assert_eq!(without, unread.outcome.result);
+        assert!(read.comparable(&unread, false) && read.difference(&unread).is_none());
+        // Fragments that are not an object are noted as the fold notes them.
+        let bad = fold(Mode::StreamAll, &{
+            let mut e = call_events(&["[1]"]);
+            if let Event::CallStart { name, .. } = &mut e[0] {
+                *name = COMPLETION_TOOL.into();
+            }
+            e
+        });
+        assert_eq!(
+            bad.outcome.anomalies.len(),
+            1,
+            "{:?}",
+            bad.outcome.anomalies
+        );
     }
 
     /// Folds `events` in `mode`: the turn, as a lean replay would give it.

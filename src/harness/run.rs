@@ -699,6 +699,7 @@ impl<'a> CaseRun<'a> {
     ) -> Option<(Vec<u64>, Option<Vec<TurnOutcome>>)> {
         let c = self.case;
         if self.lean {
+            // Compared by its events hash only: its completion is not read.
             match digest::replay(
                 self.format,
                 &c.tools,
@@ -706,6 +707,7 @@ impl<'a> CaseRun<'a> {
                 &c.request,
                 &c.turns,
                 &self.whole_cuts(),
+                false,
             ) {
                 LeanOutcome::Done(t) => {
                     Some((t.iter().map(|x| x.outcome.events_hash).collect(), None))
@@ -893,7 +895,21 @@ impl<'a> CaseRun<'a> {
         let (external, parity) = (self.external, self.routes.parity());
         let outcome = if let Baseline::Lean(w) = whole {
             let (tools, options, request) = (&case.tools, &case.options, &case.request);
-            let mut lean = digest::replay(self.format, tools, options, request, &case.turns, &cuts);
+            // Its completion is read only against an expectation that names one.
+            let completion = case
+                .expects
+                .iter()
+                .flatten()
+                .any(|e| e.completion.is_some());
+            let mut lean = digest::replay(
+                self.format,
+                tools,
+                options,
+                request,
+                &case.turns,
+                &cuts,
+                completion,
+            );
             if let LeanOutcome::Done(turns) = &lean
                 && !turns.iter().zip(w).all(|(t, w)| w.comparable(t, false))
             {
@@ -1144,7 +1160,9 @@ impl<'a> CaseRun<'a> {
                 let (turns, cut) = (std::slice::from_ref(&rendered), std::slice::from_ref(&cuts));
                 let outcome = if let Some(rendered_as) = &rendered_as {
                     let (tools, options, request) = (&case.tools, &case.options, &case.request);
-                    let mut back = digest::replay(format, tools, options, request, turns, cut);
+                    // Compared by `roundtrip_difference`, which reads no completion.
+                    let mut back =
+                        digest::replay(format, tools, options, request, turns, cut, false);
                     if let LeanOutcome::Done(b) = &back
                         && !b.first().is_some_and(|b| rendered_as.comparable(b, true))
                     {

@@ -143,6 +143,39 @@ struct Call {
 /// shorter), so that a stream cut into tiny pieces does not cost one event per piece.
 const DELTA_BATCH: usize = 1024;
 
+impl Call {
+    /// Streams a piece of a JSON-form body: into the batch, which goes out as one delta once
+    /// it holds [`DELTA_BATCH`] bytes.
+    #[inline(always)]
+    fn send(&mut self, s: &str, out: &mut dyn Sink) {
+        if s.len() >= DELTA_BATCH {
+            return self.send_long(s, out);
+        }
+        push_piece(&mut self.pending, s);
+        if self.pending.len() >= DELTA_BATCH {
+            out.args_delta(self.index, &self.pending);
+            self.pending.clear();
+        }
+    }
+
+    /// [`Call::send`] for a piece that fills a batch by itself (a body fed whole is one
+    /// piece): the same deltas, but a piece with nothing pending goes out where it lies, and a
+    /// batch that took one in is let go. Copied into `pending`, a 10 MB body was held a second
+    /// time until its call closed (a cleared `String` keeps its capacity), beside the value
+    /// the JSON parser builds of it (`docs/performance.md`, h/mem6).
+    #[cold]
+    #[inline(never)]
+    fn send_long(&mut self, s: &str, out: &mut dyn Sink) {
+        if self.pending.is_empty() {
+            out.args_delta(self.index, s);
+            return;
+        }
+        self.pending.push_str(s);
+        out.args_delta(self.index, &self.pending);
+        self.pending = String::new();
+    }
+}
+
 /// Per-turn and per-session state, and the token handler.
 struct Core {
     cfg: Config,
@@ -443,11 +476,7 @@ impl Core {
             && json.continue_string_short(s)
         {
             c.size += s.len();
-            push_piece(&mut c.pending, s);
-            if c.pending.len() >= DELTA_BATCH {
-                out.args_delta(c.index, &c.pending);
-                c.pending.clear();
-            }
+            c.send(s, out);
             return;
         }
         self.json_text_slow(s, at, out);
@@ -505,11 +534,7 @@ impl Core {
         match fed {
             Ok(()) => {
                 if let Some(c) = &mut self.call {
-                    c.pending.push_str(s);
-                    if c.pending.len() >= DELTA_BATCH {
-                        out.args_delta(c.index, &c.pending);
-                        c.pending.clear();
-                    }
+                    c.send(s, out);
                 }
             }
             Err(e) => {

@@ -631,3 +631,38 @@ fn an_unterminated_body_over_the_call_limit_reads_the_same_byte_by_byte() {
     let bytewise = ParseResult::fold(&run_chunks(&mut mk(), bytes.chunks(1)));
     assert_eq!(bytewise, whole);
 }
+
+#[test]
+fn a_body_piece_of_a_batch_or_more_is_not_held_in_the_batch() {
+    // A body fed whole is one piece: it goes out as one delta where it lies, and the batch
+    // does not keep a copy (or its capacity) while the call is open; the deltas are the
+    // batches the pieces make, a short piece pending joined to the long one after it.
+    let t = tools();
+    let content = "abc ".repeat(16 * DELTA_BATCH);
+    let body = format!("{{\"path\": \"{content}\"}}");
+    for first in [0, 3, 40] {
+        let mut p = Parser::new(Config::default(), &t);
+        let mut seen = Vec::new();
+        p.feed(b"<read_file>", &mut seen);
+        p.feed(&body.as_bytes()[..first], &mut seen);
+        p.feed(&body.as_bytes()[first..], &mut seen);
+        let held = p.0.core.call.as_ref().map(|c| c.pending.capacity());
+        assert!(
+            held.is_some_and(|n| n <= 2 * DELTA_BATCH),
+            "{first}: {held:?}"
+        );
+        let deltas: Vec<&str> = seen
+            .iter()
+            .filter_map(|e| match e {
+                Event::ArgsDelta { json, .. } => Some(&json[..]),
+                _ => None,
+            })
+            .collect();
+        assert!(deltas.iter().all(|d| d.len() >= DELTA_BATCH), "{first}");
+        p.feed(b"</read_file>", &mut seen);
+        p.finish(&mut seen);
+        let r = ParseResult::fold(&seen);
+        assert_eq!(r.error_kinds(), vec![]);
+        assert_eq!(r.calls, vec![call("read_file", json!({"path": content}))]);
+    }
+}
