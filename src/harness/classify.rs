@@ -1000,20 +1000,7 @@ fn declared_policy(
             {
                 return Some(PolicyKind::Reasoning);
             }
-            // A parser that starts inside reasoning for a thinking request (as when the
-            // template opens the block in the prompt) takes text written before the think
-            // block as reasoning: no text, the reasoning the expected text and reasoning run
-            // together, every character kept, no markup. Nothing is lost; a client shows it
-            // as reasoning.
-            if ctx.has(PolicyKind::Reasoning)
-                && got_text.trim().is_empty()
-                && let Some(got_r) = got.reasoning.as_deref()
-                && let Some(r) = tc.expected_reasoning.as_deref()
-                && !want.trim().is_empty()
-                && !markup_in(got_r, &ctx.markers)
-                && !ctx.shows_reasoning_tag(got_r)
-                && unspaced(got_r) == unspaced(&format!("{want}{r}"))
-            {
+            if text_before_block_as_reasoning(ctx, tc, got, want) {
                 return Some(PolicyKind::Reasoning);
             }
             if ctx.has(PolicyKind::Whitespace) && same_words(got_text, want) {
@@ -1102,6 +1089,11 @@ fn declared_policy(
         Invariant::NoMarkupLeak => {
             if undeclared {
                 return Some(PolicyKind::UndeclaredTools);
+            }
+            if let Some(want) = tc.expected_text.as_deref()
+                && text_before_block_as_reasoning(ctx, tc, got, want)
+            {
+                return Some(PolicyKind::Reasoning);
             }
             // Only the reasoning wrapper left in the text: without its blocks, no markup.
             let rest = ctx.unreasoned(&got.text)?;
@@ -1328,6 +1320,40 @@ fn roundtrip_reasoning(msg: &str, ctx: &CaseContext) -> bool {
         });
     }
     false
+}
+
+/// A parser that starts inside reasoning for a thinking request (the template opens the block
+/// in the prompt) takes the text the model wrote before its think block as reasoning: the
+/// text is what the expected text has after the block, the reasoning the text before it and
+/// the expected reasoning run together, every character kept, the model's own open tag
+/// between them or not (written inside a block the prompt opened, it is the model's text), no
+/// other markup. Nothing is lost; a client shows it as reasoning.
+fn text_before_block_as_reasoning(
+    ctx: &CaseContext,
+    tc: &TurnContext,
+    got: &Got,
+    want: &str,
+) -> bool {
+    let (Some(got_r), Some(r)) = (got.reasoning.as_deref(), tc.expected_reasoning.as_deref())
+    else {
+        return false;
+    };
+    let Some(before) = unspaced(want)
+        .strip_suffix(&unspaced(&got.text))
+        .map(str::to_string)
+    else {
+        return false;
+    };
+    let (got_r, r) = (unspaced(got_r), unspaced(r));
+    ctx.has(PolicyKind::Reasoning)
+        && !before.is_empty()
+        && !r.is_empty()
+        && !markup_in(&got.text, &ctx.markers)
+        && ctx.pairs().iter().any(|(open, _)| {
+            let open = unspaced(open);
+            (got_r == format!("{before}{r}") || got_r == format!("{before}{open}{r}"))
+                && !markup_in(&got_r.replacen(&open, "", 1), &ctx.markers)
+        })
 }
 
 /// For an engine whose parser starts inside reasoning whatever the request
@@ -3667,11 +3693,39 @@ mod tests {
             ..got("", &[])
         };
         assert_ne!(label(&c, lost), "policy:reasoning");
+        // The model's own open tag kept between them: it wrote it inside the block the prompt
+        // opened. Any other markup, or the tag elsewhere, is a bug.
         let tagged = Got {
             reasoning: Some("Hmm.\n<seed:think>Still weighing".into()),
             ..got("", &[])
         };
-        assert_ne!(label(&c, tagged), "policy:reasoning");
+        assert_eq!(label(&c, tagged), "policy:reasoning");
+        let misplaced = Got {
+            reasoning: Some("Hmm.\nStill weighing<seed:think>".into()),
+            ..got("", &[])
+        };
+        assert_ne!(label(&c, misplaced), "policy:reasoning");
+        // Text after the block kept, the text before it read as reasoning.
+        let mut order = declaring(ctx("Let me see.Checking.", ""), &[PolicyKind::Reasoning]);
+        order.reasoning_pairs = c.reasoning_pairs.clone();
+        order.turns[0].expected_reasoning = Some("W.".into());
+        let split = Got {
+            reasoning: Some("Let me see.<seed:think>W.".into()),
+            ..got("Checking.", &[])
+        };
+        let msg = text_msg("Checking.", "Let me see.Checking.");
+        let v = with_got(Invariant::Expectation, &msg, split);
+        assert_eq!(classify_violation(&v, &order).label(), "policy:reasoning");
+        let cut = Got {
+            reasoning: Some("Let me see.<seed:think>W.".into()),
+            ..got("Check", &[])
+        };
+        let v = with_got(
+            Invariant::Expectation,
+            &text_msg("Check", "Let me see.Checking."),
+            cut,
+        );
+        assert_ne!(classify_violation(&v, &order).label(), "policy:reasoning");
         assert_ne!(
             label(&declaring(c.clone(), &[]), got("Hmm.\nStill weighing", &[])),
             "policy:reasoning"
