@@ -991,13 +991,7 @@ fn declared_policy(
             // A parser that does not split reasoning but takes its tags out: the reasoning
             // and the text run together, every character kept, in either order (text written
             // before the think block comes first).
-            if ctx.has(PolicyKind::Reasoning)
-                && got.reasoning.as_deref().is_none_or(str::is_empty)
-                && let Some(r) = tc.expected_reasoning.as_deref()
-                && !r.trim().is_empty()
-                && (unspaced(got_text) == unspaced(&format!("{r}{want}"))
-                    || unspaced(got_text) == unspaced(&format!("{want}{r}")))
-            {
+            if reasoning_run_together(ctx, tc, got, want) {
                 return Some(PolicyKind::Reasoning);
             }
             if text_before_block_as_reasoning(ctx, tc, got, want) {
@@ -1090,8 +1084,12 @@ fn declared_policy(
             if undeclared {
                 return Some(PolicyKind::UndeclaredTools);
             }
+            // The markup is the reasoning's own text (a call written as data inside a think
+            // block), shown as text by a variant that does not split reasoning, or the model's
+            // open tag inside reasoning a thinking request's prompt opened.
             if let Some(want) = tc.expected_text.as_deref()
-                && text_before_block_as_reasoning(ctx, tc, got, want)
+                && (text_before_block_as_reasoning(ctx, tc, got, want)
+                    || reasoning_run_together(ctx, tc, got, want))
             {
                 return Some(PolicyKind::Reasoning);
             }
@@ -1320,6 +1318,19 @@ fn roundtrip_reasoning(msg: &str, ctx: &CaseContext) -> bool {
         });
     }
     false
+}
+
+/// A parser that does not split reasoning but takes its tags out: the text is the expected
+/// reasoning and text run together, every character kept, in either order (text written before
+/// the think block comes first), and nothing is reasoning.
+fn reasoning_run_together(ctx: &CaseContext, tc: &TurnContext, got: &Got, want: &str) -> bool {
+    ctx.has(PolicyKind::Reasoning)
+        && got.reasoning.as_deref().is_none_or(str::is_empty)
+        && tc.expected_reasoning.as_deref().is_some_and(|r| {
+            !r.trim().is_empty()
+                && (unspaced(&got.text) == unspaced(&format!("{r}{want}"))
+                    || unspaced(&got.text) == unspaced(&format!("{want}{r}")))
+        })
 }
 
 /// A parser that starts inside reasoning for a thinking request (the template opens the block
@@ -3729,6 +3740,30 @@ mod tests {
         assert_ne!(
             label(&declaring(c.clone(), &[]), got("Hmm.\nStill weighing", &[])),
             "policy:reasoning"
+        );
+    }
+
+    #[test]
+    fn call_markup_written_as_data_in_reasoning_shown_as_text_without_a_reasoning_split_is_policy()
+    {
+        // muse_glimmer: a `to=self` message holding call markup as data; SGLang without a
+        // reasoning parser shows that message's text, markup and all, then the answer.
+        let r = "<atem:function_calls>…</atem:function_calls>";
+        let mut c = declaring(ctx("No call.", ""), &[PolicyKind::Reasoning]);
+        c.markers = vec!["<atem:function_calls>".into()];
+        c.turns[0].expected_reasoning = Some(r.into());
+        let leak = |text: &str| {
+            let msg = r#"text contains "<atem:function_calls>" at byte 0"#;
+            with_got(Invariant::NoMarkupLeak, msg, got(text, &[]))
+        };
+        let shown = leak(&format!("{r}No call."));
+        assert_eq!(classify_violation(&shown, &c).label(), "policy:reasoning");
+        // Markup beyond the reasoning's own text is a leak.
+        let more = leak(&format!("{r}<atem:function_calls>No call."));
+        assert_eq!(classify_violation(&more, &c).label(), "markup_leaked");
+        assert_eq!(
+            classify_violation(&shown, &declaring(c.clone(), &[])).label(),
+            "markup_leaked"
         );
     }
 
