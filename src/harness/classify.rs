@@ -474,6 +474,11 @@ impl CaseContext {
             .collect()
     }
 
+    /// Where `text` first closes reasoning (any of the wrapper's close tags).
+    fn first_close(&self, text: &str) -> Option<usize> {
+        self.pairs().iter().filter_map(|(_, c)| text.find(c)).min()
+    }
+
     /// Whether `text` shows one of the reasoning wrapper's tags.
     fn shows_reasoning_tag(&self, text: &str) -> bool {
         self.pairs()
@@ -712,11 +717,7 @@ fn declared_policy(
             .and_then(|g| g.reasoning.as_deref())
             .is_some_and(|r| !r.trim().is_empty())
     {
-        let closes = ctx
-            .pairs()
-            .iter()
-            .filter_map(|(_, c)| tc.served.find(c))
-            .min();
+        let closes = ctx.first_close(&tc.served);
         let first_call = ctx
             .markers
             .iter()
@@ -1374,12 +1375,7 @@ fn thinks_always_reading(ctx: &CaseContext, tc: &TurnContext, got: &Got, want: &
     if !ctx.has(PolicyKind::ThinksAlways) {
         return false;
     }
-    let close = ctx
-        .pairs()
-        .iter()
-        .filter_map(|(_, c)| tc.served.find(c))
-        .min()
-        .unwrap_or(tc.served.len());
+    let close = ctx.first_close(&tc.served).unwrap_or(tc.served.len());
     let (want, got_text) = (want.trim(), got.text.trim());
     let Some(moved) = want.strip_suffix(got_text) else {
         return false;

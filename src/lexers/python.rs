@@ -52,7 +52,7 @@ pub enum PyStep {
         /// The first place the list is laid out as Python allows but a call template never
         /// writes `[f(a=1, b=2), g()]` (whitespace after `[` or `(`, before `(` or `=`, a comma
         /// after the last call, a comment), described; never set in the bare dialect.
-        layout: Option<String>,
+        layout: Option<&'static str>,
     },
     /// What was read is not a call list; `raw` is its text, and the piece's bytes from
     /// `consumed` on were not taken.
@@ -197,7 +197,7 @@ pub struct PyListReader {
     /// The last token opened the list or a call's arguments (`[` or `(`).
     opened: bool,
     /// [`PyStep::Done::layout`] so far.
-    layout: Option<String>,
+    layout: Option<&'static str>,
     lex: Lex,
     top: Top,
     committed: bool,
@@ -592,9 +592,9 @@ impl PyListReader {
     }
 
     /// Notes the first place the layout is not a template's (see [`PyStep::Done::layout`]).
-    fn deviate(&mut self, what: &str) {
+    fn deviate(&mut self, what: &'static str) {
         if self.layout.is_none() && !self.dialect.bare {
-            self.layout = Some(what.to_string());
+            self.layout = Some(what);
         }
     }
 
@@ -1478,7 +1478,7 @@ mod tests {
         assert!(matches!(read(&["[f(),]"]), PyStep::Done { .. }));
     }
 
-    fn layout(pieces: &[&str]) -> Option<String> {
+    fn layout(pieces: &[&str]) -> Option<&'static str> {
         match read(pieces) {
             PyStep::Done { layout, .. } => layout,
             other => panic!("{other:?}"),
